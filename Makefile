@@ -1,0 +1,55 @@
+# make grade [SOLUTIONS=dir] [EX="ex1 quiz"]   grade a folder of solutions (default: exercises/)
+# make reference                              grade reference/ (instructor check: full marks)
+# make test                                   the package's own tests (graders vs reference, stubs, wrong answers)
+# make bench                                  cold/warm grading times of the reference
+# make clean                                  remove .venv and caches
+SHELL := /bin/bash
+SOLUTIONS ?= exercises
+EX ?=
+JOBS ?=
+TIMEOUT ?=
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# Interpreters tried in order; the first that runs and is >= 3.12 builds the venv.
+# A pyenv shim can exist on PATH and still refuse to run, so each one is executed, not just located.
+PY_CANDIDATES := python3.14 python3.13 python3.12 python3 $(sort $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3))
+
+GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
+
+.PHONY: grade reference test bench clean venv
+grade: $(STAMP)
+	@$(PY) -m graders $(GRADE_ARGS)
+
+reference:
+	@$(MAKE) --no-print-directory grade SOLUTIONS=reference
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m graders.bench
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@set -e; found=""; \
+	for c in $(PY_CANDIDATES); do \
+	  if $$c -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then found=$$c; break; fi; \
+	done; \
+	if [ -z "$$found" ]; then \
+	  echo "No Python >= 3.12 found (tried: $(PY_CANDIDATES))."; \
+	  echo "JAX 0.12 needs Python 3.12 or newer: install python3.12 or python3.13 (e.g. 'pyenv install 3.13') and run make again."; \
+	  exit 1; \
+	fi; \
+	if [ -x $(PY) ] && ! $(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then rm -rf $(VENV); fi; \
+	if [ ! -x $(PY) ]; then echo "Creating $(VENV) with $$found ($$($$found -c 'import sys; print(sys.version.split()[0])'))"; $$found -m venv $(VENV); fi; \
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > $(VENV)/requirements.txt; \
+	echo "Installing pinned packages into $(VENV) (first run downloads about 300 MB)"; \
+	$(PY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt; \
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,5 @@
+import sys
+
+from graders.runner import main
+
+sys.exit(main())

@@ -1,0 +1,24 @@
+"""The exercises: id -> module name and a short title (fixed by DESIGN.md)."""
+
+from pathlib import Path
+
+GRADERS_DIR = Path(__file__).resolve().parent
+ROOT = GRADERS_DIR.parent
+
+EXERCISES: dict[str, tuple[str, str]] = {
+    "ex1": ("ex1_token_accumulation", "token-weighted gradient accumulation"),
+    "ex2": ("ex2_sqrt_checkpointing", "sqrt(L) grouped checkpointing"),
+    "ex3": ("ex3_fsdp_shard_map", "FSDP by hand with shard_map"),
+    "ex4": ("ex4_master_weights", "fp32 master weights"),
+    "ex5": ("ex5_linen_checkpoint", "Linen nn.checkpoint"),
+    "ex6": ("ex6_nnx_block_remat", "per-block nnx.remat"),
+    "quiz": ("quiz", "quiz"),
+}
+
+
+def module_name(ex_id: str) -> str:
+    return EXERCISES[ex_id][0]
+
+
+def grader_file(ex_id: str) -> Path:
+    return GRADERS_DIR / f"test_{module_name(ex_id)}.py"

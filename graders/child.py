@@ -1,0 +1,58 @@
+"""One grading child: `python -m graders.child EX_ID SOLUTIONS_DIR`.
+
+Imports the learner's module, runs the exercise's grader with pytest, and streams one JSON
+line per event to the file descriptor the parent handed over (never a file on disk, so code
+in the learner's module has nothing to rewrite). Exits with os._exit so that atexit handlers
+registered by learner code never run.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main() -> None:
+    ex_id, solutions_dir = sys.argv[1], Path(sys.argv[2]).resolve()
+    channel = os.fdopen(int(os.environ.pop("GRADERS_RESULT_FD")), "w", buffering=1)
+
+    def emit(**event):
+        channel.write(json.dumps(event) + "\n")
+        channel.flush()
+
+    import pytest
+
+    from graders import catalog, guard, learner, plugin
+    # Import every shared helper now, so the guard's snapshot covers them before learner code runs.
+    from graders import hlo, jaxpr, memory, numeric  # noqa: F401
+
+    module_name = catalog.module_name(ex_id)
+    before = guard.snapshot()
+    emit(event="importing")
+    try:
+        module = learner.load_module(module_name, solutions_dir)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
+        emit(event="import_error", message=learner.describe(exc, solutions_dir))
+        os._exit(0)
+    changed = guard.replaced(before)
+    if changed:
+        emit(event="tampered", names=changed[:5])
+        os._exit(0)
+
+    state = plugin.STATE
+    state.solution, state.solutions_dir, state.emit, state.guard_before = module, solutions_dir, emit, before
+    state.check_timeout = float(os.environ.get("GRADERS_CHECK_TIMEOUT", "120"))
+    args = [str(catalog.grader_file(ex_id)), "-p", "no:terminal", "-p", "no:cacheprovider",
+            "-s", "--assert=plain", "--noconftest", "-c", os.devnull,
+            "--rootdir", str(catalog.GRADERS_DIR),
+            f"--timeout={state.check_timeout:g}", "--timeout-method=signal"]
+    try:
+        pytest.main(args, plugins=[plugin])
+    except BaseException as exc:
+        emit(event="child_error", message=learner.describe(exc, solutions_dir))
+    emit(event="done")
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

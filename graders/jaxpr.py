@@ -1,0 +1,66 @@
+"""Reading a traced program: which primitives it holds, including inside scans, checkpoints,
+shard_maps and jits (every sub-jaxpr is walked)."""
+
+from collections.abc import Callable, Iterator
+
+import jax
+from jax.extend.core import jaxprs_in_params
+
+# Several user-facing names bind to one primitive; a check asks for the idea, not the spelling.
+ALIASES: dict[str, frozenset[str]] = {
+    # jax.checkpoint, jax.remat, nnx.remat and nn.checkpoint all bind `remat2` in JAX 0.12
+    "checkpoint": frozenset({"remat2", "checkpoint", "remat"}),
+    "scan": frozenset({"scan"}),
+    "shard_map": frozenset({"shard_map"}),
+    "dot": frozenset({"dot_general"}),
+    "jit": frozenset({"pjit", "jit", "closed_call"}),
+}
+
+
+def trace(fn: Callable, *args, **kwargs):
+    """The jaxpr of fn(*args); exceptions are the learner's and propagate to the plugin."""
+    return jax.make_jaxpr(fn)(*args, **kwargs).jaxpr
+
+
+def _names(kind: str) -> frozenset[str]:
+    return ALIASES.get(kind, frozenset({kind}))
+
+
+def sub_jaxprs(eqn) -> Iterator:
+    yield from jaxprs_in_params(eqn.params)
+
+
+def walk(jaxpr) -> Iterator:
+    """Every equation of jaxpr and of all the jaxprs nested in it, depth first."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in sub_jaxprs(eqn):
+            yield from walk(sub)
+
+
+def inside(eqn) -> Iterator:
+    """Every equation nested inside one equation (e.g. the body of a scan)."""
+    for sub in sub_jaxprs(eqn):
+        yield from walk(sub)
+
+
+def find(jaxpr, kind: str) -> list:
+    names = _names(kind)
+    return [e for e in walk(jaxpr) if e.primitive.name in names]
+
+
+def count(jaxpr, kind: str) -> int:
+    return len(find(jaxpr, kind))
+
+
+def count_inside(eqn, kind: str) -> int:
+    names = _names(kind)
+    return sum(e.primitive.name in names for e in inside(eqn))
+
+
+def scan_lengths(jaxpr) -> list[int]:
+    return [e.params["length"] for e in find(jaxpr, "scan")]
+
+
+def primitive_names(jaxpr) -> set[str]:
+    return {e.primitive.name for e in walk(jaxpr)}

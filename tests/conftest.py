@@ -1,0 +1,27 @@
+import pytest
+
+from grading import ROOT, grade, grade_corpus
+
+_corpus_cache: dict = {}
+
+
+@pytest.fixture(scope="session")
+def reference_run():
+    """Every exercise of reference/ graded in one run of the command."""
+    return grade(ROOT / "reference")
+
+
+@pytest.fixture(scope="session")
+def stub_run():
+    """Every exercise of the untouched exercises/ graded in one run of the command."""
+    return grade(ROOT / "exercises")
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    """corpus(ex_id) -> {case: Run}: each wrong solution of tests/corpus/<ex_id>/ graded once."""
+    def get(ex_id: str):
+        if ex_id not in _corpus_cache:
+            _corpus_cache[ex_id] = grade_corpus(ex_id)
+        return _corpus_cache[ex_id]
+    return get

@@ -1,0 +1,68 @@
+"""Running the grading command the way a learner or an instructor does, and reading its JSON."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "corpus"
+
+sys.path.insert(0, str(ROOT))
+from graders import catalog  # noqa: E402
+
+
+@dataclass
+class Run:
+    returncode: int
+    report: str
+    stderr: str
+    results: dict
+
+    def exercise(self, ex_id: str) -> dict:
+        return self.results["extra_data"]["exercises"][ex_id]
+
+    def check(self, ex_id: str, name: str) -> dict:
+        for test in self.results["tests"]:
+            if test["name"] == f"{ex_id}: {name}":
+                return test
+        raise KeyError(f"no check {name!r} in {ex_id}")
+
+    def lost(self, ex_id: str) -> dict[str, str]:
+        """check name -> message, for every check of ex_id that did not get its points."""
+        return {t["name"].split(": ", 1)[1]: t["output"] for t in self.results["tests"]
+                if t["tags"] == [ex_id] and t["score"] < t["max_score"]}
+
+
+def grade(solutions: Path, ids=(), *extra: str, timeout: float = 900) -> Run:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "results.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "graders", *ids, "--solutions", str(solutions), "--json", str(out), *extra],
+            cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        results = json.loads(out.read_text()) if out.exists() else {}
+    return Run(proc.returncode, proc.stdout, proc.stderr, results)
+
+
+def corpus_cases(ex_id: str) -> list[str]:
+    folder = CORPUS / ex_id
+    return sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
+
+
+def grade_corpus(ex_id: str) -> dict[str, Run]:
+    """Grade every wrong solution in tests/corpus/<ex_id>/, each in a folder of its own."""
+    module = catalog.module_name(ex_id)
+    cases = corpus_cases(ex_id)
+
+    def one(case: str) -> Run:
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(CORPUS / ex_id / f"{case}.py", Path(tmp) / f"{module}.py")
+            return grade(Path(tmp), [ex_id], "--jobs", "1")
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(zip(cases, pool.map(one, cases)))
