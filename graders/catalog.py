@@ -22,3 +22,8 @@ def module_name(ex_id: str) -> str:
 
 def grader_file(ex_id: str) -> Path:
     return GRADERS_DIR / f"test_{module_name(ex_id)}.py"
+
+
+def available() -> list[str]:
+    """Exercise ids whose grader exists, in catalog order."""
+    return [ex_id for ex_id in EXERCISES if grader_file(ex_id).is_file()]

@@ -18,6 +18,10 @@ class CheckFailed(AssertionError):
     """A check's verdict: the message is shown to the learner as it is."""
 
 
+class NotAttempted(Exception):
+    """Raised by a grader when the learner left a stub value (e.g. a module-level None) untouched."""
+
+
 def fail(message: str) -> None:
     raise CheckFailed(message)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graders import guard
-from graders.learner import CheckFailed, describe, learner_frame, where
+from graders.learner import CheckFailed, NotAttempted, describe, learner_frame, where
 
 
 
@@ -62,6 +62,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
         # innermost frame must be in the learner's file.
         if frame and tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve().parent == STATE.solutions_dir.resolve():
             return "not_attempted", f"not attempted yet: still raises NotImplementedError{where(exc, STATE.solutions_dir)}"
+    if isinstance(exc, NotAttempted):
+        return "not_attempted", f"not attempted yet: {exc}"
     if isinstance(exc, CheckFailed):
         return "failed", str(exc)
     if type(exc).__name__ == "Failed" and "Timeout" in str(exc):

@@ -286,16 +286,16 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float) -> 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m graders", description="Grade the exercises.")
-    parser.add_argument("ids", nargs="*", metavar="ID", help=f"exercises to grade: {' '.join(catalog.EXERCISES)} (default: all)")
+    parser.add_argument("ids", nargs="*", metavar="ID", help=f"exercises to grade: {' '.join(catalog.available())} (default: all)")
     parser.add_argument("--solutions", default="exercises", help="folder holding the modules (default: exercises)")
     parser.add_argument("--json", metavar="PATH", help="also write Gradescope's results.json here")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="exercises graded at once (default: CPUs)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per exercise (default: 300)")
     parser.add_argument("--no-cache", action="store_true", help="do not use the persistent compilation cache")
     args = parser.parse_args(argv)
-    unknown = [i for i in args.ids if i not in catalog.EXERCISES]
+    unknown = [i for i in args.ids if i not in catalog.available()]
     if unknown:
-        parser.error(f"unknown exercise id(s): {' '.join(unknown)}; choose from {' '.join(catalog.EXERCISES)}")
+        parser.error(f"unknown exercise id(s): {' '.join(unknown)}; choose from {' '.join(catalog.available())}")
     if not Path(args.solutions).is_dir():
         parser.error(f"--solutions {args.solutions}: no such folder")
     if args.jobs < 1 or args.timeout <= 0:
@@ -305,7 +305,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    ids = list(dict.fromkeys(args.ids)) or list(catalog.EXERCISES)
+    ids = list(dict.fromkeys(args.ids)) or catalog.available()
     solutions = Path(args.solutions).resolve()
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

@@ -98,12 +98,18 @@ def test_loss_sum_counts_only_valid_tokens(sol):
 
 @pytest.mark.points(1)
 def test_loss_sum_adds_up_over_batch_splits(sol):
-    """Splitting the batch and adding the parts' loss_sum gives the whole batch's."""
+    """Each part of a split batch gets its own loss sum, and the parts add up to the whole."""
     w, x, y, m = make_batch(2, [1, 7, 7, 7, 2, 7, 0, 3, 7, 7, 5, 7])
     whole = as_scalar(sol.tok_loss_sum_count(*as_f32(w, x, y, m))[0], "loss_sum of the whole batch")
-    parts = [as_scalar(sol.tok_loss_sum_count(*as_f32(w, x[s], y[s], m[s]))[0], "loss_sum of a part")
-             for s in (slice(0, 4), slice(4, B))]
-    assert_close(sum(parts), whole, "loss_sum(first 4 rows) + loss_sum(other 8 rows)",
+    parts = []
+    for s in (slice(0, 4), slice(4, B)):
+        part = as_scalar(sol.tok_loss_sum_count(*as_f32(w, x[s], y[s], m[s]))[0], f"loss_sum of rows {s.start}:{s.stop}")
+        expected = loss_sum_np(w, x[s], y[s], m[s])
+        assert_close(part, expected, f"loss_sum of rows {s.start}:{s.stop}", mistakes=[
+            (expected / m[s].sum(), "That is the part's per-token mean: means of parts do not add up to the "
+                                    "whole, sums do. Hint: return a sum, not a mean.")])
+        parts.append(part)
+    assert_close(sum(parts), whole, "loss_sum(rows 0:4) + loss_sum(rows 4:12)",
                  "The parts should add up to the whole batch's value: return a sum, not a mean.")
 
 
@@ -158,11 +164,15 @@ def test_accumulates_with_lax_scan(sol):
 def test_program_size_does_not_grow_with_n_micro(sol):
     """Tracing with a larger n_micro gives the same number of equations (a Python loop unrolls)."""
     w, x, y, m = as_f32(*make_batch(10, [4] * B))
-    sizes = {k: sum(1 for _ in jaxpr.walk(jaxpr.trace(partial(sol.accum_token_weighted, n_micro=k), w, x, y, m)))
-             for k in (2, 6)}
+    programs = {k: jaxpr.trace(partial(sol.accum_token_weighted, n_micro=k), w, x, y, m) for k in (2, 6)}
+    sizes = {k: sum(1 for _ in jaxpr.walk(p)) for k, p in programs.items()}
+    program = programs[2]
     if sizes[6] > sizes[2]:
         fail(f"the traced program has {sizes[2]} equations for n_micro=2 but {sizes[6]} for n_micro=6: "
              "the micro-batch loop is unrolled into the program. Hint: use lax.scan instead of a Python loop.")
+    if jaxpr.count(program, "tanh") == 0:
+        fail("the traced program never evaluates the model (no tanh in it), so it cannot be accumulating "
+             "gradients. Hint: differentiate the micro-batch loss sum inside a lax.scan body.")
 
 
 @pytest.mark.points(1)

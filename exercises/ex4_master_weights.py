@@ -1,0 +1,60 @@
+"""Exercise 4: why mixed precision keeps fp32 master weights.
+
+SGD on one scalar parameter with a constant gradient: w <- w - lr * grad, repeated `steps` times.
+
+  (a) sgd_bf16: the parameter is *stored* in bfloat16: after every step the new value is
+      rounded to bfloat16 and the next step starts from that rounded value.
+  (b) sgd_fp32_master: an fp32 "master" copy takes every update (a bf16 copy would only be
+      used for the forward/backward compute, which this exercise does not need).
+
+Then explain (a) in a checkable way: bf16_rounding_threshold(w) is the update size below which
+w - u rounds straight back to w.
+
+What is checked (`make grade EX=ex4`):
+  * dtypes: sgd_bf16 returns a bfloat16 scalar, sgd_fp32_master a float32 scalar;
+  * w_bf16 and w_master below are the chapter's case (w0=1.0, lr=1e-3, grad=1.0, steps=100);
+  * on a grid of (w0, lr, grad, steps) chosen by the grader -- cases where bf16 is stuck, where
+    it moves, and where it moves by the wrong amount -- both functions equal the grader's own
+    step-by-step simulation, so closed forms and fp32-then-cast-at-the-end do not pass;
+  * bf16_rounding_threshold(w) for several w (powers of two and not, small and large).
+"""
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+def sgd_bf16(w0, lr, grad, steps):
+    """Scheme (a): `steps` SGD steps with the parameter stored in bfloat16.
+
+    Args: w0, lr, grad: Python floats; steps: Python int >= 0.
+    Start from w0 rounded to bfloat16. Each step: w = round_to_bf16(w - lr * grad).
+    Returns: a bfloat16 scalar (a jax array with dtype jnp.bfloat16).
+    """
+    raise NotImplementedError
+
+
+def sgd_fp32_master(w0, lr, grad, steps):
+    """Scheme (b): `steps` SGD steps applied to an fp32 master weight.
+
+    Args: as sgd_bf16. Start from w0 as float32; each step: w = w - lr * grad in float32.
+    Returns: the float32 master weight (a jax array with dtype jnp.float32).
+    """
+    raise NotImplementedError
+
+
+def bf16_rounding_threshold(w):
+    """For w > 0 (a Python float, first rounded to bfloat16 as a stored parameter would be):
+    half the gap between w and the next *smaller* bfloat16 number. An update u smaller than
+    this leaves bf16(w - u) == w. Returns a Python float.
+
+    Example of the idea: bfloat16 keeps 8 significant bits, so numbers in [1, 2) are 2**-7
+    apart and numbers in [0.5, 1) are 2**-8 apart.
+    """
+    raise NotImplementedError
+
+
+# The chapter's case: w0=1.0, lr=1e-3, grad=1.0, steps=100. Replace None with calls to your
+# functions, e.g. w_bf16 = sgd_bf16(1.0, 1e-3, 1.0, 100).
+w_bf16 = None
+w_master = None

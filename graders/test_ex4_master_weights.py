@@ -1,0 +1,164 @@
+"""Grader for Exercise 4: bf16-stored parameter vs fp32 master weight.
+
+Expected values come from the grader's own step-by-step simulation with ml_dtypes (NumPy's
+bfloat16), rounding exactly once per step as a bf16-stored parameter does.
+"""
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from graders.learner import NotAttempted, fail
+from graders.numeric import as_scalar, fmt
+
+BF16 = ml_dtypes.bfloat16
+F32_EPS = float(np.finfo(np.float32).eps)
+
+# (w0, lr, grad, steps): stuck (update below half the spacing), moving, moving by more than the
+# update (0.002 > half of 2**-8 rounds up to a whole 2**-8 step), large and small magnitudes.
+GRID = [
+    (1.0, 1e-2, 1.0, 50),
+    (3.0, 2e-3, 1.5, 40),
+    (0.5, 1e-3, -2.0, 60),
+    (100.0, 0.05, 1.0, 30),
+    (0.1, 1e-4, 3.0, 80),
+    (1.0, 7e-3, 1.3, 45),
+]
+
+
+def bf16_steps(w0, lr, grad, steps) -> list[float]:
+    """Scheme (a) simulated. The update may be formed in fp32 or first rounded to bf16 (as JAX
+    does for a bf16 array minus a Python float); each way is a correct bf16-stored parameter,
+    so every one of them is accepted."""
+    results = []
+    for update in (np.float32(lr * grad), np.float32(BF16(lr * grad)),
+                   np.float32(BF16(np.float32(BF16(lr)) * np.float32(BF16(grad))))):
+        w = BF16(w0)
+        for _ in range(steps):
+            w = BF16(np.float32(w) - update)
+        results.append(float(w))
+    return results
+
+
+def fp32_steps(w0, lr, grad, steps) -> float:
+    w = np.float32(w0)
+    for _ in range(steps):
+        w = np.float32(w - np.float32(lr * grad))
+    return float(w)
+
+
+def threshold(w) -> float:
+    stored = np.array(BF16(w))
+    below = (stored.view(np.uint16) - np.uint16(1)).view(BF16)  # next smaller positive bf16
+    return (float(stored) - float(below)) / 2
+
+
+def module_value(sol, name):
+    value = getattr(sol, name, None)
+    if value is None:
+        raise NotAttempted(f"{name} is still None")
+    if callable(value):
+        fail(f"{name} should hold the result after 100 steps, but it is a function. "
+             f"Hint: {name} = your_function(1.0, 1e-3, 1.0, 100).")
+    return value
+
+
+def dtype_of(value, what: str):
+    try:
+        return jnp.asarray(value).dtype
+    except (TypeError, ValueError):
+        fail(f"{what}: expected a JAX scalar, got {type(value).__name__}.")
+
+
+@pytest.mark.points(1)
+def test_bf16_result_is_bfloat16(sol):
+    """sgd_bf16 and w_bf16 are bfloat16 scalars."""
+    for what, value in (("sgd_bf16(1.0, 1e-2, 1.0, 3)", sol.sgd_bf16(1.0, 1e-2, 1.0, 3)),
+                        ("w_bf16", module_value(sol, "w_bf16"))):
+        dtype = dtype_of(value, what)
+        if dtype != jnp.bfloat16:
+            fail(f"{what} has dtype {dtype}, expected bfloat16: in scheme (a) the parameter is stored in bf16. "
+                 "Hint: round with .astype(jnp.bfloat16) after every step.")
+
+
+@pytest.mark.points(1)
+def test_master_result_is_float32(sol):
+    """sgd_fp32_master and w_master are float32 scalars."""
+    for what, value in (("sgd_fp32_master(1.0, 1e-2, 1.0, 3)", sol.sgd_fp32_master(1.0, 1e-2, 1.0, 3)),
+                        ("w_master", module_value(sol, "w_master"))):
+        dtype = dtype_of(value, what)
+        if dtype != jnp.float32:
+            fail(f"{what} has dtype {dtype}, expected float32: the master weight must keep fp32 precision "
+                 "(a master kept in bf16 loses the small updates just like scheme (a)).")
+
+
+@pytest.mark.points(1)
+def test_chapter_case_values(sol):
+    """w_bf16 is still 1.0 after 100 steps of 1e-3, w_master is about 0.9."""
+    w_bf16 = as_scalar(module_value(sol, "w_bf16"), "w_bf16")
+    w_master = as_scalar(module_value(sol, "w_master"), "w_master")
+    expected_master = fp32_steps(1.0, 1e-3, 1.0, 100)
+    if w_bf16 != 1.0:
+        fail(f"w_bf16 = {w_bf16:.8g}, expected 1.0: each 1e-3 step is under half the bf16 spacing just below 1.0 "
+             "(2**-8), so it is rounded away. "
+             + ("That is 0.9 rounded to bf16 once at the end: the steps were taken in fp32. "
+                if abs(w_bf16 - float(BF16(0.9))) < 1e-9 else "")
+             + "Hint: round the parameter to bf16 after every step.")
+    if abs(w_master - expected_master) > 1e-5:
+        fail(f"w_master = {w_master:.8g}, expected {expected_master:.8g} (1 - 100 * 1e-3 in fp32). "
+             "Hint: keep the master weight in float32 and subtract lr * grad each step.")
+
+
+@pytest.mark.points(3)
+def test_bf16_matches_step_by_step_rounding(sol):
+    """sgd_bf16 equals the grader's simulation on a grid where bf16 sticks, moves, and overshoots."""
+    for w0, lr, grad, steps in GRID:
+        got = as_scalar(sol.sgd_bf16(w0, lr, grad, steps), f"sgd_bf16({w0}, {lr}, {grad}, {steps})")
+        accepted = bf16_steps(w0, lr, grad, steps)
+        if got in accepted:
+            continue
+        exact = w0 - steps * lr * grad
+        if np.isclose(got, float(BF16(exact)), rtol=0, atol=1e-12) or np.isclose(got, exact, rtol=1e-6):
+            why = ("That is the exact result w0 - steps*lr*grad (rounded once): the steps were not each rounded "
+                   "to bf16. Hint: round after every step; a closed form cannot show what bf16 storage loses.")
+        else:
+            why = "Hint: start from bf16(w0) and round w - lr*grad to bf16 after every step."
+        fail(f"sgd_bf16({w0}, {lr}, {grad}, {steps}) = {got:.8g}, expected {accepted[0]:.8g} "
+             f"(step-by-step bf16 rounding). {why}")
+
+
+@pytest.mark.points(2)
+def test_master_matches_float32_simulation(sol):
+    """sgd_fp32_master equals the grader's float32 simulation on the same grid."""
+    for w0, lr, grad, steps in GRID:
+        got = as_scalar(sol.sgd_fp32_master(w0, lr, grad, steps), f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})")
+        expected = fp32_steps(w0, lr, grad, steps)
+        # each fp32 step may round differently by one unit in the last place
+        if abs(got - expected) > 2 * steps * F32_EPS * max(abs(expected), abs(w0)):
+            why = ("That is what the bf16 scheme gives: the master weight is being rounded to bf16. "
+                   if got in bf16_steps(w0, lr, grad, steps) else "")
+            fail(f"sgd_fp32_master({w0}, {lr}, {grad}, {steps}) = {got:.8g}, expected {expected:.8g}. {why}"
+                 "Hint: keep w in float32 for every update; only the compute copy would be bf16.")
+
+
+@pytest.mark.points(2)
+def test_rounding_threshold_matches_bf16_spacing(sol, note):
+    """bf16_rounding_threshold(w) is half the gap to the next smaller bf16 number, for many w."""
+    ws = (1.5, 3.0, 0.1, 1000.0, 0.75, 6.5e-3, 1.0, 2.0)  # the last two are powers of two
+    got = {w: as_scalar(sol.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w})") for w in ws}
+    wrong = [w for w in ws if not np.isclose(got[w], threshold(w), rtol=1e-6, atol=0)]
+    if wrong:
+        w = wrong[0]
+        if all(np.isclose(got[v], 2 * threshold(v), rtol=1e-6) for v in ws):
+            why = "That is the whole gap; an update is rounded back only while it is under *half* of it."
+        elif all(float(np.log2(v)).is_integer() for v in wrong):
+            why = ("Right everywhere except at powers of two: that is half the gap *above* w. Just below a "
+                   "power of two the spacing halves, and the gap below w is what counts for w - u.")
+        elif all(np.isclose(got[v], threshold(1.0), rtol=1e-6) for v in ws):
+            why = "That is the value for w = 1.0 every time: the spacing scales with w's power of two."
+        else:
+            why = f"Hint: find the next smaller bfloat16 number below bf16({w}) (e.g. jnp.nextafter) and halve the gap."
+        fail(f"bf16_rounding_threshold({w}) = {got[w]:.6g}, expected {threshold(w):.6g}. {why}")
+    note(f"Why (a) never moves: just below 1.0 bf16 numbers are 2**-8 = {2**-8:.4f} apart, so any update under "
+         f"{threshold(1.0):.5f} (half of it) is rounded away; 1e-3 is, every step.")

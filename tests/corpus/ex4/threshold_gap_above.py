@@ -1,0 +1,26 @@
+"""Half the spacing *above* w (eps times w's power of two), which is twice too big at powers of two."""
+import math
+
+import jax.numpy as jnp
+
+
+def sgd_bf16(w0, lr, grad, steps):
+    w = jnp.bfloat16(w0)
+    for _ in range(steps):
+        w = (w - lr * grad).astype(jnp.bfloat16)
+    return w
+
+
+def sgd_fp32_master(w0, lr, grad, steps):
+    w = jnp.float32(w0)
+    for _ in range(steps):
+        w = w - jnp.float32(lr * grad)
+    return w
+
+
+def bf16_rounding_threshold(w):
+    exponent = math.floor(math.log2(float(jnp.asarray(w, jnp.bfloat16))))
+    return 2.0 ** (exponent - 7) / 2
+
+w_bf16 = sgd_bf16(1.0, 1e-3, 1.0, 100)
+w_master = sgd_fp32_master(1.0, 1e-3, 1.0, 100)

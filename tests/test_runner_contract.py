@@ -1,0 +1,88 @@
+"""The grading command keeps the contract in DESIGN.md: statuses, scores, exit codes, JSON."""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from grading import ROOT, grade
+from graders import catalog
+from graders.spec import read_checks
+
+EXERCISES = catalog.available()
+
+
+@pytest.mark.parametrize("ex_id", EXERCISES)
+def test_reference_gets_full_marks(reference_run, ex_id):
+    ex = reference_run.exercise(ex_id)
+    assert ex["status"] == "passed", f"{ex_id}: {ex}\n{reference_run.report}"
+    assert ex["score"] == ex["max_score"] > 0
+
+
+def test_reference_run_exits_zero(reference_run):
+    assert reference_run.returncode == 0, reference_run.report + reference_run.stderr
+
+
+@pytest.mark.parametrize("ex_id", EXERCISES)
+def test_stub_reads_not_attempted(stub_run, ex_id):
+    ex = stub_run.exercise(ex_id)
+    assert (ex["status"], ex["score"]) == ("not attempted", 0), f"{ex_id}: {ex}"
+    for test in stub_run.results["tests"]:
+        if test["tags"] == [ex_id]:
+            assert test["output"].startswith("not attempted yet"), test
+
+
+def test_stub_run_exits_one_without_tracebacks(stub_run):
+    assert stub_run.returncode == 1
+    assert "Traceback" not in stub_run.report + stub_run.stderr
+    assert "not attempted" in stub_run.report
+
+
+def test_json_follows_gradescope_schema(reference_run):
+    results = reference_run.results
+    assert isinstance(results["score"], int) and isinstance(results["max_score"], int)
+    assert isinstance(results["execution_time"], float) and isinstance(results["output"], str)
+    assert results["score"] == sum(t["score"] for t in results["tests"])
+    for test in results["tests"]:
+        assert set(test) == {"name", "tags", "score", "max_score", "status", "output"}
+        ex_id, check = test["name"].split(": ", 1)
+        assert test["tags"] == [ex_id] and test["status"] in ("passed", "failed")
+        assert isinstance(test["score"], int) and isinstance(test["max_score"], int)
+
+
+@pytest.mark.parametrize("ex_id", EXERCISES)
+def test_points_in_json_are_those_declared_in_the_grader(reference_run, ex_id):
+    declared = {c.name: c.points for c in read_checks(catalog.grader_file(ex_id))}
+    reported = {t["name"].split(": ", 1)[1]: t["max_score"] for t in reference_run.results["tests"]
+                if t["tags"] == [ex_id]}
+    assert reported == declared
+
+
+@pytest.mark.parametrize("ex_id", EXERCISES)
+def test_every_check_has_a_docstring(ex_id):
+    assert all(c.doc for c in read_checks(catalog.grader_file(ex_id)))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graders", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_unknown_exercise_is_a_usage_error():
+    proc = run_cli("ex9")
+    assert proc.returncode == 2 and "unknown exercise" in proc.stderr
+
+
+def test_missing_solutions_folder_is_a_usage_error():
+    proc = run_cli("--solutions", "no/such/folder")
+    assert proc.returncode == 2 and "no such folder" in proc.stderr
+
+
+def test_missing_module_is_reported_not_a_crash():
+    with tempfile.TemporaryDirectory() as tmp:
+        run = grade(Path(tmp), ["ex1"])
+    ex = run.exercise("ex1")
+    assert run.returncode == 1 and ex["status"] == "error" and "missing" in ex["reason"]
+    assert "ex1_token_accumulation.py" in run.report
