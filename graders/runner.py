@@ -240,7 +240,7 @@ def _detail(r: ExerciseResult) -> list[str]:
     head = f"{r.ex_id} ({module}): {r.status}, {r.score}/{r.max_score}"
     out: list[str] = []
     if r.status == "not attempted":
-        out = [head, f"  every check still hits NotImplementedError: fill in {module} and grade again."]
+        out = [head, f"  nothing filled in yet (every check found the stub unchanged): fill in {module} and grade again."]
     elif r.status in ("error", "timed out"):
         out = [head, _indent(r.reason, "  ")]
         if r.output:

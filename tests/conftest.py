@@ -1,3 +1,10 @@
+import os
+
+# The quiz-key tests run JAX in this process: 8 simulated devices, set before JAX is imported.
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
 import pytest
 
 from grading import ROOT, grade, grade_corpus

@@ -1,0 +1,173 @@
+"""The quiz key is proven on the installed JAX, Flax and Optax, not copied from the notes:
+if an upgrade changes a fact, one of these tests fails instead of the quiz teaching it."""
+
+import importlib.util
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+from jax.ad_checkpoint import print_saved_residuals
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from grading import ROOT
+from graders import memory
+from graders.hlo import collective_counts
+from graders.test_quiz import KEY_HASHES, digest
+
+
+def _reference_key() -> dict:
+    spec = importlib.util.spec_from_file_location("reference_quiz", ROOT / "reference" / "quiz.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ANSWERS
+
+
+KEY = _reference_key()
+
+
+def options(question: int) -> dict[str, str]:
+    """The option texts of a question, as the learner reads them in exercises/quiz.py."""
+    text = (ROOT / "exercises" / "quiz.py").read_text()
+    block = re.search(rf"^Q{question}\.(.*?)(?=^Q\d+\.|^\"\"\")", text, re.S | re.M).group(1)
+    found = re.findall(r"\b([A-D])\. (.*?)(?=\s+\b[A-D]\. |\n\s*\n|\n\s+[A-D]\. |$)", block, re.S)
+    return {letter: " ".join(body.split()) for letter, body in found}
+
+
+def test_grader_hashes_match_reference_key():
+    assert set(KEY) == set(KEY_HASHES) == set(range(1, 11))
+    for question, letter in KEY.items():
+        assert digest(question, letter) == KEY_HASHES[question], question
+
+
+def test_every_question_has_four_options():
+    for question in range(1, 11):
+        assert sorted(options(question)) == ["A", "B", "C", "D"], (question, options(question))
+
+
+def test_q1_adam_fp32_needs_16_bytes_per_parameter():
+    params = {"w": jnp.zeros((30, 7), jnp.float32), "b": jnp.zeros((7,), jnp.float32)}
+    state = optax.adam(1e-3).init(params)
+    nbytes = lambda tree: sum(x.nbytes for x in jax.tree.leaves(tree) if x.ndim > 0)  # noqa: E731
+    n = sum(x.size for x in jax.tree.leaves(params))
+    per_param = (nbytes(params) + nbytes(params) + nbytes(state)) / n  # params + grads + (mu, nu)
+    assert per_param == 16
+    assert options(1)[KEY[1]] == f"{1e9 * per_param / 1e9:.0f} GB"
+
+
+def _stack_loss(w1, w2, x, mode):
+    """6 residual MLP layers (hidden 160 > width 48, so a layer's insides outweigh its input);
+    mode: None, 'whole' (one checkpoint around everything) or 'layer' (one per layer)."""
+    def layer(x, a, b):
+        return x + jnp.tanh(x @ a) @ b
+    if mode == "layer":
+        layer = jax.checkpoint(layer)
+
+    def body(x):
+        for i in range(w1.shape[0]):
+            x = layer(x, w1[i], w2[i])
+        return jnp.sum(x ** 2)
+    return (jax.checkpoint(body) if mode == "whole" else body)(x)
+
+
+def test_q2_one_checkpoint_around_the_whole_model_keeps_the_peak():
+    # measured here: none 835,584 B, whole 835,584 B, per layer 540,672 B
+    w1, w2, x = jnp.ones((6, 48, 160)) * 0.01, jnp.ones((6, 160, 48)) * 0.01, jnp.ones((96, 48))
+    temp = {mode: memory.temp_bytes(jax.grad(lambda a, b, x, m=mode: _stack_loss(a, b, x, m)), w1, w2, x)
+            for mode in (None, "whole", "layer")}
+    assert temp["whole"] >= 0.95 * temp[None], temp
+    assert temp["layer"] < 0.8 * temp[None], temp
+    assert "whole model" in options(2)[KEY[2]]
+
+
+def _residuals(fn, *args, capsys) -> list[str]:
+    print_saved_residuals(fn, *args)
+    return [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+
+
+def _block(w, x):
+    return jnp.sum(jnp.sin(jnp.tanh(x @ w) @ w))
+
+
+def test_q3_dots_saveable_keeps_only_matmul_outputs(capsys):
+    w, x = jnp.ones((4, 4)), jnp.ones((3, 4))
+    saved = _residuals(jax.checkpoint(_block, policy=jax.checkpoint_policies.dots_saveable), w, x, capsys=capsys)
+    outputs = [line for line in saved if "output of" in line]
+    assert outputs and all("output of dot_general" in line for line in outputs), saved
+    assert "dot_general" in options(3)[KEY[3]]
+
+
+def test_q4_nnx_optimizer_without_wrt_raises_type_error():
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    with pytest.raises(TypeError, match="wrt"):
+        nnx.Optimizer(model, optax.adam(1e-3))
+    optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)  # A does not raise
+    grads = nnx.grad(lambda m: jnp.sum(m(jnp.ones((1, 3)))))(model)
+    optimizer.update(model, grads)  # C does not raise
+    nnx.state(model, nnx.BatchStat)  # D does not raise
+    assert options(4)[KEY[4]] == "nnx.Optimizer(model, optax.adam(1e-3))"
+
+
+def test_q5_gradient_of_fp32_parameters_is_fp32_under_bf16_compute():
+    w = jnp.ones((3, 2), jnp.float32)
+    x = jnp.ones((4, 3), jnp.bfloat16)
+    grad = jax.grad(lambda w: jnp.sum(x @ w.astype(jnp.bfloat16)).astype(jnp.float32))(w)
+    assert grad.dtype == jnp.float32
+    assert options(5)[KEY[5]] == "float32"
+
+
+def test_q6_megatron_mlp_needs_one_all_reduce():
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto, AxisType.Auto))
+    spec = lambda *s: NamedSharding(mesh, P(*s))  # noqa: E731
+    mlp = jax.jit(lambda x, w1, w2: jax.nn.relu(x @ w1) @ w2,
+                  in_shardings=(spec("data", None), spec(None, "model"), spec("model", None)),
+                  out_shardings=spec("data", None))
+    hlo = mlp.lower(jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32, 16))).compile().as_text()
+    counts = collective_counts(hlo)
+    assert counts["all-reduce"] == 1 and sum(counts.values()) == 1, counts
+    assert options(6)[KEY[6]].startswith("one all-reduce, after the second matmul")
+
+
+def test_q7_key_is_the_pipeline_statement():
+    # A definition: FSDP runs every layer on every device; splitting layers is pipeline parallelism.
+    assert options(7)[KEY[7]] == "each device computes only some of the model's layers"
+
+
+def test_q8_multisteps_returns_zeros_then_one_adam_step_on_the_mean():
+    params = {"w": jnp.array([1.0, -2.0, 0.5])}
+    grads = [{"w": jnp.array(g)} for g in ([0.1, 0.2, -0.3], [0.5, -0.1, 0.0], [-0.2, 0.4, 0.1], [0.3, 0.3, 0.3])]
+    multi = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4)
+    state = multi.init(params)
+    updates = []
+    for g in grads:
+        u, state = multi.update(g, state, params)
+        updates.append(u["w"])
+    assert all(np.all(np.asarray(u) == 0) for u in updates[:3])
+    adam = optax.adam(1e-3)
+    mean = {"w": sum(g["w"] for g in grads) / 4}
+    expected, _ = adam.update(mean, adam.init(params), params)
+    np.testing.assert_allclose(updates[3], expected["w"], rtol=1e-6)
+    assert options(8)[KEY[8]].startswith("the first 3 calls return all-zero updates")
+
+
+def test_q9_checkpoint_called_with_block_and_input_raises_type_error():
+    w, x = jnp.ones((4, 4)), jnp.ones((3, 4))
+    with pytest.raises(TypeError, match="positional argument"):
+        jax.checkpoint(lambda b, x: b(x), lambda x: x @ w, x)
+    assert jnp.allclose(jax.checkpoint(lambda w, x: x @ w)(w, x), x @ w)  # wrap first, then call
+    assert options(9)[KEY[9]].startswith("TypeError")
+
+
+def test_q10_save_only_these_names_with_a_primitive_name_saves_nothing(capsys):
+    w, x = jnp.ones((4, 4)), jnp.ones((3, 4))
+    by_name = _residuals(jax.checkpoint(
+        _block, policy=jax.checkpoint_policies.save_only_these_names("dot_general")), w, x, capsys=capsys)
+    nothing = _residuals(jax.checkpoint(_block, policy=jax.checkpoint_policies.nothing_saveable), w, x, capsys=capsys)
+    dots = _residuals(jax.checkpoint(_block, policy=jax.checkpoint_policies.dots_saveable), w, x, capsys=capsys)
+    strip = lambda lines: [line.split(" from ")[0] for line in lines]  # noqa: E731
+    assert strip(by_name) == strip(nothing) and len(dots) > len(nothing)
+    assert "nothing_saveable" in options(10)[KEY[10]]
