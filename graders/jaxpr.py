@@ -64,3 +64,12 @@ def scan_lengths(jaxpr) -> list[int]:
 
 def primitive_names(jaxpr) -> set[str]:
     return {e.primitive.name for e in walk(jaxpr)}
+
+
+def walk_nested(jaxpr, outer: tuple = ()) -> Iterator[tuple]:
+    """(eqn, the equations enclosing it, outermost first) for every equation, sub-jaxprs included:
+    tells e.g. which scans a checkpoint sits in, and what runs inside that checkpoint."""
+    for eqn in jaxpr.eqns:
+        yield eqn, outer
+        for sub in sub_jaxprs(eqn):
+            yield from walk_nested(sub, outer + (eqn,))
