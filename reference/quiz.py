@@ -1,80 +1,16 @@
-"""Quiz, reference answers (the key is proven on the installed libraries by tests/test_quiz_key.py).
-
-Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored).
-Each question is worth one point; a wrong answer gets a hint pointing at the idea to revisit.
-`make grade EX=quiz` grades it.
-
-Q1. A model has 1 billion parameters, trained with fp32 parameters, fp32 gradients and Adam
-    (fp32 first and second moments). Leaving activations aside, how much memory is needed at least?
-      A. 4 GB    B. 8 GB    C. 12 GB    D. 16 GB
-
-Q2. Which one does NOT lower the peak memory used by activations?
-      A. jax.checkpoint on every Transformer layer
-      B. one jax.checkpoint around the whole model's loss function
-      C. gradient accumulation over 4 micro-batches
-      D. computing activations in bfloat16
-
-Q3. What does jax.checkpoint(f, policy=jax.checkpoint_policies.dots_saveable) do?
-      A. keeps every intermediate value, exactly like no checkpointing
-      B. keeps the results of matrix multiplications (dot_general); elementwise results are recomputed
-      C. keeps only values tagged with checkpoint_name
-      D. moves residuals to host memory
-
-Q4. With Flax 0.12 NNX, which line raises a TypeError?
-      A. nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
-      B. nnx.Optimizer(model, optax.adam(1e-3))
-      C. optimizer.update(model, grads)
-      D. nnx.state(model, nnx.BatchStat)
-
-Q5. Parameters are float32; the forward pass casts them to bfloat16 before the matmul.
-    What dtype does jax.grad return for the parameters?
-      A. bfloat16    B. float16    C. float32    D. it depends on preferred_element_type
-
-Q6. A Megatron-style MLP on a ('data', 'model') mesh: W1 sharded P(None, 'model'), W2 sharded
-    P('model', None), input P('data', None). How much cross-device communication does the
-    forward pass need?
-      A. none
-      B. one all-reduce, after the second matmul
-      C. two all-gathers
-      D. one all-reduce after each matmul
-
-Q7. Which statement about FSDP (ZeRO-3) is FALSE?
-      A. parameters, gradients and optimizer state are all split across devices
-      B. before a layer runs, its full weights are all-gathered
-      C. each device computes only some of the model's layers
-      D. in JAX, it can be written by giving parameters P('fsdp', None) and calling reshard(w, P()) before use
-
-Q8. optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4), with update called once per
-    micro-batch. Which is right?
-      A. every call changes the parameters, with the learning rate divided by 4
-      B. the first 3 calls return all-zero updates; the 4th applies one Adam step with the mean of the 4 gradients
-      C. you must divide the gradients by 4 yourself
-      D. the optimizer state never changes, since it only schedules
-
-Q9. A tutorial checkpoints each block with `x = jax.checkpoint(lambda b, x: b(x), block, x)`.
-    What happens on JAX 0.12?
-      A. each block is checkpointed and x is its output
-      B. it runs, but nothing is checkpointed
-      C. TypeError: jax.checkpoint takes the function alone; it returns a wrapped function to call
-      D. it checkpoints the whole model instead of each block
-
-Q10. The same tutorial uses policy=jax.checkpoint_policies.save_only_these_names('dot_general')
-    on a block that tags nothing with checkpoint_name. Which residuals does it keep?
-      A. the output of every dot_general in the block
-      B. every intermediate value, as with no checkpointing
-      C. it raises an error, since 'dot_general' is not a valid name
-      D. none from inside the block: it behaves like nothing_saveable
-"""
+"""Quiz, reference answers. The questions and options are in exercises/quiz.py; each answer is
+proven on the installed libraries by tests/test_quiz_key.py, and graders/test_quiz.py holds
+only salted hashes of these letters."""
 
 ANSWERS: dict[int, str | None] = {
-    1: "D",
-    2: "B",
-    3: "B",
-    4: "B",
-    5: "C",
-    6: "B",
-    7: "C",
-    8: "B",
-    9: "C",
-    10: "D",
+    1: "D",  # 4 + 4 + 8 bytes per parameter: 16 GB
+    2: "B",  # one checkpoint around the whole model keeps the peak
+    3: "B",  # dots_saveable keeps dot_general outputs
+    4: "B",  # nnx.Optimizer without wrt raises TypeError
+    5: "C",  # the transpose of astype returns float32 gradients
+    6: "B",  # one all-reduce after the row-split matmul
+    7: "C",  # splitting layers between devices is pipeline parallelism
+    8: "B",  # MultiSteps: zeros, zeros, zeros, one Adam step on the mean
+    9: "C",  # jax.checkpoint takes the function alone
+    10: "D",  # save_only_these_names matches checkpoint_name tags, so nothing is saved
 }

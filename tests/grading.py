@@ -66,3 +66,13 @@ def grade_corpus(ex_id: str) -> dict[str, Run]:
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         return dict(zip(cases, pool.map(one, cases)))
+
+
+def expectations(ex_id: str, case: str) -> list[tuple[str, str]]:
+    """The (check, words) pairs a wrong solution declares in its docstring as
+    `loses: <check>: <words its message must contain>`."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((CORPUS / ex_id / f"{case}.py").read_text())) or ""
+    return [tuple(part.strip() for part in line.removeprefix("loses:").split(":", 1))
+            for line in doc.splitlines() if line.startswith("loses:")]

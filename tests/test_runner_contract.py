@@ -86,3 +86,12 @@ def test_missing_module_is_reported_not_a_crash():
     ex = run.exercise("ex1")
     assert run.returncode == 1 and ex["status"] == "error" and "missing" in ex["reason"]
     assert "ex1_token_accumulation.py" in run.report
+
+
+def test_report_keeps_the_requested_order_when_graded_in_parallel():
+    run = grade(ROOT / "reference", ["quiz", "ex4", "ex1"], "--jobs", "3")
+    rows = [line.split()[0] for line in run.report.splitlines() if line.startswith("  ") and line.split()
+            and line.split()[0] in ("quiz", "ex4", "ex1")]
+    assert rows[:3] == ["quiz", "ex4", "ex1"]
+    assert [t["tags"][0] for t in run.results["tests"]] == sorted(
+        [t["tags"][0] for t in run.results["tests"]], key=["quiz", "ex4", "ex1"].index)

@@ -1,4 +1,7 @@
-"""tok_loss_sum_count returns the per-token mean instead of the sum (accumulation is right)."""
+"""tok_loss_sum_count returns the per-token mean instead of the sum (accumulation is right).
+
+loses: loss_sum_adds_up_over_batch_splits: return a sum, not a mean
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -1,4 +1,7 @@
-"""Forgets the mask in the loss sum: padded tokens add to the loss (the count is right)."""
+"""Forgets the mask in the loss sum: padded tokens add to the loss (the count is right).
+
+loses: loss_sum_counts_only_valid_tokens: includes the padded positions
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

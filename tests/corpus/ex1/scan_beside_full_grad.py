@@ -1,4 +1,7 @@
-"""A do-nothing lax.scan of length n_micro placed next to a plain full-batch gradient."""
+"""A do-nothing lax.scan of length n_micro placed next to a plain full-batch gradient.
+
+loses: accumulates_with_lax_scan: the scan does not do the accumulating
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

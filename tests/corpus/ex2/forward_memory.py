@@ -1,4 +1,7 @@
-"""temp_memory_bytes measures the forward loss, not its gradient."""
+"""temp_memory_bytes measures the forward loss, not its gradient.
+
+loses: temp_memory_bytes_matches_measurement: That is the forward pass's memory
+"""
 
 from functools import partial
 

@@ -1,4 +1,7 @@
-"""Reshapes the weights to (k, L // k, D, D): k groups of L/k layers instead of L/k groups of k."""
+"""Reshapes the weights to (k, L // k, D, D): k groups of L/k layers instead of L/k groups of k.
+
+loses: one_checkpoint_per_group_inside_a_scan: the groups are the wrong way round
+"""
 
 from functools import partial
 

@@ -1,4 +1,7 @@
-"""best_group_size hard-codes the textbook answer isqrt(L)."""
+"""best_group_size hard-codes the textbook answer isqrt(L).
+
+loses: best_group_size_is_the_measured_minimum: That is isqrt(L)
+"""
 
 import math
 from functools import partial

@@ -1,4 +1,7 @@
-"""One checkpoint per group, and another on each layer inside the group."""
+"""One checkpoint per group, and another on each layer inside the group.
+
+loses: one_checkpoint_per_group_inside_a_scan: each layer inside the group is checkpointed
+"""
 from functools import partial
 
 import jax

@@ -1,4 +1,7 @@
-"""Treats k=None as k=L: a checkpoint around everything even when none is asked for."""
+"""Treats k=None as k=L: a checkpoint around everything even when none is asked for.
+
+loses: no_checkpoint_when_k_is_none: k=None is the no-checkpointing baseline
+"""
 
 from functools import partial
 

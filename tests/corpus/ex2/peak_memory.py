@@ -1,4 +1,7 @@
-"""temp_memory_bytes reports peak_memory_in_bytes instead of temp_size_in_bytes."""
+"""temp_memory_bytes reports peak_memory_in_bytes instead of temp_size_in_bytes.
+
+loses: temp_memory_bytes_matches_measurement: That is peak_memory_in_bytes
+"""
 
 from functools import partial
 

@@ -1,4 +1,7 @@
-"""best_group_size tries only k = 1, 2, 4, 8, ... (as the chapter's table does)."""
+"""best_group_size tries only k = 1, 2, 4, 8, ... (as the chapter's table does).
+
+loses: best_group_size_is_the_measured_minimum: not only 1, 2, 4
+"""
 
 from functools import partial
 

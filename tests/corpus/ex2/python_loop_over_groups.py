@@ -1,4 +1,7 @@
-"""A Python loop over the groups: L/k checkpoint calls unrolled into the program."""
+"""A Python loop over the groups: L/k checkpoint calls unrolled into the program.
+
+loses: one_checkpoint_per_group_inside_a_scan: a Python loop unrolls them
+"""
 
 from functools import partial
 

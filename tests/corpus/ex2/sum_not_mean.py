@@ -1,4 +1,7 @@
-"""The loss sums x_out ** 2 instead of averaging it."""
+"""The loss sums x_out ** 2 instead of averaging it.
+
+loses: loss_matches_float64_forward: not its mean
+"""
 
 from functools import partial
 

@@ -1,4 +1,8 @@
-"""One jax.checkpoint around the whole network, whatever k is."""
+"""One jax.checkpoint around the whole network, whatever k is.
+
+loses: one_checkpoint_per_group_inside_a_scan: one checkpoint around the whole network whatever k
+loses: sqrt_group_uses_less_memory_than_k1_and_kL: one checkpoint around the whole network whatever k is
+"""
 from functools import partial
 
 import jax

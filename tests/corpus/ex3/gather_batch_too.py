@@ -1,4 +1,7 @@
-"""Gathers the batch as well as the weights: right numbers, but every device does all the work."""
+"""Gathers the batch as well as the weights: right numbers, but every device does all the work.
+
+loses: each_device_does_its_share_of_the_work: every device computes on the whole batch
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -1,4 +1,7 @@
-"""make_fsdp_loss ignores its mesh: one module-level shard_map, bound to the first mesh it meets."""
+"""make_fsdp_loss ignores its mesh: one module-level shard_map, bound to the first mesh it meets.
+
+loses: loss_matches_single_device: binds to the first mesh it is called under
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -1,4 +1,7 @@
-"""Right FSDP body, but in_specs left for shard_map to infer (impossible on an Auto mesh)."""
+"""Right FSDP body, but in_specs left for shard_map to infer (impossible on an Auto mesh).
+
+loses: gradients_stay_sharded: write in_specs out
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -1,4 +1,8 @@
-"""FSDP left to jit's sharding propagation (reshard to P() before use), without shard_map."""
+"""FSDP left to jit's sharding propagation (reshard to P() before use), without shard_map.
+
+loses: weights_enter_shard_map_sharded: there is no shard_map in the traced loss
+loses: gradient_all_gathers_and_reduce_scatters: summed whole with an all-reduce
+"""
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P, reshard

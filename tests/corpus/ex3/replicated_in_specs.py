@@ -1,4 +1,7 @@
-"""Declares the weights replicated in in_specs (P()) and uses them without gathering."""
+"""Declares the weights replicated in in_specs (P()) and uses them without gathering.
+
+loses: loss_matches_single_device: in_specs do not match how the arguments arrive
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -1,4 +1,7 @@
-"""Takes the parameters replicated (in_specs P()): every device holds the full weights, no FSDP."""
+"""Takes the parameters replicated (in_specs P()): every device holds the full weights, no FSDP.
+
+loses: weights_enter_shard_map_sharded: so nothing is sharded
+"""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -1,4 +1,7 @@
-"""Scheme (a) computed in fp32 and cast to bf16 only at the end."""
+"""Scheme (a) computed in fp32 and cast to bf16 only at the end.
+
+loses: chapter_case_values: rounded to bf16 once at the end
+"""
 import jax.numpy as jnp
 
 

@@ -1,4 +1,7 @@
-"""The chapter's answers typed in; scheme (a) assumed to never move."""
+"""The chapter's answers typed in; scheme (a) assumed to never move.
+
+loses: bf16_matches_step_by_step_rounding: round w - lr*grad to bf16 after every step
+"""
 import jax.numpy as jnp
 
 

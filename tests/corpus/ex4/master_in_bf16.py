@@ -1,4 +1,8 @@
-"""The 'master' weight is kept in bf16 too."""
+"""The 'master' weight is kept in bf16 too.
+
+loses: master_result_is_float32: has dtype bfloat16, expected float32
+loses: master_matches_float32_simulation: the master weight is being rounded to bf16
+"""
 import jax.numpy as jnp
 
 

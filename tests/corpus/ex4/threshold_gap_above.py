@@ -1,4 +1,7 @@
-"""Half the spacing *above* w (eps times w's power of two), which is twice too big at powers of two."""
+"""Half the spacing *above* w (eps times w's power of two), which is twice too big at powers of two.
+
+loses: rounding_threshold_matches_bf16_spacing: half the gap *above* w
+"""
 import math
 
 import jax.numpy as jnp

@@ -1,4 +1,7 @@
-"""The threshold is the value for w = 1.0 whatever w is."""
+"""The threshold is the value for w = 1.0 whatever w is.
+
+loses: rounding_threshold_matches_bf16_spacing: the value for w = 1.0 every time
+"""
 import jax.numpy as jnp
 
 

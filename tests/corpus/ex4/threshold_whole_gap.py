@@ -1,4 +1,7 @@
-"""The threshold is the whole gap below w, not half of it."""
+"""The threshold is the whole gap below w, not half of it.
+
+loses: rounding_threshold_matches_bf16_spacing: That is the whole gap
+"""
 import jax.numpy as jnp
 
 

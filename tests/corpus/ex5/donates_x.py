@@ -1,4 +1,7 @@
-"""Jits apply with x donated to save memory: the caller's x is deleted."""
+"""Jits apply with x donated to save memory: the caller's x is deleted.
+
+loses: x_is_unchanged: it was donated
+"""
 import jax
 import flax.linen as nn
 

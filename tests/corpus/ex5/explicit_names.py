@@ -1,4 +1,7 @@
-"""Names its layers fc1/fc2: other parameter names and other seeded values."""
+"""Names its layers fc1/fc2: other parameter names and other seeded values.
+
+loses: parameter_tree_is_dense_0_dense_1: Explicit layer names change the parameter names
+"""
 import jax
 import flax.linen as nn
 

@@ -1,4 +1,7 @@
-"""Passes features to the model as it comes (a float breaks nn.Dense)."""
+"""Passes features to the model as it comes (a float breaks nn.Dense).
+
+loses: accepts_float_seed_and_features: called with features=3.0 (a float)
+"""
 import jax
 import flax.linen as nn
 

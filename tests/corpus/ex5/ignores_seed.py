@@ -1,4 +1,7 @@
-"""Always initialises with PRNGKey(0)."""
+"""Always initialises with PRNGKey(0).
+
+loses: output_matches_unwrapped_mlp: initialised with PRNGKey(0), not PRNGKey(3)
+"""
 import jax
 import flax.linen as nn
 

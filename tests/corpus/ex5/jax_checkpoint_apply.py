@@ -1,4 +1,7 @@
-"""Checkpoints the function model.apply with jax.checkpoint; init is not wrapped."""
+"""Checkpoints the function model.apply with jax.checkpoint; init is not wrapped.
+
+loses: checkpoint_wraps_whole_mlp_class: You checkpointed a function
+"""
 import jax
 import flax.linen as nn
 

@@ -1,4 +1,7 @@
-"""Dense layers without bias (the default bias starts at zero, so the output is still right)."""
+"""Dense layers without bias (the default bias starts at zero, so the output is still right).
+
+loses: parameter_tree_is_dense_0_dense_1: the layer has no bias
+"""
 import jax
 import flax.linen as nn
 

@@ -1,4 +1,7 @@
-"""Forgets the ReLU between the two layers."""
+"""Forgets the ReLU between the two layers.
+
+loses: output_matches_unwrapped_mlp: without the ReLU between the two Dense layers
+"""
 import jax
 import flax.linen as nn
 

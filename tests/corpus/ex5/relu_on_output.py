@@ -1,4 +1,7 @@
-"""Applies ReLU after the output layer as well."""
+"""Applies ReLU after the output layer as well.
+
+loses: output_matches_unwrapped_mlp: a ReLU after the output layer
+"""
 import jax
 import flax.linen as nn
 

@@ -1,4 +1,7 @@
-"""Passes the seed to PRNGKey as it comes (a float breaks it)."""
+"""Passes the seed to PRNGKey as it comes (a float breaks it).
+
+loses: accepts_float_seed_and_features: called with seed=9.0 (a float)
+"""
 import jax
 import flax.linen as nn
 

@@ -1,4 +1,7 @@
-"""Splits the key first and initialises with the second half, as in a training loop."""
+"""Splits the key first and initialises with the second half, as in a training loop.
+
+loses: output_matches_unwrapped_mlp: jax.random.split(PRNGKey(seed))[1]
+"""
 import jax
 import flax.linen as nn
 

@@ -1,4 +1,7 @@
-"""Wraps an instance, nn.checkpoint(MLP(...)), instead of the class."""
+"""Wraps an instance, nn.checkpoint(MLP(...)), instead of the class.
+
+loses: output_matches_unwrapped_mlp: nn.checkpoint takes the module class, not an instance
+"""
 import jax
 import flax.linen as nn
 

@@ -1,0 +1,28 @@
+"""Every wrong solution in tests/corpus/<id>/ loses points on the check meant to catch it, with
+the words meant to explain it. Each file says which, in its docstring: `loses: <check>: <words>`."""
+
+import pytest
+
+from grading import corpus_cases, expectations
+from graders import catalog
+from graders.spec import read_checks
+
+CASES = [(ex_id, case) for ex_id in catalog.available() for case in corpus_cases(ex_id)]
+
+
+@pytest.mark.parametrize(("ex_id", "case"), CASES, ids=[f"{e}/{c}" for e, c in CASES])
+def test_wrong_solution_loses_points_on_intended_check(corpus, ex_id, case):
+    expected = expectations(ex_id, case)
+    assert expected, f"tests/corpus/{ex_id}/{case}.py declares no 'loses: <check>: <words>' line"
+    lost = corpus(ex_id)[case].lost(ex_id)
+    for check, words in expected:
+        assert check in lost, f"{ex_id}/{case}: expected to lose '{check}', lost {sorted(lost)}"
+        assert words in lost[check], f"{ex_id}/{case}: message of '{check}' lacks {words!r}: {lost[check]!r}"
+
+
+@pytest.mark.parametrize("ex_id", catalog.available())
+def test_every_check_is_failed_by_some_wrong_solution(ex_id):
+    # A check that no wrong solution can fail is not a check.
+    named = {check for case in corpus_cases(ex_id) for check, _ in expectations(ex_id, case)}
+    unproven = [c.name for c in read_checks(catalog.grader_file(ex_id)) if c.name not in named]
+    assert not unproven, f"{ex_id}: no wrong solution in tests/corpus/{ex_id}/ is declared to fail {unproven}"
