@@ -20,7 +20,18 @@ def main() -> None:
         channel.write(json.dumps(event) + "\n")
         channel.flush()
 
+    import jax
     import pytest
+
+    # Time spent tracing, lowering and compiling, reported so `make bench` can say how much of
+    # the grading time is compilation (and what the persistent cache saves).
+    compile_seconds = {"trace": 0.0, "compile": 0.0}
+
+    def on_duration(name, seconds, **_):
+        if name.startswith("/jax/core/compile/"):
+            compile_seconds["compile" if "backend_compile" in name else "trace"] += seconds
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
 
     from graders import catalog, guard, learner, plugin
     # Import every shared helper now, so the guard's snapshot covers them before learner code runs.
@@ -50,6 +61,7 @@ def main() -> None:
         pytest.main(args, plugins=[plugin])
     except BaseException as exc:
         emit(event="child_error", message=learner.describe(exc, solutions_dir))
+    emit(event="timing", **compile_seconds)
     emit(event="done")
     os._exit(0)
 

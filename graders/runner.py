@@ -48,6 +48,7 @@ class ExerciseResult:
     notes: list[str] = field(default_factory=list)
     output: str = ""
     seconds: float = 0.0
+    compile_seconds: float = 0.0  # tracing, lowering and XLA compilation inside the child
 
     @property
     def score(self) -> int:
@@ -169,6 +170,8 @@ def grade_exercise(ex_id: str, solutions: Path, timeout: float, cache: bool = Tr
             problem = str(event.get("message", ""))
         elif kind == "tampered":
             tampered = event.get("names", [])
+        elif kind == "timing":
+            result.compile_seconds = float(event.get("trace", 0.0)) + float(event.get("compile", 0.0))
         elif kind == "done":
             done = True
 
@@ -278,7 +281,8 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float) -> 
         "tests": tests,
         "extra_data": {"exercises": {r.ex_id: {
             "status": r.status, "score": r.score, "max_score": r.max_score,
-            "reason": r.reason, "seconds": round(r.seconds, 2)} for r in results}},
+            "reason": r.reason, "seconds": round(r.seconds, 2),
+            "compile_seconds": round(r.compile_seconds, 2), "notes": r.notes} for r in results}},
     }
 
 
