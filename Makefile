@@ -1,4 +1,5 @@
 # make grade [SOLUTIONS=dir] [EX="ex1 quiz"]   grade a folder of solutions (default: exercises/)
+#            [JOBS=n] [TIMEOUT=s] [NO_CACHE=1]  parallel exercises, seconds per exercise, no compilation cache
 # make reference                              grade reference/ (instructor check: full marks)
 # make test                                   the package's own tests (graders vs reference, stubs, wrong answers)
 # make bench                                  cold/warm grading times of the reference
@@ -8,6 +9,7 @@ SOLUTIONS ?= exercises
 EX ?=
 JOBS ?=
 TIMEOUT ?=
+NO_CACHE ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -16,7 +18,7 @@ STAMP := $(VENV)/.installed
 # A pyenv shim can exist on PATH and still refuse to run, so each one is executed, not just located.
 PY_CANDIDATES := python3.14 python3.13 python3.12 python3 $(sort $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3))
 
-GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
+GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache)
 
 .PHONY: grade reference test bench clean venv
 grade: $(STAMP)

@@ -11,11 +11,11 @@ from graders import catalog
 MEASURING = [ex for ex in ("ex2", "ex3", "ex6") if ex in catalog.available()]
 
 
-def _grade_with_cache(cache_dir: str):
+def _grade_with_cache(cache_dir: str, ids=MEASURING, *extra: str):
     old = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = cache_dir
     try:
-        return grade(ROOT / "reference", MEASURING)
+        return grade(ROOT / "reference", ids, *extra)
     finally:
         if old is None:
             del os.environ["JAX_COMPILATION_CACHE_DIR"]
@@ -34,3 +34,10 @@ def test_measured_figures_are_identical_cold_and_warm():
         assert cold.exercise(ex)["notes"], f"{ex} reports no figures"
         assert warm.exercise(ex)["notes"] == cold.exercise(ex)["notes"]
 
+
+
+def test_no_cache_option_writes_nothing():
+    with tempfile.TemporaryDirectory() as cache:
+        run = _grade_with_cache(cache, ["ex4"], "--no-cache")
+        assert run.exercise("ex4")["status"] == "passed"
+        assert not any(Path(cache).iterdir())
