@@ -33,6 +33,7 @@ class CheckResult:
     points: int
     outcome: str = "not_run"  # passed / failed / not_attempted / not_run
     message: str = ""
+    seconds: float = 0.0  # from the check's start to its outcome, as seen by the parent
 
     @property
     def score(self) -> int:
@@ -111,6 +112,7 @@ def _run_child(ex_id: str, solutions: Path, timeout: float, cache: bool):
                 except ValueError:
                     continue
                 if isinstance(event, dict):
+                    event["_at"] = time.monotonic()
                     events.append(event)
 
     with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
@@ -159,15 +161,16 @@ def grade_exercise(ex_id: str, solutions: Path, timeout: float, cache: bool = Tr
     events, timed_out, returncode, output = _run_child(ex_id, solutions, timeout, cache)
     result.output = output
     by_name = {c.name: c for c in checks}
-    running, done, problem, tampered = None, False, "", None
+    running, started, done, problem, tampered = None, 0.0, False, "", None
     for event in events:
         kind = event.get("event")
         if kind == "start":
-            running = event.get("check")
+            running, started = event.get("check"), event["_at"]
         elif kind == "outcome" and event.get("check") in by_name:
             check = by_name[event["check"]]
             if event.get("outcome") in ("passed", "failed", "not_attempted"):
                 check.outcome, check.message = event["outcome"], str(event.get("message", ""))
+                check.seconds = event["_at"] - started
         elif kind == "note":
             result.notes.append(str(event.get("text", "")))
         elif kind == "import_error":
@@ -290,7 +293,8 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float) -> 
             "status": r.status, "score": r.score, "max_score": r.max_score,
             "reason": r.reason, "seconds": round(r.seconds, 2),
             "compile_seconds": round(r.compile_seconds, 2), "backend_seconds": round(r.backend_seconds, 2),
-            "notes": r.notes} for r in results}},
+            "notes": r.notes, "check_seconds": {c.name: round(c.seconds, 2) for c in r.checks}}
+            for r in results}},
     }
 
 
@@ -321,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     solutions = Path(args.solutions).resolve()
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(lambda i: grade_exercise(i, solutions, args.timeout, not args.no_cache), ids))
+        futures = {i: pool.submit(grade_exercise, i, solutions, args.timeout, not args.no_cache)
+                   for i in sorted(ids, key=lambda i: -catalog.COST.get(i, 0.0))}
+        results = [futures[i].result() for i in ids]  # the report keeps the order asked for
     report = format_report(results, Path(args.solutions))
     sys.stdout.write(report)
     sys.stdout.flush()

@@ -189,13 +189,17 @@ def learner_numbers(sol, remat) -> list:
 # ----- what the learner's gradient program holds ----------------------------------------------
 
 @functools.cache
-def remats_in_gradient(sol, cfg: Config, remat) -> list:
-    """The remat2 equations of the grader's gradient of the learner's model (traced once)."""
+def traced_gradient(sol, cfg: Config, remat):
+    """jit(grad) of the grader's mean squared error of the learner's model, traced once: its
+    jaxpr is read for remat2 equations, and the same trace is lowered for memory_analysis()."""
     model = build(sol, cfg, remat, seed=0)
     blocks_of(model, cfg, remat)
     grad_fn, params, _ = split_grad(model)
-    x, y = data(cfg, 0)
-    return jaxpr.find(jaxpr.trace(grad_fn, params, x, y), "checkpoint")
+    return jax.jit(grad_fn).trace(params, *data(cfg, 0))
+
+
+def remats_in_gradient(sol, cfg: Config, remat) -> list:
+    return jaxpr.find(traced_gradient(sol, cfg, remat).jaxpr, "checkpoint")
 
 
 def blocks_per_remat(sol, cfg: Config, remat) -> list[float]:
@@ -252,10 +256,7 @@ def policies(sol, cfg: Config, remat) -> list:
 @functools.cache
 def measured(sol, remat) -> dict:
     """memory_analysis() of the grader's gradient of the learner's MEM model (compiled once)."""
-    model = build(sol, MEM, remat, seed=0)
-    blocks_of(model, MEM, remat)
-    grad_fn, params, _ = split_grad(model)
-    stats = memory.compile_fn(grad_fn, params, *data(MEM, 0)).memory_analysis()
+    stats = traced_gradient(sol, MEM, remat).lower().compile().memory_analysis()
     return {field: int(getattr(stats, field)) for field in
             ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes",
              "generated_code_size_in_bytes", "peak_memory_in_bytes") if hasattr(stats, field)}
