@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml
 	if [ -x $(PY) ] && ! $(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then rm -rf $(VENV); fi; \
 	if [ ! -x $(PY) ]; then echo "Creating $(VENV) with $$found ($$($$found -c 'import sys; print(sys.version.split()[0])'))"; $$found -m venv $(VENV); fi; \
 	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > $(VENV)/requirements.txt; \
-	echo "Installing pinned packages into $(VENV) (first run downloads about 300 MB)"; \
+	echo "Installing pinned packages into $(VENV) (the first time: about 170 MB to download)"; \
 	$(PY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt; \
 	touch $(STAMP)
 

@@ -187,10 +187,10 @@ def grade_exercise(ex_id: str, solutions: Path, timeout: float, cache: bool = Tr
 
     at = f" while running check '{running}'" if running else " while importing your module"
     if tampered is not None:
-        for check in checks:
-            check.outcome = "failed"
         result.reason = (f"your code replaced {', '.join(map(str, tampered))}, which the graders rely on; "
                          "no points can be given. Hint: remove the assignments to library functions.")
+        for check in checks:
+            check.outcome, check.message = "failed", result.reason
         return _finish(result, start, result.reason, status="error")
     if problem:
         result.reason = problem
