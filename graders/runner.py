@@ -245,6 +245,10 @@ def format_report(results: list[ExerciseResult], solutions: Path) -> str:
         detail = _detail(r)
         if detail:
             lines += ["", *detail]
+    untouched = [catalog.module_name(r.ex_id) + ".py" for r in results if r.status == "not attempted"]
+    if untouched:
+        lines += ["", f"not attempted yet (the stubs are unchanged): {', '.join(untouched)}.",
+                  "  Fill them in (each docstring says what to write) and grade again."]
     return "\n".join(lines) + "\n"
 
 
@@ -253,7 +257,7 @@ def _detail(r: ExerciseResult) -> list[str]:
     head = f"{r.ex_id} ({module}): {r.status}, {r.score}/{r.max_score}"
     out: list[str] = []
     if r.status == "not attempted":
-        out = [head, f"  nothing filled in yet (every check found the stub unchanged): fill in {module} and grade again."]
+        out = []  # summed up in one line at the end of the report
     elif r.status in ("error", "timed out"):
         out = [head, _indent(r.reason, "  ")]
         if r.output:
