@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graders import catalog
-from graders.spec import Check, read_checks
+from graders.spec import read_checks
 
 DEFAULT_TIMEOUT = 300.0  # seconds of wall clock per exercise
 CHECK_TIMEOUT = 120.0  # seconds per check (pytest-timeout), capped by the exercise's limit

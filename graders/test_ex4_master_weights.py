@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from graders.learner import NotAttempted, fail
-from graders.numeric import as_scalar, fmt
+from graders.numeric import as_scalar
 
 BF16 = ml_dtypes.bfloat16
 F32_EPS = float(np.finfo(np.float32).eps)
