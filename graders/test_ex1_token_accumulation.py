@@ -142,7 +142,7 @@ def test_gradient_with_an_empty_micro_batch(sol):
 
 @pytest.mark.points(2)
 def test_accumulates_with_lax_scan(sol):
-    """The jaxpr holds a scan of length n_micro, and the loss is evaluated only inside it."""
+    """A scan of length n_micro evaluates the loss, one micro-batch per step, and nothing outside it does."""
     w, x, y, m = as_f32(*make_batch(9, [3] * B))
     n_micro = 4
     program = jaxpr.trace(partial(sol.accum_token_weighted, n_micro=n_micro), w, x, y, m)
@@ -158,6 +158,12 @@ def test_accumulates_with_lax_scan(sol):
         fail(f"the scan of length {n_micro} is there, but the loss (its tanh) is computed "
              f"{'outside it' if inside == 0 else f'{outside} time(s) outside it as well'}: the scan does not do the accumulating. "
              "Hint: compute each micro-batch's gradient inside the scan body and carry the sums.")
+    per_step = {e.outvars[0].aval.size for scan in scans for e in jaxpr.inside(scan) if e.primitive.name == "tanh"}
+    micro_tokens = B * T // n_micro
+    if per_step != {micro_tokens}:
+        fail(f"each step of the scan evaluates the model on {sorted(per_step)} tokens, expected one micro-batch's "
+             f"{micro_tokens} (B/n_micro = {B // n_micro} rows of T = {T}): the steps do not take the micro-batches "
+             "in turn. Hint: reshape x, y and m to (n_micro, B // n_micro, ...) and pass them as the scan's xs.")
 
 
 @pytest.mark.points(1)
