@@ -263,10 +263,13 @@ def _detail(r: ExerciseResult) -> list[str]:
         if r.output:
             out += ["  output from your code:", _indent(r.output, "  | ")]
     elif r.status == "partial":
-        out = [head]
+        out, previous = [head], None
         for c in r.checks:
             if c.outcome == "failed":
-                out += [f"  ✗ {c.name} ({c.points} pt{'s' if c.points != 1 else ''})", _indent(c.message, "      ")]
+                # one error met by every check is shown once
+                shown = "(the same as above)" if c.message == previous else c.message
+                out += [f"  ✗ {c.name} ({c.points} pt{'s' if c.points != 1 else ''})", _indent(shown, "      ")]
+                previous = c.message
             elif c.outcome in ("not_attempted", "not_run"):
                 out += [f"  · {c.name} ({c.points} pt{'s' if c.points != 1 else ''}): {c.message}"]
     if r.notes:
