@@ -221,14 +221,19 @@ def test_gradients_stay_sharded(sol):
              "reduce-scatter that hands each device its slice.")
 
 
+@functools.cache
+def compiled_gradient(sol, n: int):
+    """jit(grad) of the learner's loss on an n-device mesh, compiled once for the FLOP and HLO checks."""
+    m = mesh(n)
+    with on_mesh(m):
+        return jax.jit(jax.grad(learner_loss(sol, m))).lower(*placed(m, *problem(9))).compile()
+
+
 @pytest.mark.points(2)
 def test_each_device_does_its_share_of_the_work(sol, note):
     """Per-device FLOPs of the compiled gradient on 8 devices are about 1/8 of the single-device program's."""
     n = 8
-    m = mesh(n)
-    with on_mesh(m):
-        compiled = jax.jit(jax.grad(learner_loss(sol, m))).lower(*placed(m, *problem(9))).compile()
-    got = memory.flops(compiled)
+    got = memory.flops(compiled_gradient(sol, n))
     single = single_device_gradient_flops()
     share = single / n
     note(f"per-device FLOPs of your compiled gradient on {n} devices: {got:,.0f} "
@@ -245,10 +250,7 @@ def test_each_device_does_its_share_of_the_work(sol, note):
 @pytest.mark.points(2)
 def test_gradient_all_gathers_and_reduce_scatters(sol, note):
     """The compiled gradient holds at least 2 all-gathers (forward) and 2 reduce-scatters (backward)."""
-    m = mesh(8)
-    with on_mesh(m):
-        text = jax.jit(jax.grad(learner_loss(sol, m))).lower(*placed(m, *problem(10))).compile().as_text()
-    counts = hlo.collective_counts(text)
+    counts = hlo.collective_counts(compiled_gradient(sol, 8).as_text())
     gathers, scatters, reduces = counts["all-gather"], counts["reduce-scatter"], counts["all-reduce"]
     note(f"collectives in your compiled gradient: {gathers} all-gather, {scatters} reduce-scatter, {reduces} all-reduce")
     if gathers >= 2 and scatters >= 2:
