@@ -44,9 +44,13 @@ def inside(eqn) -> Iterator:
         yield from walk(sub)
 
 
+def is_a(eqn, kind: str) -> bool:
+    """Whether the equation binds one of the primitives of `kind` (e.g. "checkpoint")."""
+    return eqn.primitive.name in _names(kind)
+
+
 def find(jaxpr, kind: str) -> list:
-    names = _names(kind)
-    return [e for e in walk(jaxpr) if e.primitive.name in names]
+    return [e for e in walk(jaxpr) if is_a(e, kind)]
 
 
 def count(jaxpr, kind: str) -> int:
@@ -54,8 +58,7 @@ def count(jaxpr, kind: str) -> int:
 
 
 def count_inside(eqn, kind: str) -> int:
-    names = _names(kind)
-    return sum(e.primitive.name in names for e in inside(eqn))
+    return sum(is_a(e, kind) for e in inside(eqn))
 
 
 def scan_lengths(jaxpr) -> list[int]:

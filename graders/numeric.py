@@ -42,6 +42,15 @@ def as_scalar(value, what: str) -> float:
     return float(array.reshape(()))
 
 
+def as_int(value, what: str, hint: str = "") -> int:
+    """value as a Python int (an int, a NumPy integer or a 0-d integer array), or a failed check
+    that says what came back: a byte count in MiB or as a float is a different answer."""
+    array = np.asarray(value) if not isinstance(value, (bool, str, bytes, dict)) and value is not None else None
+    if array is None or array.ndim != 0 or array.dtype.kind not in "iu":
+        fail(f"{what} should return an int, got {type(value).__name__} {value!r}. {hint}".rstrip())
+    return int(array)
+
+
 def _shape_text(shape) -> str:
     return "" if shape is None else f" of shape {tuple(shape)}"
 

@@ -17,7 +17,7 @@ import pytest
 
 from graders import jaxpr, memory
 from graders.learner import fail
-from graders.numeric import as_scalar, assert_close, rng
+from graders.numeric import as_int, as_scalar, assert_close, rng
 
 # (L, B, D) of the value checks: every axis distinct and small (values do not need big shapes).
 LOSS_CONFIGS = ((7, 5, 3), (10, 4, 6))
@@ -96,14 +96,6 @@ def plain_scan_loss(params, x):
     return jnp.mean(x**2)
 
 
-def as_int(value, what: str, hint: str) -> int:
-    """value as a Python int (an int, a NumPy integer or a 0-d integer array), or a failed check."""
-    array = np.asarray(value) if not isinstance(value, (bool, str, bytes, dict)) and value is not None else None
-    if array is None or array.ndim != 0 or array.dtype.kind not in "iu":
-        fail(f"{what} should return an int, got {type(value).__name__} {value!r}. {hint}")
-    return int(array)
-
-
 # ---- memory, measured by the grader; cached so each program is compiled once per grading ----
 
 def zeros_inputs(L, B, D):
@@ -151,13 +143,9 @@ def curve_chart(curve: dict, title: str) -> str:
 
 # ---- reading the traced program ----
 
-def is_checkpoint(eqn) -> bool:
-    return eqn.primitive.name in jaxpr.ALIASES["checkpoint"]
-
-
 def runs(outer) -> int:
     """How many times an equation runs: the product of the lengths of the scans around it."""
-    return math.prod(e.params["length"] for e in outer if e.primitive.name in jaxpr.ALIASES["scan"])
+    return math.prod(e.params["length"] for e in outer if jaxpr.is_a(e, "scan"))
 
 
 def layout(program):
@@ -167,12 +155,12 @@ def layout(program):
     layers = [outer for e, outer in eqns if e.primitive.name == "tanh"]
     checkpoints = []
     for eqn, outer in eqns:
-        if is_checkpoint(eqn):
+        if jaxpr.is_a(eqn, "checkpoint"):
             per_run = sum(runs(o[next(i for i, a in enumerate(o) if a is eqn) + 1:])
                           for o in layers if any(a is eqn for a in o))
-            checkpoints.append((runs(outer), per_run, any(map(is_checkpoint, outer))))
+            checkpoints.append((runs(outer), per_run, any(jaxpr.is_a(e, "checkpoint") for e in outer)))
     total = sum(runs(o) for o in layers)
-    outside = sum(runs(o) for o in layers if not any(map(is_checkpoint, o)))
+    outside = sum(runs(o) for o in layers if not any(jaxpr.is_a(e, "checkpoint") for e in o))
     return checkpoints, total, outside, len(layers)
 
 

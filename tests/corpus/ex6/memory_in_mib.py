@@ -1,16 +1,12 @@
 """temp_memory_bytes returns MiB as a float instead of bytes as an int.
 
-loses: temp_memory_bytes_agrees_with_grader: expected an int, a number of bytes
+loses: temp_memory_bytes_agrees_with_grader: should return an int, got float
 """
 
 import jax
 from flax import nnx
 
-from reference.ex6_nnx_block_remat import Block, mse_loss  # the given code, unchanged
-
-
-def _call_block(block, x):
-    return block(x)
+from reference.ex6_nnx_block_remat import Block, mse_loss, _call_block  # right as they are
 
 
 _CALLERS = {
