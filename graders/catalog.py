@@ -12,13 +12,15 @@ EXERCISES: dict[str, tuple[str, str]] = {
     "ex4": ("ex4_master_weights", "fp32 master weights"),
     "ex5": ("ex5_linen_checkpoint", "Linen nn.checkpoint"),
     "ex6": ("ex6_nnx_block_remat", "per-block nnx.remat"),
+    "ex7": ("ex7_megatron_tp", "Megatron tensor parallelism"),
+    "ex8": ("ex8_loss_scaling", "dynamic loss scaling in fp16"),
     "quiz": ("quiz", "quiz"),
 }
 
 
 # Typical cold grading seconds of each exercise (make bench, 2 CPUs). The runner starts the
 # longest first so that, graded in parallel, the last one to finish is not the slowest.
-COST = {"ex6": 19.4, "ex2": 7.1, "ex5": 5.3, "ex1": 2.1, "ex3": 1.8, "ex4": 1.5, "quiz": 1.0}
+COST = {"ex6": 19.4, "ex2": 7.1, "ex5": 5.3, "ex7": 3.0, "ex8": 3.0, "ex1": 2.1, "ex3": 1.8, "ex4": 1.5, "quiz": 1.0}
 
 
 def module_name(ex_id: str) -> str:

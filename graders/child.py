@@ -55,6 +55,7 @@ def main() -> None:
     state = plugin.STATE
     state.solution, state.solutions_dir, state.emit, state.guard_before = module, solutions_dir, emit, before
     state.check_timeout = float(os.environ.get("GRADERS_CHECK_TIMEOUT", "120"))
+    state.seed = int(os.environ.get("GRADERS_SEED", "0"))
     args = [str(catalog.grader_file(ex_id)), "-p", "no:terminal", "-p", "no:cacheprovider",
             "-s", "--assert=plain", "--noconftest", "-c", os.devnull,
             "--rootdir", str(catalog.GRADERS_DIR),

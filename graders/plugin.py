@@ -22,6 +22,7 @@ class _State:
     emit = None
     guard_before: dict = {}
     check_timeout = 0.0
+    seed = 0
 
 
 STATE = _State()
@@ -35,6 +36,13 @@ def pytest_configure(config):
 def sol():
     """The learner's module, imported from the folder being graded."""
     return STATE.solution
+
+
+@pytest.fixture(scope="session")
+def seed():
+    """The grading seed: graders that draw a configuration at grading time (so that no figure
+    can be looked up) draw it from this int. The runner prints it; `--seed N` reproduces a run."""
+    return STATE.seed
 
 
 @pytest.fixture

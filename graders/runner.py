@@ -8,6 +8,7 @@ prints the report (and optionally Gradescope's results.json). It never imports J
 import argparse
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -61,8 +62,28 @@ class ExerciseResult:
         return sum(c.points for c in self.checks)
 
 
-def child_env(check_timeout: float, cache: bool) -> dict[str, str]:
+SEED_FILE = catalog.ROOT / ".cache" / "seed"
+
+
+def installation_seed() -> int:
+    """The seed drawn once per installation, kept beside the compilation cache: a configuration
+    drawn from it cannot be looked up in the package's text, and the graders' own programs for
+    it stay in the cache from one `make grade` to the next."""
+    try:
+        return int(SEED_FILE.read_text().strip())
+    except (OSError, ValueError):
+        seed = secrets.randbelow(1_000_000)
+        try:
+            SEED_FILE.parent.mkdir(parents=True, exist_ok=True)
+            SEED_FILE.write_text(f"{seed}\n")
+        except OSError:
+            pass  # a read-only package still grades, with a seed of its own each run
+        return seed
+
+
+def child_env(check_timeout: float, cache: bool, seed: int = 0) -> dict[str, str]:
     env = dict(os.environ)
+    env["GRADERS_SEED"] = str(seed)
     flags = env.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" not in flags:
         env["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
@@ -97,10 +118,10 @@ def _tail(path: Path) -> str:
     return shown
 
 
-def _run_child(ex_id: str, solutions: Path, timeout: float, cache: bool):
+def _run_child(ex_id: str, solutions: Path, timeout: float, cache: bool, seed: int):
     """Run one grading child; returns (events, timed_out, returncode, output tail)."""
     read_fd, write_fd = os.pipe()
-    env = child_env(min(CHECK_TIMEOUT, timeout), cache)
+    env = child_env(min(CHECK_TIMEOUT, timeout), cache, seed)
     env["GRADERS_RESULT_FD"] = str(write_fd)
     events: list[dict] = []
 
@@ -149,7 +170,7 @@ def _how_it_ended(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
-def grade_exercise(ex_id: str, solutions: Path, timeout: float, cache: bool = True) -> ExerciseResult:
+def grade_exercise(ex_id: str, solutions: Path, timeout: float, cache: bool = True, seed: int = 0) -> ExerciseResult:
     start = time.monotonic()
     checks = [CheckResult(c.name, c.points) for c in read_checks(catalog.grader_file(ex_id))]
     result = ExerciseResult(ex_id, checks=checks)
@@ -158,7 +179,7 @@ def grade_exercise(ex_id: str, solutions: Path, timeout: float, cache: bool = Tr
         result.reason = f"missing: there is no {module_file.name} in {solutions}/"
         return _finish(result, start, "not run: " + result.reason)
 
-    events, timed_out, returncode, output = _run_child(ex_id, solutions, timeout, cache)
+    events, timed_out, returncode, output = _run_child(ex_id, solutions, timeout, cache, seed)
     result.output = output
     by_name = {c.name: c for c in checks}
     running, started, done, problem, tampered = None, 0.0, False, "", None
@@ -233,8 +254,8 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def format_report(results: list[ExerciseResult], solutions: Path) -> str:
-    lines = [f"Grading {solutions}", ""]
+def format_report(results: list[ExerciseResult], solutions: Path, seed: int = 0) -> str:
+    lines = [f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)", ""]
     lines.append(f"  {'id':<5} {'exercise':<38} {'status':<14} {'points':>7} {'time':>7}")
     for r in results:
         title = catalog.EXERCISES[r.ex_id][1]
@@ -278,7 +299,7 @@ def _detail(r: ExerciseResult) -> list[str]:
     return out
 
 
-def results_json(results: list[ExerciseResult], report: str, seconds: float) -> dict:
+def results_json(results: list[ExerciseResult], report: str, seconds: float, seed: int = 0) -> dict:
     tests = []
     for r in results:
         for c in r.checks:
@@ -296,7 +317,7 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float) -> 
         "execution_time": round(seconds, 2),
         "output": report,
         "tests": tests,
-        "extra_data": {"exercises": {r.ex_id: {
+        "extra_data": {"seed": seed, "exercises": {r.ex_id: {
             "status": r.status, "score": r.score, "max_score": r.max_score,
             "reason": r.reason, "seconds": round(r.seconds, 2),
             "compile_seconds": round(r.compile_seconds, 2), "backend_seconds": round(r.backend_seconds, 2),
@@ -315,6 +336,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="exercises graded at once (default: CPUs)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per exercise (default: 300)")
     parser.add_argument("--no-cache", action="store_true", help="do not use the persistent compilation cache")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed for the configurations drawn at grading time (default: this installation's, printed in the report)")
     args = parser.parse_args(argv)
     unknown = [i for i in args.ids if i not in catalog.available()]
     if unknown:
@@ -330,14 +353,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     ids = list(dict.fromkeys(args.ids)) or catalog.available()
     solutions = Path(args.solutions).resolve()
+    seed = installation_seed() if args.seed is None else args.seed
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {i: pool.submit(grade_exercise, i, solutions, args.timeout, not args.no_cache)
+        futures = {i: pool.submit(grade_exercise, i, solutions, args.timeout, not args.no_cache, seed)
                    for i in sorted(ids, key=lambda i: -catalog.COST.get(i, 0.0))}
         results = [futures[i].result() for i in ids]  # the report keeps the order asked for
-    report = format_report(results, Path(args.solutions))
+    report = format_report(results, Path(args.solutions), seed)
     sys.stdout.write(report)
     sys.stdout.flush()
     if args.json:
-        Path(args.json).write_text(json.dumps(results_json(results, report, time.monotonic() - start), indent=2))
+        Path(args.json).write_text(json.dumps(results_json(results, report, time.monotonic() - start, seed), indent=2))
     return 0 if all(r.status == "passed" for r in results) else 1
