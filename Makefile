@@ -2,7 +2,8 @@
 #            [JOBS=n] [TIMEOUT=s] [NO_CACHE=1]  parallel exercises, seconds per exercise, no compilation cache
 # make reference                              grade reference/ (instructor check: full marks)
 # make test                                   the package's own tests (graders vs reference, stubs, wrong answers)
-# make bench                                  cold/warm grading times of the reference
+# make watch [SOLUTIONS=dir] [EX="ex2"]       grade, then re-grade each exercise when its file is saved
+# make bench                                  cold/warm/edit-loop grading times of the reference
 # make clean                                  remove .venv and caches
 SHELL := /bin/bash
 SOLUTIONS ?= exercises
@@ -20,9 +21,12 @@ PY_CANDIDATES := python3.14 python3.13 python3.12 python3 $(sort $(wildcard $(HO
 
 GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache)
 
-.PHONY: grade reference test bench clean venv
+.PHONY: grade reference test bench clean venv watch
 grade: $(STAMP)
 	@$(PY) -m graders $(GRADE_ARGS)
+
+watch: $(STAMP)
+	@$(PY) -m graders watch $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache)
 
 reference:
 	@$(MAKE) --no-print-directory grade SOLUTIONS=reference

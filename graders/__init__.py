@@ -1,6 +1,12 @@
 """Graders for the large-scale JAX training exercises.
 
-`python -m graders` runs them (see runner.py); each `test_<module>.py` grades one exercise.
-Shared checks live in numeric.py (comparisons), jaxpr.py (primitives and scans), hlo.py
-(collectives), memory.py (compiled memory figures) and learner.py (loading and blaming).
+`python -m graders` grades (cli.py); each `test_<module>.py` holds one exercise's checks; the
+catalog (catalog.py) describes every exercise once. From a notebook: `from graders import check`.
 """
+
+
+def check(exercise, solutions="exercises", **options):
+    """Grade an exercise from a notebook or a REPL; see graders/notebook.py."""
+    from graders.notebook import check as _check
+
+    return _check(exercise, solutions, **options)

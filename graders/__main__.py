@@ -1,5 +1,5 @@
 import sys
 
-from graders.runner import main
+from graders.cli import main
 
 sys.exit(main())

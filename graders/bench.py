@@ -1,15 +1,23 @@
-"""`make bench`: where grading time goes.
+"""`make bench`: where grading time goes, and what a learner waits for after an edit.
 
-Grades the reference solutions several times with an empty compilation cache (cold) and with
-a filled one (warm), then one exercise alone warm, and prints median wall times per exercise,
-the share of them spent tracing and compiling, and the totals. A benchmark, not a test: it
-asserts nothing and its figures go in the README's performance section.
+Prints, per exercise, median wall times over several runs:
+  * cold: the reference graded with an empty compilation cache;
+  * warm: the same with a filled cache (the graders' own programs and the learner's hit it);
+  * edit loop: what a learner waits for after saving a change: `python -m graders <id>` on a
+    copy of the reference whose lines have moved, with file names and line numbers in the cache
+    key, so every program that holds the learner's code misses the cache while the graders'
+    own programs hit it;
+  * the floor: starting Python, importing JAX and running one op, and each edit loop as a
+    multiple of it (the goal is at most 5x).
+Then the whole package, warm, against the chapter's own self-check cells for Exercises 1-4
+in one process (graders/bench_baseline.py). A benchmark, not a test: it asserts nothing.
 """
 
 import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -17,15 +25,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, grading, process
+
+EDIT_GOAL = 5.0  # an edit loop may take at most this many floors
 
 
-def grade_once(cache_dir: Path, ids: list[str], jobs: int | None) -> tuple[float, dict]:
+def _env(cache_dir: Path, metadata: bool = False) -> dict[str, str]:
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache_dir))
+    if metadata:
+        env["JAX_COMPILATION_CACHE_INCLUDE_METADATA_IN_KEY"] = "true"
+    return env
+
+
+def _grade(env: dict, ids: list[str], solutions: Path, jobs: int | None) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
-        command = [sys.executable, "-m", "graders", *ids, "--solutions", str(catalog.ROOT / "reference"),
-                   "--json", str(out)] + (["--jobs", str(jobs)] if jobs else [])
+        command = [sys.executable, "-m", "graders", *ids, "--solutions", str(solutions), "--json", str(out)]
+        command += ["--jobs", str(jobs)] if jobs else []
         start = time.monotonic()
         proc = subprocess.run(command, cwd=catalog.ROOT, env=env, capture_output=True, text=True)
         wall = time.monotonic() - start
@@ -34,46 +50,102 @@ def grade_once(cache_dir: Path, ids: list[str], jobs: int | None) -> tuple[float
         return wall, json.loads(out.read_text())["extra_data"]["exercises"]
 
 
+def _timed(command: list[str], env: dict) -> float:
+    start = time.monotonic()
+    subprocess.run(command, cwd=catalog.ROOT, env=env, check=True, capture_output=True)
+    return time.monotonic() - start
+
+
+def floor(runs: int, cache_dir: Path) -> float:
+    env = process.child_env(grading.CHECK_TIMEOUT, True, 0, base=_env(cache_dir))
+    program = "import jax, jax.numpy as jnp; jnp.ones(1).block_until_ready()"
+    return statistics.median(_timed([sys.executable, "-c", program], env) for _ in range(runs))
+
+
 def series(label: str, runs: int, ids: list[str], jobs: int | None, cold: bool) -> dict:
-    walls, per_ex = [], {i: {"seconds": [], "compile_seconds": []} for i in ids}
+    walls, per_ex = [], {i: [] for i in ids}
+    compile_s = {i: [] for i in ids}
     with tempfile.TemporaryDirectory() as warm_dir:
         if not cold:
-            grade_once(Path(warm_dir), ids, jobs)  # fill the cache
+            _grade(_env(Path(warm_dir)), ids, catalog.ROOT / "reference", jobs)
         for _ in range(runs):
             with tempfile.TemporaryDirectory() as cold_dir:
-                wall, exercises = grade_once(Path(cold_dir if cold else warm_dir), ids, jobs)
+                wall, exercises = _grade(_env(Path(cold_dir if cold else warm_dir)), ids, catalog.ROOT / "reference", jobs)
             walls.append(wall)
             for i in ids:
-                for key in ("seconds", "compile_seconds"):
-                    per_ex[i][key].append(exercises[i][key])
+                per_ex[i].append(exercises[i]["seconds"])
+                compile_s[i].append(exercises[i]["compile_seconds"])
             print(f"  {label}: {wall:.1f} s", file=sys.stderr)
     return {"wall": statistics.median(walls),
-            "exercises": {i: {k: statistics.median(v) for k, v in d.items()} for i, d in per_ex.items()}}
+            "seconds": {i: statistics.median(v) for i, v in per_ex.items()},
+            "compile": {i: statistics.median(v) for i, v in compile_s.items()}}
+
+
+def edit_loop(runs: int, ids: list[str], cache_dir: Path) -> dict[str, float]:
+    """Wall time of `python -m graders <id>` after an edit, per exercise."""
+    env = _env(cache_dir, metadata=True)
+    _grade(env, ids, catalog.ROOT / "reference", None)  # the graders' own programs, cached
+    figures = {}
+    for ex_id in ids:
+        module = catalog.module_name(ex_id) + ".py"
+        walls = []
+        for run in range(runs):
+            with tempfile.TemporaryDirectory() as tmp:
+                text = (catalog.ROOT / "reference" / module).read_text()
+                # a new line count each run: every learner program is new to the cache
+                (Path(tmp) / module).write_text("#\n" * (run + 1) + text)
+                walls.append(_timed([sys.executable, "-m", "graders", ex_id, "--solutions", tmp], env))
+        figures[ex_id] = statistics.median(walls)
+        print(f"  edit loop {ex_id}: {figures[ex_id]:.1f} s", file=sys.stderr)
+    return figures
+
+
+def baseline(runs: int, cache_dir: Path) -> tuple[float, float]:
+    """(the chapter's self-checks in one process, our graders for ex1-ex4), both warm."""
+    ids = ["ex1", "ex2", "ex3", "ex4"]
+    env = process.child_env(grading.CHECK_TIMEOUT, True, 0, base=_env(cache_dir))
+    command = [sys.executable, "-m", "graders.bench_baseline"]
+    _timed(command, env)
+    ours_env = _env(cache_dir)
+    _grade(ours_env, ids, catalog.ROOT / "reference", None)
+    chapter = statistics.median(_timed(command, env) for _ in range(runs))
+    ours = statistics.median(_grade(ours_env, ids, catalog.ROOT / "reference", None)[0] for _ in range(runs))
+    return chapter, ours
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m graders.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs per series (default 3)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure (default 3)")
     parser.add_argument("--jobs", type=int, default=None, help="passed to the runner (default: its own)")
-    parser.add_argument("--single", default="ex1", help="exercise timed alone, warm (default ex1)")
+    parser.add_argument("--only", nargs="*", default=None, help="exercises to measure (default: all)")
     args = parser.parse_args()
-    ids = catalog.available()
-    print(f"benchmark: reference solutions, {len(ids)} exercises, {args.runs} runs per series, "
+    ids = args.only or catalog.available()
+    print(f"benchmark: reference solutions, {len(ids)} exercises, {args.runs} runs per figure, "
           f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}", file=sys.stderr)
-    cold = series("cold", args.runs, ids, args.jobs, cold=True)
-    warm = series("warm", args.runs, ids, args.jobs, cold=False)
-    single = series(f"warm {args.single} alone", args.runs, [args.single], args.jobs, cold=False)
+    with tempfile.TemporaryDirectory() as cache:
+        cache_dir = Path(cache)
+        base = floor(args.runs, cache_dir)
+        cold = series("cold", args.runs, ids, args.jobs, cold=True)
+        warm = series("warm", args.runs, ids, args.jobs, cold=False)
+        edits = edit_loop(args.runs, ids, cache_dir / "edit")
+        chapter, ours = baseline(args.runs, cache_dir / "baseline")
+    shutil.rmtree(cache_dir, ignore_errors=True)
 
     print(f"\nMedian of {args.runs} runs, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs ({platform.machine()}), "
-          f"jobs={args.jobs or os.cpu_count()}. Per exercise: wall time in its process (of which tracing + compiling).\n")
-    print("| exercise | cold | warm |")
-    print("| --- | ---: | ---: |")
+          f"Python {platform.python_version()}, jobs={args.jobs or os.cpu_count()}. Cold and warm: wall time in the "
+          "exercise's process (of which tracing + compiling) while all exercises are graded. Edit loop: "
+          "`make grade EX=<id>` after an edit, whole command.\n")
+    print(f"floor (start Python, import JAX, run one op): {base:.1f} s\n")
+    print(f"| exercise | cold | warm | edit loop | edit loop / floor |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     for i in ids:
-        c, w = cold["exercises"][i], warm["exercises"][i]
-        print(f"| {i} | {c['seconds']:.1f} s ({c['compile_seconds']:.1f} s) | {w['seconds']:.1f} s ({w['compile_seconds']:.1f} s) |")
-    print(f"| **all, wall clock** | **{cold['wall']:.1f} s** | **{warm['wall']:.1f} s** |")
-    print(f"\nwarm `make grade EX={args.single} SOLUTIONS=reference`: {single['wall']:.1f} s "
-          f"(warm/cold for everything: {warm['wall'] / cold['wall']:.2f})")
+        ratio = edits[i] / base
+        print(f"| {i} | {cold['seconds'][i]:.1f} s ({cold['compile'][i]:.1f} s) | "
+              f"{warm['seconds'][i]:.1f} s ({warm['compile'][i]:.1f} s) | {edits[i]:.1f} s | "
+              f"{ratio:.1f}x{'' if ratio <= EDIT_GOAL else ' (over the goal)'} |")
+    print(f"| **all, wall clock** | **{cold['wall']:.1f} s** | **{warm['wall']:.1f} s** | | |")
+    print(f"\nex1-ex4, warm: the graders {ours:.1f} s against the chapter's self-check cells in one process "
+          f"{chapter:.1f} s ({ours / chapter:.2f}x)")
 
 
 if __name__ == "__main__":

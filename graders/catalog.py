@@ -1,30 +1,58 @@
-"""The exercises: id -> module name and a short title (fixed by DESIGN.md)."""
+"""The exercises, each described once: everything else (the runner's order, which children
+import JAX, the README's table, the test lists) reads or is checked against this table.
 
+tests/test_catalog.py checks that exercises/, reference/, graders/, tests/corpus/ and the
+README agree with it, as rustlings' `dev check` does for its info.toml.
+"""
+
+from dataclasses import dataclass
 from pathlib import Path
 
 GRADERS_DIR = Path(__file__).resolve().parent
 ROOT = GRADERS_DIR.parent
 
-EXERCISES: dict[str, tuple[str, str]] = {
-    "ex1": ("ex1_token_accumulation", "token-weighted gradient accumulation"),
-    "ex2": ("ex2_sqrt_checkpointing", "sqrt(L) grouped checkpointing"),
-    "ex3": ("ex3_fsdp_shard_map", "FSDP by hand with shard_map"),
-    "ex4": ("ex4_master_weights", "fp32 master weights"),
-    "ex5": ("ex5_linen_checkpoint", "Linen nn.checkpoint"),
-    "ex6": ("ex6_nnx_block_remat", "per-block nnx.remat"),
-    "ex7": ("ex7_megatron_tp", "Megatron tensor parallelism"),
-    "ex8": ("ex8_loss_scaling", "dynamic loss scaling in fp16"),
-    "quiz": ("quiz", "quiz"),
-}
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    module: str  # exercises/<module>.py, reference/<module>.py, graders/test_<module>.py
+    title: str  # the report's name for it
+    source: str  # where in the source material it comes from, as the package names it
+    # Typical cold grading seconds (make bench, 2 CPUs): the runner starts the longest first so
+    # that, graded in parallel, the last one to finish is not the slowest.
+    cost: float
+    needs_jax: bool = True  # whether its grading process imports JAX (the quiz does not)
 
 
-# Typical cold grading seconds of each exercise (make bench, 2 CPUs). The runner starts the
-# longest first so that, graded in parallel, the last one to finish is not the slowest.
-COST = {"ex6": 19.4, "ex2": 7.1, "ex5": 5.3, "ex7": 3.0, "ex8": 3.0, "ex1": 2.1, "ex3": 1.8, "ex4": 1.5, "quiz": 1.0}
+_ALL = (
+    Exercise("ex1", "ex1_token_accumulation", "token-weighted gradient accumulation",
+             "the chapter's Exercise 1", cost=2.1),
+    Exercise("ex2", "ex2_sqrt_checkpointing", "sqrt(L) grouped checkpointing",
+             "the chapter's Exercise 2", cost=7.1),
+    Exercise("ex3", "ex3_fsdp_shard_map", "FSDP by hand with shard_map",
+             "the chapter's Exercise 3", cost=1.8),
+    Exercise("ex4", "ex4_master_weights", "fp32 master weights",
+             "the chapter's Exercise 4", cost=1.5),
+    Exercise("ex5", "ex5_linen_checkpoint", "Linen nn.checkpoint",
+             "a Linen checkpointing task", cost=5.3),
+    Exercise("ex6", "ex6_nnx_block_remat", "per-block nnx.remat",
+             "an NNX rematerialization tutorial and the chapter's section 6.10", cost=19.4),
+    Exercise("ex7", "ex7_megatron_tp", "Megatron tensor parallelism",
+             "the chapter's section 6.8", cost=3.0),
+    Exercise("ex8", "ex8_loss_scaling", "dynamic loss scaling in fp16",
+             "the chapter's section 6.7", cost=3.0),
+    Exercise("quiz", "quiz", "quiz", "the chapter's quiz, and the tutorial's pitfalls",
+             cost=0.5, needs_jax=False),
+)
+EXERCISES: dict[str, Exercise] = {e.id: e for e in _ALL}
 
 
 def module_name(ex_id: str) -> str:
-    return EXERCISES[ex_id][0]
+    return EXERCISES[ex_id].module
+
+
+def title(ex_id: str) -> str:
+    return EXERCISES[ex_id].title
 
 
 def grader_file(ex_id: str) -> Path:
@@ -34,3 +62,7 @@ def grader_file(ex_id: str) -> Path:
 def available() -> list[str]:
     """Exercise ids whose grader exists, in catalog order."""
     return [ex_id for ex_id in EXERCISES if grader_file(ex_id).is_file()]
+
+
+def longest_first(ids) -> list[str]:
+    return sorted(ids, key=lambda i: -EXERCISES[i].cost)

@@ -1,9 +1,12 @@
-"""One grading child: `python -m graders.child EX_ID SOLUTIONS_DIR`.
+"""One grading child: imports the learner's module and runs the exercise's grader with pytest.
 
-Imports the learner's module, runs the exercise's grader with pytest, and streams one JSON
-line per event to the file descriptor the parent handed over (never a file on disk, so code
-in the learner's module has nothing to rewrite). Exits with os._exit so that atexit handlers
-registered by learner code never run.
+It streams one JSON line per event to the file descriptor the parent handed over (never a file
+on disk, so code in the learner's module has nothing to rewrite) and ends with os._exit, so
+that atexit handlers registered by learner code never run.
+
+Two ways in: `python -m graders.child EX_ID SOLUTIONS_DIR` (a fresh interpreter, the result
+descriptor in GRADERS_RESULT_FD), or `run()` in a process forked by graders/forkserver.py,
+which imported the heavy libraries once for every exercise of a run.
 """
 
 import json
@@ -12,9 +15,8 @@ import sys
 from pathlib import Path
 
 
-def main() -> None:
-    ex_id, solutions_dir = sys.argv[1], Path(sys.argv[2]).resolve()
-    channel = os.fdopen(int(os.environ.pop("GRADERS_RESULT_FD")), "w", buffering=1)
+def run(ex_id: str, solutions_dir: Path, result_fd: int) -> None:
+    channel = os.fdopen(result_fd, "w", buffering=1)
 
     def emit(**event):
         channel.write(json.dumps(event) + "\n")
@@ -27,8 +29,7 @@ def main() -> None:
     # Time spent tracing, lowering and compiling, reported so `make bench` can say how much of
     # the grading time is compilation (and what the persistent cache saves).
     compile_seconds = {"trace": 0.0, "compile": 0.0}
-    # A grader that needs no JAX (the quiz) is spared the import.
-    if "import jax" in catalog.grader_file(ex_id).read_text():
+    if catalog.EXERCISES[ex_id].needs_jax:
         import jax
 
         def on_duration(name, seconds, **_):
@@ -67,6 +68,11 @@ def main() -> None:
     emit(event="timing", **compile_seconds)
     emit(event="done")
     os._exit(0)
+
+
+def main() -> None:
+    ex_id, solutions_dir = sys.argv[1], Path(sys.argv[2]).resolve()
+    run(ex_id, solutions_dir, int(os.environ.pop("GRADERS_RESULT_FD")))
 
 
 if __name__ == "__main__":

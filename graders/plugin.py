@@ -23,6 +23,7 @@ class _State:
     guard_before: dict = {}
     check_timeout = 0.0
     seed = 0
+    explanation = ""  # what the running check says when it passes (see the `explain` fixture)
 
 
 STATE = _State()
@@ -46,6 +47,15 @@ def seed():
 
 
 @pytest.fixture
+def explain():
+    """explain(text): what this check says when it passes, shown beside its ✓ and in the
+    results.json entry (e.g. why a quiz answer is right). A failing check says its failure."""
+    def set_explanation(text):
+        STATE.explanation = str(text)
+    return set_explanation
+
+
+@pytest.fixture
 def note():
     """note(text): a line for the report, shown whether the check passes or not."""
     return lambda text: STATE.emit(event="note", text=str(text))
@@ -56,6 +66,7 @@ def check_name(item) -> str:
 
 
 def pytest_runtest_logstart(nodeid, location):
+    STATE.explanation = ""
     STATE.emit(event="start", check=location[2].removeprefix("test_"))
 
 
@@ -70,6 +81,10 @@ def classify(exc: BaseException) -> tuple[str, str]:
         # innermost frame must be in the learner's file.
         if frame and tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve().parent == STATE.solutions_dir.resolve():
             return "not_attempted", f"not attempted yet: still raises NotImplementedError{where(exc, STATE.solutions_dir)}"
+    if isinstance(exc, AttributeError) and STATE.solution is not None and getattr(exc, "obj", None) is STATE.solution:
+        module = Path(getattr(STATE.solution, "__file__", "") or "your module").name
+        return "failed", (f"{module} defines no `{exc.name}`, which this check calls. "
+                          f"Hint: the stub names every function to write; keep `{exc.name}` with the stub's signature.")
     if isinstance(exc, NotAttempted):
         return "not_attempted", f"not attempted yet: {exc}"
     if isinstance(exc, CheckFailed):
@@ -92,7 +107,7 @@ def pytest_runtest_makereport(item, call):
     name = check_name(item)
     if report.when == "call" or (report.when == "setup" and report.failed):
         if call.excinfo is None:
-            STATE.emit(event="outcome", check=name, outcome="passed", message="")
+            STATE.emit(event="outcome", check=name, outcome="passed", message=STATE.explanation)
         else:
             result, message = classify(call.excinfo.value)
             STATE.emit(event="outcome", check=name, outcome=result, message=message)

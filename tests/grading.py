@@ -34,9 +34,11 @@ class Run:
         raise KeyError(f"no check {name!r} in {ex_id}")
 
     def lost(self, ex_id: str) -> dict[str, str]:
-        """check name -> message, for every check of ex_id that did not get its points."""
-        return {t["name"].split(": ", 1)[1]: t["output"] for t in self.results["tests"]
-                if t["tags"] == [ex_id] and t["score"] < t["max_score"]}
+        """check name -> message, for every check of ex_id that did not get its points (an
+        exercise that could not be graded loses every check, with its reason)."""
+        ex = self.exercise(ex_id)
+        return {name: check["message"] or ex["reason"] for name, check in ex["checks"].items()
+                if check["outcome"] != "passed"}
 
 
 def grade(solutions: Path, ids=(), *extra: str, timeout: float = 900) -> Run:

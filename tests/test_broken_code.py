@@ -26,6 +26,7 @@ MODULES = {
     "interpreter_crash": REFERENCE + "\n\ndef accum_token_weighted(*args, **kwargs):\n    import ctypes\n    return ctypes.string_at(0)\n",
     "wrong_return_types": REFERENCE + "\n\ndef tok_loss_sum_count(*args):\n    return 'loss'\n\n\n"
     "def accum_token_weighted(*args, **kwargs):\n    return [1.0, 2.0]\n",
+    "missing_function": REFERENCE + "\n\ndel accum_token_weighted\n",
     "nan_results": REFERENCE + "\n\ndef accum_token_weighted(w, *args, **kwargs):\n    return w * jnp.nan\n",
     "replaces_comparisons": "import numpy as np\nimport numpy.testing\nimport jax.numpy as jnp\n\n"
     "np.allclose = lambda *a, **k: True\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"
@@ -81,6 +82,7 @@ EXPECTED = {
     "interpreter_crash": ("error", "SIGSEGV) while running check"),
     "wrong_return_types": ("partial", "got str"),
     "nan_results": ("partial", "NaN"),
+    "missing_function": ("partial", "ex1_token_accumulation.py defines no `accum_token_weighted`"),
     "replaces_comparisons": ("error", "numpy.allclose"),
     "replaces_comparisons_when_called": ("error", "numpy.allclose"),
 }

@@ -1,4 +1,5 @@
-"""The grading command keeps the contract in DESIGN.md: statuses, scores, exit codes, JSON."""
+"""The grading command keeps its contract (README, "For instructors"): statuses, scores, exit
+codes, and Gradescope's results.json."""
 
 import subprocess
 import sys
@@ -40,16 +41,39 @@ def test_stub_run_exits_one_without_tracebacks(stub_run):
     assert "not attempted" in stub_run.report
 
 
+# The fields Gradescope's autograder specification defines; results.json holds no other.
+GRADESCOPE_TOP = {"score", "execution_time", "output", "output_format", "test_output_format",
+                  "test_name_format", "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+GRADESCOPE_TEST = {"score", "max_score", "status", "name", "name_format", "number", "output",
+                   "output_format", "tags", "visibility", "extra_data"}
+
+
 def test_json_follows_gradescope_schema(reference_run):
     results = reference_run.results
-    assert isinstance(results["score"], int) and isinstance(results["max_score"], int)
-    assert isinstance(results["execution_time"], float) and isinstance(results["output"], str)
+    assert set(results) <= GRADESCOPE_TOP
+    assert isinstance(results["score"], int) and isinstance(results["execution_time"], float)
+    assert results["output_format"] == "md" and results["output"].startswith("```\n")
     assert results["score"] == sum(t["score"] for t in results["tests"])
     for test in results["tests"]:
-        assert set(test) == {"name", "tags", "score", "max_score", "status", "output"}
+        assert set(test) <= GRADESCOPE_TEST and test["visibility"] == "visible"
         ex_id, check = test["name"].split(": ", 1)
         assert test["tags"] == [ex_id] and test["status"] in ("passed", "failed")
         assert isinstance(test["score"], int) and isinstance(test["max_score"], int)
+
+
+def test_printed_total_and_json_agree(reference_run):
+    total = next(line for line in reference_run.report.splitlines() if line.strip().startswith("total"))
+    assert total.split()[-1] == f"{reference_run.results['score']}/{sum(t['max_score'] for t in reference_run.results['tests'])}"
+
+
+def test_an_exercise_that_cannot_be_graded_is_one_failing_entry_with_its_reason(tmp_path):
+    (tmp_path / "ex4_master_weights.py").write_text("raise RuntimeError('boom')\n")
+    run = grade(tmp_path, ["ex4"])
+    entries = [t for t in run.results["tests"] if t["tags"] == ["ex4"]]
+    declared = sum(c.points for c in read_checks(catalog.grader_file("ex4")))
+    assert len(entries) == 1 and entries[0]["name"] == "ex4: error"
+    assert entries[0]["max_score"] == declared and entries[0]["score"] == 0
+    assert "RuntimeError: boom" in entries[0]["output"]
 
 
 @pytest.mark.parametrize("ex_id", EXERCISES)

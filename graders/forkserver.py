@@ -1,0 +1,121 @@
+"""The fork server: imports pytest, NumPy, JAX, Flax and Optax once per run, then forks one
+grading child per exercise, so that no exercise pays for those imports again.
+
+`python -m graders.forkserver FD [--jax]`, started by graders/process.py with the children's
+environment (so XLA_FLAGS and the cache settings are read by this one JAX import). FD is a
+SOCK_SEQPACKET socket: each request is a JSON message {"id", "ex", "solutions"} carrying two
+descriptors (the result pipe and the output file); the server answers {"id", "pid"} once the
+child runs and {"id", "exit"} when it has ended.
+
+Forking after `import jax` is safe only while no JAX backend exists (a backend starts threads
+and holds device state): the server checks that before every fork, and refuses otherwise.
+"""
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from pathlib import Path
+
+
+def _preload(with_jax: bool) -> None:
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+
+    from graders import catalog, guard, learner, plugin, spec  # noqa: F401
+    if with_jax:
+        import flax.linen  # noqa: F401
+        import jax  # noqa: F401
+        import jax.numpy  # noqa: F401
+        import ml_dtypes  # noqa: F401
+        import optax  # noqa: F401
+        from flax import nnx  # noqa: F401
+
+        from graders import hlo, jaxpr, memory, numeric  # noqa: F401
+
+
+def backend_started() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    from jax._src import xla_bridge
+
+    return bool(xla_bridge._backends)
+
+
+def _child(sock: socket.socket, wake: tuple[int, int], ex_id: str, solutions: str, fds: list[int]) -> None:
+    result_fd, output_fd = fds
+    try:
+        sock.close()
+        for fd in wake:
+            os.close(fd)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()  # its own process group, which the runner kills as a whole
+        for target in (1, 2):
+            os.dup2(output_fd, target)
+        os.close(output_fd)
+        from graders import child
+
+        child.run(ex_id, Path(solutions), result_fd)
+    finally:
+        os._exit(70)  # child.run ends with os._exit; reaching here means it failed to start
+
+
+def serve(sock: socket.socket) -> None:
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    running: dict[int, object] = {}  # pid -> request id
+
+    def reap() -> None:
+        while running:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            request = running.pop(pid, None)
+            if request is not None:
+                sock.send(json.dumps({"id": request, "exit": os.waitstatus_to_exitcode(status)}).encode())
+
+    while True:
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            reap()
+        if sock not in ready:
+            continue
+        data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        if not data:  # the runner is gone
+            return
+        request = json.loads(data)
+        if backend_started() or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"id": request["id"], "refused": "unsafe to fork"}).encode())
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(sock, (wake_r, wake_w), request["ex"], request["solutions"], fds)
+        for fd in fds:
+            os.close(fd)
+        running[pid] = request["id"]
+        sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+        reap()
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    _preload("--jax" in sys.argv[2:])
+    sock.send(b'{"ready": true}')
+    serve(sock)
+
+
+if __name__ == "__main__":
+    main()

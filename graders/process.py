@@ -1,0 +1,270 @@
+"""How learner code runs: one grading child per exercise, with a wall-clock limit, its output
+kept in a file, its outcomes read from a pipe, and its whole process group killed at the end.
+
+Children come from a fork server (graders/forkserver.py) that imported the libraries once, or,
+if that cannot start, from a fresh interpreter each. Either way the child is the same code
+(graders/child.py) in the same environment.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from graders import catalog
+
+OUTPUT_LINES = 15  # lines of the learner's own printing shown for a crashed exercise
+OUTPUT_CHARS = 1500
+
+
+def child_env(check_timeout: float, cache: bool, seed: int, base: dict | None = None,
+              force_cpu: bool = False) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    flags = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                     if not f.startswith("--xla_force_host_platform_device_count"))
+    env["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+    if force_cpu:
+        env["JAX_PLATFORMS"] = "cpu"
+    else:
+        env.setdefault("JAX_PLATFORMS", "cpu")
+    env["PYTHONPATH"] = str(catalog.ROOT)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into the learner's folder
+    env["GRADERS_CHECK_TIMEOUT"] = f"{check_timeout:g}"
+    env["GRADERS_SEED"] = str(seed)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if cache:
+        # The user's own cache directory wins; either way the graders' programs are small and
+        # compile in well under JAX's default 1 s threshold, so cache them all.
+        env.setdefault("JAX_COMPILATION_CACHE_DIR", str(catalog.ROOT / ".cache" / "jax"))
+        env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+        env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    else:
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    return env
+
+
+@dataclass
+class ChildRun:
+    events: list[dict]
+    timed_out: bool
+    returncode: int | None
+    output: str  # the tail of what the learner's code printed
+
+
+def _tail(path: Path) -> str:
+    size = path.stat().st_size
+    if size == 0:
+        return ""
+    with open(path, "rb") as f:
+        f.seek(max(0, size - 64 * 1024))
+        text = f.read().decode("utf-8", "replace")
+    lines = text.rstrip().splitlines()[-OUTPUT_LINES:]
+    shown = "\n".join(line[:200] for line in lines)[-OUTPUT_CHARS:]
+    if size > len(shown):
+        shown = f"[{size:,} bytes printed; the last lines:]\n" + shown
+    return shown
+
+
+class _Events:
+    """Reads the child's event pipe on a thread; `on_event` sees each event as it arrives."""
+
+    def __init__(self, read_fd: int, on_event=None):
+        self.events: list[dict] = []
+        self._thread = threading.Thread(target=self._read, args=(read_fd, on_event), daemon=True)
+        self._thread.start()
+
+    def _read(self, read_fd, on_event):
+        with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as pipe:
+            for line in pipe:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    event["_at"] = time.monotonic()
+                    self.events.append(event)
+                    if on_event is not None:
+                        try:
+                            on_event(event)
+                        except Exception:  # a display problem never stops grading
+                            pass
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+def _kill_group(pid: int) -> None:
+    # Whatever the learner's code started (threads, grandchildren) goes with the group.
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+class Spawner:
+    """A fresh interpreter per exercise."""
+
+    def __init__(self, env: dict[str, str], python: str = sys.executable):
+        self.env = env
+        self.python = python
+
+    def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None) -> ChildRun:
+        read_fd, write_fd = os.pipe()
+        env = dict(self.env, GRADERS_RESULT_FD=str(write_fd))
+        with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
+            out_path = Path(tmp) / "output"
+            with open(out_path, "wb") as out:
+                proc = subprocess.Popen(
+                    [self.python, "-m", "graders.child", ex_id, str(solutions)],
+                    cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True)
+            os.close(write_fd)
+            events = _Events(read_fd, on_event)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+            events.join(timeout=5)
+            return ChildRun(list(events.events), timed_out, proc.returncode, _tail(out_path))
+
+    def close(self) -> None:
+        pass
+
+
+class ForkServer:
+    """Children forked from one process that imported the libraries once (graders/forkserver.py).
+
+    Falls back to a fresh interpreter for an exercise if the server is gone (learner code can
+    kill its parent) or refuses."""
+
+    START_TIMEOUT = 120.0
+
+    def __init__(self, env: dict[str, str], with_jax: bool, python: str = sys.executable):
+        self.env = env
+        self._spawner = Spawner(env, python)
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._replies: dict[int, dict] = {}
+        self._cond = threading.Condition()
+        self._alive = False
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = ours
+        self._log = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen(
+                [python, "-m", "graders.forkserver", str(theirs.fileno())] + (["--jax"] if with_jax else []),
+                cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
+                stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            theirs.close()
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            if message.get("ready"):
+                self._alive = True
+                self._ready.set()
+                continue
+            with self._cond:
+                self._replies.setdefault(message.get("id"), {}).update(message)
+                self._cond.notify_all()
+        with self._cond:
+            self._alive = False
+            self._ready.set()
+            self._cond.notify_all()
+
+    def _wait_for(self, request: int, key: str, deadline: float) -> dict | None:
+        with self._cond:
+            while key not in self._replies.get(request, {}) and "refused" not in self._replies.get(request, {}):
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._alive:
+                    return None
+                self._cond.wait(min(left, 1.0))
+            return self._replies[request]
+
+    def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None) -> ChildRun:
+        self._ready.wait(self.START_TIMEOUT)
+        if not self._alive:
+            return self._spawner.run(ex_id, solutions, timeout, on_event)
+        read_fd, write_fd = os.pipe()
+        with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
+            out_path = Path(tmp) / "output"
+            with open(out_path, "wb") as out:
+                with self._lock:
+                    self._next_id += 1
+                    request = self._next_id
+                    try:
+                        socket.send_fds(self._sock, [json.dumps(
+                            {"id": request, "ex": ex_id, "solutions": str(solutions)}).encode()], [write_fd, out.fileno()])
+                    except OSError:
+                        os.close(write_fd)
+                        os.close(read_fd)
+                        return self._spawner.run(ex_id, solutions, timeout, on_event)
+            os.close(write_fd)
+            start = time.monotonic()
+            events = _Events(read_fd, on_event)
+            started = self._wait_for(request, "pid", start + 30.0)
+            if started is None or "pid" not in started:
+                events.join(timeout=1)
+                if started is not None and "refused" in started:
+                    return self._spawner.run(ex_id, solutions, timeout, on_event)
+                return ChildRun(list(events.events), False, None, _tail(out_path))
+            pid = started["pid"]
+            ended = self._wait_for(request, "exit", start + timeout)
+            timed_out = False
+            if ended is None and self._alive:
+                timed_out = True
+            elif ended is None:
+                # The server is gone (learner code may have killed it): the child's end shows as
+                # the end of its event pipe.
+                timed_out = not events.join(max(0.0, start + timeout - time.monotonic()))
+            _kill_group(pid)
+            if timed_out and self._alive:
+                self._wait_for(request, "exit", time.monotonic() + 5.0)
+            events.join(timeout=5)
+            reply = self._replies.get(request, {})
+            return ChildRun(list(events.events), timed_out, reply.get("exit"), _tail(out_path))
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill_group(self._proc.pid)
+            self._proc.wait()
+        self._log.close()
+
+
+def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.executable):
+    """The way to start the children of one run: a fork server unless told otherwise."""
+    if not fork or os.environ.get("GRADERS_NO_FORK"):
+        return Spawner(env, python)
+    return ForkServer(env, any(catalog.EXERCISES[i].needs_jax for i in ids), python)

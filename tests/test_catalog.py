@@ -1,0 +1,75 @@
+"""Everything agrees with graders/catalog.py, where each exercise is described once: its stub,
+its reference, its grader, its wrong-solution corpus and its proof, the README's table, and
+whether its grading process needs JAX."""
+
+import ast
+import re
+
+import pytest
+
+from grading import CORPUS, ROOT
+from graders import catalog
+from graders.spec import read_checks
+
+IDS = list(catalog.EXERCISES)
+
+
+def _imports(path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_every_exercise_has_stub_reference_grader_and_corpus(ex_id):
+    module = catalog.module_name(ex_id)
+    for path in (ROOT / "exercises" / f"{module}.py", ROOT / "reference" / f"{module}.py", catalog.grader_file(ex_id)):
+        assert path.is_file(), f"{ex_id}: {path.relative_to(ROOT)} is missing"
+    assert any((CORPUS / ex_id).glob("*.py")), f"{ex_id}: tests/corpus/{ex_id}/ holds no wrong solution"
+
+
+def test_no_module_outside_the_catalog():
+    known = {f"{e.module}.py" for e in catalog.EXERCISES.values()}
+    for folder in ("exercises", "reference"):
+        extra = {p.name for p in (ROOT / folder).glob("*.py")} - known
+        assert not extra, f"{folder}/ holds modules the catalog does not know: {sorted(extra)}"
+    graders = {p.name for p in (ROOT / "graders").glob("test_*.py")} - {f"test_{m}" for m in known}
+    assert not graders, f"graders/ holds checks for no exercise: {sorted(graders)}"
+    corpus = {p.name for p in CORPUS.iterdir() if p.is_dir()} - set(IDS)
+    assert not corpus, f"tests/corpus/ has folders for no exercise: {sorted(corpus)}"
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_needs_jax_matches_what_the_grader_imports(ex_id):
+    uses = bool(_imports(catalog.grader_file(ex_id)) & {"jax", "flax", "optax"})
+    assert uses == catalog.EXERCISES[ex_id].needs_jax
+
+
+def _readme_rows() -> dict[str, list[str]]:
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells and cells[0] in catalog.EXERCISES:
+            rows.setdefault(cells[0], cells)
+    return rows
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_readme_table_names_the_module_and_its_points(ex_id):
+    rows = _readme_rows()
+    assert ex_id in rows, f"README's exercise table has no row for {ex_id}"
+    cells = rows[ex_id]
+    assert cells[1] == f"`{catalog.module_name(ex_id)}.py`", cells
+    points = sum(c.points for c in read_checks(catalog.grader_file(ex_id)))
+    assert cells[2] == str(points), f"{ex_id}: the README says {cells[2]} points, the grader declares {points}"
+
+
+def test_readme_total_is_the_sum_of_the_exercises():
+    text = (ROOT / "README.md").read_text()
+    total = sum(c.points for e in IDS for c in read_checks(catalog.grader_file(e)))
+    found = re.search(r"\*\*(\d+) points\*\* in all", text)
+    assert found and int(found.group(1)) == total, f"README should say **{total} points** in all"
