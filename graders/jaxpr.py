@@ -4,7 +4,7 @@ shard_maps and jits (every sub-jaxpr is walked)."""
 from collections.abc import Callable, Iterator
 
 import jax
-from jax.extend.core import jaxprs_in_params
+from jax.extend.core import Literal, jaxprs_in_params
 
 # Several user-facing names bind to one primitive; a check asks for the idea, not the spelling.
 ALIASES: dict[str, frozenset[str]] = {
@@ -76,3 +76,71 @@ def walk_nested(jaxpr, outer: tuple = ()) -> Iterator[tuple]:
         yield eqn, outer
         for sub in sub_jaxprs(eqn):
             yield from walk_nested(sub, outer + (eqn,))
+
+
+# Following values through a program. Calls to jit are inlined, so what a learner wraps in
+# jax.jit (or what jnp wraps, e.g. relu) is seen at the level of its caller.
+
+def evaluate(jaxpr, consts, args, apply: Callable) -> list:
+    """Run a jaxpr equation by equation, calls to jit inlined; every other equation's outputs are
+    apply(eqn, inputs). With apply=bind it computes the program on arrays (under a trace or not);
+    with a symbolic apply (see dataflow) it says which equation made each value."""
+    env = {}
+
+    def read(atom):
+        return atom.val if isinstance(atom, Literal) else env[atom]
+
+    env.update(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        if is_a(eqn, "jit") and "jaxpr" in eqn.params:
+            sub = eqn.params["jaxpr"]
+            outs = evaluate(sub.jaxpr, sub.consts, ins, apply)
+        else:
+            outs = apply(eqn, ins)
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def bind(eqn, inputs) -> list:
+    """The equation's primitive applied to these inputs: what running the equation does."""
+    with eqn.ctx.manager:  # as jax's own eval_jaxpr does (e.g. the context mesh of a jit)
+        out = eqn.primitive.bind(*inputs, **eqn.primitive.get_bind_params(eqn.params))
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+class Value:
+    """A symbolic value: made by output `index` of `eqn` (None for an input) from `parents`."""
+
+    __slots__ = ("eqn", "index", "parents", "const")
+
+    def __init__(self, eqn, index, parents=(), const=None):
+        self.eqn, self.index, self.parents, self.const = eqn, index, tuple(parents), const
+
+
+def dataflow(jaxpr, consts=()) -> tuple[list, list]:
+    """(inputs, outputs) of jaxpr as Values: follow an output's `eqn` and `parents` back to see
+    what made it. A literal operand shows up as a Value with `const` set."""
+    inputs = [Value(None, i) for i in range(len(jaxpr.invars))]
+
+    def apply(eqn, ins):
+        parents = [v if isinstance(v, Value) else Value(None, -1, const=v) for v in ins]
+        return [Value(eqn, i, parents) for i in range(len(eqn.outvars))]
+
+    outputs = evaluate(jaxpr, [Value(None, -1, const=c) for c in consts], inputs, apply)
+    outputs = [v if isinstance(v, Value) else Value(None, -1, const=v) for v in outputs]
+    return inputs, outputs
+
+
+def ancestors(value: "Value") -> list:
+    """Every Value the given one was computed from (itself included): what is live for it."""
+    seen, stack, order = set(), [value], []
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        order.append(v)
+        stack.extend(v.parents)
+    return order

@@ -1,6 +1,6 @@
 """make_fsdp_loss is done, but the module-level fsdp_loss is still the stub.
 
-loses: fsdp_loss_works_under_set_mesh: not attempted yet
+loses: fsdp_loss_is_a_shard_map_right_on_every_mesh: not attempted yet
 """
 import jax
 import jax.numpy as jnp

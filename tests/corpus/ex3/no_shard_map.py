@@ -1,7 +1,7 @@
 """FSDP left to jit's sharding propagation (reshard to P() before use), without shard_map.
 
-loses: weights_enter_shard_map_sharded: there is no shard_map in the traced loss
-loses: gradient_all_gathers_and_reduce_scatters: summed whole with an all-reduce
+loses: loss_is_a_pmean_out_of_shard_map: there is no shard_map in the traced loss
+loses: gradient_all_gathers_and_reduce_scatters: sum a whole weight gradient
 """
 import jax
 import jax.numpy as jnp

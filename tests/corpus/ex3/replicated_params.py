@@ -1,6 +1,6 @@
 """Takes the parameters replicated (in_specs P()): every device holds the full weights, no FSDP.
 
-loses: weights_enter_shard_map_sharded: so nothing is sharded
+loses: loss_is_computed_from_gathered_shards: made by `reshard` first
 """
 import jax
 import jax.numpy as jnp
