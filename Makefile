@@ -1,5 +1,6 @@
 # make grade [SOLUTIONS=dir] [EX="ex1 quiz"]   grade a folder of solutions (default: exercises/)
 #            [JOBS=n] [TIMEOUT=s] [NO_CACHE=1]  parallel exercises, seconds per exercise, no compilation cache
+#            [SEED=n] [VERBOSE=1]             repeat a run's drawn configurations; list every check
 # make reference                              grade reference/ (instructor check: full marks)
 # make test                                   the package's own tests (graders vs reference, stubs, wrong answers)
 # make watch [SOLUTIONS=dir] [EX="ex2"]       grade, then re-grade each exercise when its file is saved
@@ -11,6 +12,8 @@ EX ?=
 JOBS ?=
 TIMEOUT ?=
 NO_CACHE ?=
+SEED ?=
+VERBOSE ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -19,14 +22,14 @@ STAMP := $(VENV)/.installed
 # A pyenv shim can exist on PATH and still refuse to run, so each one is executed, not just located.
 PY_CANDIDATES := python3.14 python3.13 python3.12 python3 $(sort $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3))
 
-GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache)
+GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache) $(if $(SEED),--seed $(SEED)) $(if $(VERBOSE),-v)
 
 .PHONY: grade reference test bench clean venv watch
 grade: $(STAMP)
 	@$(PY) -m graders $(GRADE_ARGS)
 
 watch: $(STAMP)
-	@$(PY) -m graders watch $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache)
+	@$(PY) -m graders watch $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache) $(if $(SEED),--seed $(SEED))
 
 reference:
 	@$(MAKE) --no-print-directory grade SOLUTIONS=reference
