@@ -22,6 +22,9 @@ class Exercise:
     # that, graded in parallel, the last one to finish is not the slowest.
     cost: float
     needs_jax: bool = True  # whether its grading process imports JAX (the quiz does not)
+    # An exercise whose answer is plain data (the quiz's ANSWERS): under --sandbox, a confined
+    # process only reads these values, and the checks run where no learner code ever ran.
+    data: tuple[str, ...] = ()
 
 
 _ALL = (
@@ -42,9 +45,13 @@ _ALL = (
     Exercise("ex8", "ex8_loss_scaling", "dynamic loss scaling in fp16",
              "the chapter's section 6.7", cost=3.0),
     Exercise("quiz", "quiz", "quiz", "the chapter's quiz, and the tutorial's pitfalls",
-             cost=0.5, needs_jax=False),
+             cost=0.5, needs_jax=False, data=("ANSWERS",)),
 )
 EXERCISES: dict[str, Exercise] = {e.id: e for e in _ALL}
+
+# Files of graders/ that only the trusted side may read: a release leaves them out, and a
+# sandboxed grading process sees them empty.
+SECRETS = (GRADERS_DIR / "quiz_key.json",)
 
 
 def module_name(ex_id: str) -> str:

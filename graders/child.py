@@ -15,7 +15,30 @@ import sys
 from pathlib import Path
 
 
-def run(ex_id: str, solutions_dir: Path, result_fd: int) -> None:
+def _plain(value, depth: int = 0):
+    """value as JSON-safe data (dicts as key/value pairs, so int keys stay ints), or TypeError."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth < 3 and isinstance(value, dict):
+        return {"pairs": [[_plain(k, depth + 1), _plain(v, depth + 1)] for k, v in value.items()]}
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return {"items": [_plain(v, depth + 1) for v in value], "tuple": isinstance(value, tuple)}
+    raise TypeError(f"{type(value).__name__} is not plain data")
+
+
+def unplain(value):
+    if isinstance(value, dict) and "pairs" in value:
+        return {unplain(k): unplain(v) for k, v in value["pairs"]}
+    if isinstance(value, dict) and "items" in value:
+        items = [unplain(v) for v in value["items"]]
+        return tuple(items) if value.get("tuple") else items
+    return value
+
+
+def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | None = None,
+        data: dict | None = None) -> None:
+    """Grade ex_id. With `extract`, only import the learner's module and send those names' values
+    as plain data; with `data`, grade those values (a module of data, never the learner's code)."""
     channel = os.fdopen(result_fd, "w", buffering=1)
 
     def emit(**event):
@@ -43,14 +66,34 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int) -> None:
     module_name = catalog.module_name(ex_id)
     before = guard.snapshot()
     emit(event="importing")
-    try:
-        module = learner.load_module(module_name, solutions_dir)
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
-        emit(event="import_error", message=learner.describe(exc, solutions_dir))
-        os._exit(0)
+    if data is not None:
+        import types
+
+        module = types.ModuleType(module_name)
+        module.__file__ = str(solutions_dir / f"{module_name}.py")
+        for name, value in data.items():
+            setattr(module, name, unplain(value))
+    else:
+        try:
+            module = learner.load_module(module_name, solutions_dir)
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
+            emit(event="import_error", message=learner.describe(exc, solutions_dir))
+            os._exit(0)
     changed = guard.replaced(before)
     if changed:
         emit(event="tampered", names=changed[:5])
+        os._exit(0)
+    if extract is not None:
+        values = {}
+        for name in extract:
+            if hasattr(module, name):
+                try:
+                    values[name] = _plain(getattr(module, name))
+                except (TypeError, RecursionError) as exc:
+                    emit(event="import_error", message=f"{name} should hold plain data (dicts, strings, numbers): {exc}")
+                    os._exit(0)
+        emit(event="data", values=values)
+        emit(event="done")
         os._exit(0)
 
     state = plugin.STATE

@@ -51,12 +51,16 @@ def grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the configurations drawn at grading time (default: this installation's; the report prints it)")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every check, passed or not")
+    parser.add_argument("--sandbox", action="store_true",
+                        help="confine the learner's code: own namespaces, read-only root without reference/ "
+                             "or secrets, user nobody (root only; see README)")
     return parser
 
 
 def options_from(args) -> grading.Options:
     seed = grading.installation_seed() if args.seed is None else args.seed
-    return grading.Options(timeout=args.timeout, cache=not args.no_cache, seed=seed, jobs=args.jobs)
+    return grading.Options(timeout=args.timeout, cache=not args.no_cache, seed=seed, jobs=args.jobs,
+                           sandbox=getattr(args, "sandbox", False))
 
 
 def grade_command(argv: list[str]) -> int:
@@ -64,6 +68,12 @@ def grade_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     ids = _ids(parser, args.ids)
     solutions = _solutions(parser, args.solutions)
+    if args.sandbox:
+        from graders import sandbox
+
+        why_not = sandbox.available()
+        if why_not:
+            parser.error(why_not)  # refuses: grading unconfined would be a promise not kept
     options = options_from(args)
     start = time.monotonic()
     live = Live(sys.stdout)

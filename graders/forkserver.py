@@ -3,7 +3,7 @@ grading child per exercise, so that no exercise pays for those imports again.
 
 `python -m graders.forkserver FD [--jax]`, started by graders/process.py with the children's
 environment (so XLA_FLAGS and the cache settings are read by this one JAX import). FD is a
-SOCK_SEQPACKET socket: each request is a JSON message {"id", "ex", "solutions"} carrying two
+SOCK_SEQPACKET socket: each request is a JSON message {"id", "ex", "solutions", "sandbox"} carrying two
 descriptors (the result pipe and the output file); the server answers {"id", "pid"} once the
 child runs and {"id", "exit"} when it has ended.
 
@@ -24,7 +24,7 @@ def _preload(with_jax: bool) -> None:
     import numpy  # noqa: F401
     import pytest  # noqa: F401
 
-    from graders import catalog, guard, learner, plugin, spec  # noqa: F401
+    from graders import catalog, guard, learner, plugin, sandbox, spec  # noqa: F401
     if with_jax:
         import flax.linen  # noqa: F401
         import jax  # noqa: F401
@@ -44,7 +44,7 @@ def backend_started() -> bool:
     return bool(xla_bridge._backends)
 
 
-def _child(sock: socket.socket, wake: tuple[int, int], ex_id: str, solutions: str, fds: list[int]) -> None:
+def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[int]) -> None:
     result_fd, output_fd = fds
     try:
         sock.close()
@@ -56,11 +56,40 @@ def _child(sock: socket.socket, wake: tuple[int, int], ex_id: str, solutions: st
         for target in (1, 2):
             os.dup2(output_fd, target)
         os.close(output_fd)
+        box = request.get("sandbox")
+        if box and not request.get("trusted"):
+            _sandboxed(box, result_fd)
         from graders import child
 
-        child.run(ex_id, Path(solutions), result_fd)
+        child.run(request["ex"], Path(request["solutions"]), result_fd, request.get("extract"), request.get("data"))
     finally:
         os._exit(70)  # child.run ends with os._exit; reaching here means it failed to start
+
+
+def _sandboxed(box: dict, result_fd: int) -> None:
+    """Fork once more into new namespaces: this process stays outside and waits; its child,
+    process 1 of the new PID namespace, returns from here confined and runs the grading."""
+    from graders import sandbox
+
+    sandbox.enter_namespaces()
+    pid = os.fork()
+    if pid == 0:
+        sandbox.confine(Path(box["package_root"]), Path(box["solutions"]), box["readable"], box["hidden"])
+        return
+    os.close(result_fd)  # the event pipe ends when the confined child ends
+    # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
+    # of the namespace, and with it everything the learner's code started.
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status))
 
 
 def serve(sock: socket.socket) -> None:
@@ -102,7 +131,7 @@ def serve(sock: socket.socket) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(sock, (wake_r, wake_w), request["ex"], request["solutions"], fds)
+            _child(sock, (wake_r, wake_w), request, fds)
         for fd in fds:
             os.close(fd)
         running[pid] = request["id"]

@@ -66,6 +66,7 @@ class Options:
     fork: bool = True  # children forked from one server that imported the libraries once
     force_cpu: bool = False  # the notebook's check(): never the kernel's own accelerator
     python: str = sys.executable  # the interpreter the children run in
+    sandbox: bool = False  # confine each child (graders/sandbox.py); root only
 
     def env(self) -> dict[str, str]:
         return process.child_env(min(CHECK_TIMEOUT, self.timeout), self.cache, self.seed,
@@ -115,10 +116,14 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
         return _finish(result, start, "not run: " + result.reason, status="error")
 
     own = launcher is None
-    launcher = launcher or process.Spawner(options.env(), options.python)
+    launcher = launcher or process.launcher([ex_id], options.env(), options.fork, options.python, options.sandbox)
+    events = None if on_event is None else (lambda event: on_event(ex_id, event))
     try:
-        run = launcher.run(ex_id, solutions, options.timeout,
-                           None if on_event is None else (lambda event: on_event(ex_id, event)))
+        data = catalog.EXERCISES[ex_id].data
+        if options.sandbox and data:
+            run = _judge_data(launcher, ex_id, solutions, options, events, data)
+        else:
+            run = launcher.run(ex_id, solutions, options.timeout, events)
     finally:
         if own:
             launcher.close()
@@ -171,6 +176,31 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
     return _finish(result, start, "not run (the grader did not report this check)")
 
 
+def _judge_data(launcher, ex_id, solutions, options, events, names) -> process.ChildRun:
+    """A confined child reads the module's values; a child that runs no learner code grades them."""
+    read = launcher.run(ex_id, solutions, options.timeout, events, extra={"extract": list(names)})
+    values = [e["values"] for e in read.events if e.get("event") == "data" and isinstance(e.get("values"), dict)]
+    if not values or read.timed_out:
+        return read
+    judged = launcher.run(ex_id, solutions, options.timeout, events,
+                          extra={"data": {k: v for k, v in values[-1].items() if k in names}, "trusted": True})
+    judged.output = read.output
+    return judged
+
+
+def stage(solutions: Path, into: Path) -> Path:
+    """A copy of the learner's own modules, readable by the sandbox's user: the only part of
+    their folder (and of any class folder around it) a confined child sees."""
+    into.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(into, 0o755)
+    for path in solutions.glob("*.py"):
+        if path.is_file():
+            target = into / path.name
+            target.write_bytes(path.read_bytes())
+            os.chmod(target, 0o644)
+    return into
+
+
 def _finish(result: ExerciseResult, start: float, unreported: str, status: str | None = None) -> ExerciseResult:
     for check in result.checks:
         if check.outcome == "not_run":
@@ -196,7 +226,13 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
     """Grade several exercises in parallel, longest first; results in the order asked for.
     `on_done` sees each result as soon as its exercise is graded."""
     own = launcher is None
-    launcher = launcher or process.launcher(ids, options.env(), options.fork, options.python)
+    launcher = launcher or process.launcher(ids, options.env(), options.fork, options.python, options.sandbox)
+    staging = None
+    if options.sandbox:
+        import tempfile
+
+        staging = tempfile.TemporaryDirectory(prefix="graders-submission-")
+        solutions = stage(solutions, Path(staging.name) / "solutions")
     try:
         def one(ex_id: str) -> ExerciseResult:
             result = grade_exercise(ex_id, solutions, options, launcher, on_event)
@@ -210,3 +246,5 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
     finally:
         if own:
             launcher.close()
+        if staging is not None:
+            staging.cleanup()

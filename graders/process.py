@@ -112,6 +112,13 @@ def _kill_group(pid: int) -> None:
             continue
 
 
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Spawner:
     """A fresh interpreter per exercise."""
 
@@ -153,9 +160,12 @@ class ForkServer:
 
     START_TIMEOUT = 120.0
 
-    def __init__(self, env: dict[str, str], with_jax: bool, python: str = sys.executable):
+    def __init__(self, env: dict[str, str], with_jax: bool, python: str = sys.executable,
+                 sandbox: dict | None = None):
         self.env = env
-        self._spawner = Spawner(env, python)
+        # A sandboxed run never falls back to an unconfined interpreter.
+        self.sandbox = sandbox
+        self._spawner = Spawner(env, python) if sandbox is None else None
         self._lock = threading.Lock()
         self._next_id = 0
         self._replies: dict[int, dict] = {}
@@ -207,10 +217,18 @@ class ForkServer:
                 self._cond.wait(min(left, 1.0))
             return self._replies[request]
 
-    def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None) -> ChildRun:
+    def _fallback(self, ex_id, solutions, timeout, on_event) -> ChildRun:
+        if self._spawner is None:
+            return ChildRun([{"event": "child_error", "message": "the sandbox could not start a grading "
+                              "process (the fork server is gone); nothing of this exercise was run."}], False, None, "")
+        return self._spawner.run(ex_id, solutions, timeout, on_event)
+
+    def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None, extra: dict | None = None) -> ChildRun:
+        """`extra` (fork server only): {"extract": names} to only send those values of the
+        learner's module; {"data": values, "trusted": True} to grade values, unconfined."""
         self._ready.wait(self.START_TIMEOUT)
         if not self._alive:
-            return self._spawner.run(ex_id, solutions, timeout, on_event)
+            return self._fallback(ex_id, solutions, timeout, on_event)
         read_fd, write_fd = os.pipe()
         with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
             out_path = Path(tmp) / "output"
@@ -219,12 +237,14 @@ class ForkServer:
                     self._next_id += 1
                     request = self._next_id
                     try:
-                        socket.send_fds(self._sock, [json.dumps(
-                            {"id": request, "ex": ex_id, "solutions": str(solutions)}).encode()], [write_fd, out.fileno()])
+                        message = {"id": request, "ex": ex_id, "solutions": str(solutions), **(extra or {})}
+                        if self.sandbox is not None:
+                            message["sandbox"] = dict(self.sandbox, solutions=str(solutions))
+                        socket.send_fds(self._sock, [json.dumps(message).encode()], [write_fd, out.fileno()])
                     except OSError:
                         os.close(write_fd)
                         os.close(read_fd)
-                        return self._spawner.run(ex_id, solutions, timeout, on_event)
+                        return self._fallback(ex_id, solutions, timeout, on_event)
             os.close(write_fd)
             start = time.monotonic()
             events = _Events(read_fd, on_event)
@@ -232,7 +252,7 @@ class ForkServer:
             if started is None or "pid" not in started:
                 events.join(timeout=1)
                 if started is not None and "refused" in started:
-                    return self._spawner.run(ex_id, solutions, timeout, on_event)
+                    return self._fallback(ex_id, solutions, timeout, on_event)
                 return ChildRun(list(events.events), False, None, _tail(out_path))
             pid = started["pid"]
             ended = self._wait_for(request, "exit", start + timeout)
@@ -243,6 +263,10 @@ class ForkServer:
                 # The server is gone (learner code may have killed it): the child's end shows as
                 # the end of its event pipe.
                 timed_out = not events.join(max(0.0, start + timeout - time.monotonic()))
+            if self.sandbox is not None and ended is None and not (extra or {}).get("trusted"):
+                # The waiter outside the namespace kills its process 1, and so all of it.
+                _signal(pid, signal.SIGTERM)
+                self._wait_for(request, "exit", time.monotonic() + 5.0)
             _kill_group(pid)
             if timed_out and self._alive:
                 self._wait_for(request, "exit", time.monotonic() + 5.0)
@@ -263,8 +287,26 @@ class ForkServer:
         self._log.close()
 
 
-def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.executable):
-    """The way to start the children of one run: a fork server unless told otherwise."""
+def sandbox_spec(env: dict[str, str], python: str) -> dict:
+    """What a sandboxed child may see besides `graders/` and its own modules: the interpreter,
+    the package's environment and the compilation cache, read-only; the secrets are hidden."""
+    import sysconfig
+
+    readable = {sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"], os.path.realpath(python)}
+    cache = env.get("JAX_COMPILATION_CACHE_DIR")
+    if cache:
+        Path(cache).mkdir(parents=True, exist_ok=True)  # a read-only cache must exist to be read
+        readable.add(cache)
+    return {"package_root": str(catalog.ROOT), "readable": sorted(readable),
+            "hidden": [str(p) for p in catalog.SECRETS]}
+
+
+def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.executable, sandbox: bool = False):
+    """The way to start the children of one run: a fork server unless told otherwise; with
+    `sandbox`, always the fork server, each child confined (graders/sandbox.py)."""
+    with_jax = any(catalog.EXERCISES[i].needs_jax for i in ids)
+    if sandbox:
+        return ForkServer(env, with_jax, python, sandbox=sandbox_spec(env, python))
     if not fork or os.environ.get("GRADERS_NO_FORK"):
         return Spawner(env, python)
-    return ForkServer(env, any(catalog.EXERCISES[i].needs_jax for i in ids), python)
+    return ForkServer(env, with_jax, python)

@@ -1,0 +1,160 @@
+"""Under --sandbox, learner code cannot read what it must not (reference/, the quiz key, other
+students' folders, other processes), cannot write the package, the results or the compilation
+cache, has no network, and cannot outlive its exercise. Each probe below is an Exercise 4
+module that tries, records what it managed, and reports it through the one channel it has: the
+reason of its own failed import."""
+
+import json
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from grading import ROOT, grade
+from graders import catalog, sandbox
+
+pytestmark = pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or "")
+
+PROBE = '''
+import json, os, socket, subprocess, sys
+from pathlib import Path
+ROOT = Path({root!r})
+found = {{}}
+def attempt(name, fn):
+    try:
+        found[name] = fn()
+    except Exception as exc:
+        found[name] = "denied: " + type(exc).__name__
+
+attempt("reference", lambda: sorted(os.listdir(ROOT / "reference")))
+attempt("import_reference", lambda: __import__("reference.ex4_master_weights").__name__)
+attempt("tests", lambda: sorted(os.listdir(ROOT / "tests")))
+attempt("quiz_key", lambda: [p.read_text() for p in {secrets!r} if os.path.exists(p)])
+attempt("sibling", lambda: Path({sibling!r}).read_text())
+attempt("write_grader", lambda: open(ROOT / "graders" / "test_quiz.py", "a").write("#"))
+attempt("write_cache", lambda: open(Path({cache!r}) / "poison", "w").write("x"))
+attempt("write_results", lambda: open({results!r}, "w").write("{{}}"))
+attempt("processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+attempt("uid", lambda: os.getuid())
+attempt("network", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1) and "connected")
+# A daemon: double fork and setsid, then write a file outside after the run is over.
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        import time
+        for _ in range(40):
+            time.sleep(0.25)
+            try:
+                open({marker!r}, "w").write("alive")
+            except OSError:
+                pass
+        os._exit(0)
+    os._exit(0)
+raise RuntimeError("FOUND" + json.dumps(found) + "END")
+'''
+
+
+def alive_with_seed(seed: int) -> list[int]:
+    """Processes whose environment carries this run's seed: every process of a grading run does."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if f"GRADERS_SEED={seed}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    alive.append(int(entry.name))
+            except OSError:
+                continue
+    return alive
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    base = tmp_path_factory.mktemp("class")
+    student, other = base / "alice", base / "bob"
+    student.mkdir()
+    other.mkdir()
+    (other / "ex4_master_weights.py").write_text("SECRET = 'bob'\n")
+    marker = base / "daemon-was-here"
+    results = base / "results.json"
+    cache = ROOT / ".cache" / "jax"
+    (student / "ex4_master_weights.py").write_text(PROBE.format(
+        root=str(ROOT), secrets=[str(p) for p in catalog.SECRETS], sibling=str(other / "ex4_master_weights.py"),
+        cache=str(cache), results=str(results), marker=str(marker)))
+    before = {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")}
+    run = grade(student, ["ex4"], "--sandbox", "--seed", "424242")
+    left = alive_with_seed(424242)
+    time.sleep(3)  # the daemon would have written by now
+    reason = run.exercise("ex4")["reason"]
+    found = json.loads(reason[reason.index("FOUND") + 5:reason.index("END")])
+    return {"found": found, "run": run, "marker": marker, "before": before, "cache": cache, "left": left}
+
+
+def test_reference_tests_and_secrets_are_not_there(probe):
+    found = probe["found"]
+    assert str(found["reference"]).startswith("denied") and str(found["tests"]).startswith("denied")
+    assert str(found["import_reference"]).startswith("denied")
+    assert found["quiz_key"] in ([], [""]) or all(text == "" for text in found["quiz_key"])
+
+
+def test_other_students_are_not_there(probe):
+    assert str(probe["found"]["sibling"]).startswith("denied")
+
+
+def test_package_cache_and_results_cannot_be_written(probe):
+    found = probe["found"]
+    for attempt in ("write_grader", "write_cache", "write_results"):
+        assert str(found[attempt]).startswith("denied"), (attempt, found[attempt])
+    assert {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")} == probe["before"]
+    assert not (probe["cache"] / "poison").exists()
+
+
+def test_runs_as_nobody_alone_and_offline(probe):
+    found = probe["found"]
+    assert found["uid"] == sandbox.NOBODY
+    assert found["processes"] == [1], found["processes"]  # no other process is visible
+    assert str(found["network"]).startswith("denied")
+
+
+def test_nothing_it_started_outlives_the_exercise(probe):
+    assert probe["left"] == [], "processes of the run were alive when it ended"
+    assert not probe["marker"].exists(), "a daemon started by the submission was still running after the run"
+    assert probe["run"].exercise("ex4")["status"] == "error"
+
+
+def test_an_endless_loop_is_stopped_with_everything_it_started(tmp_path):
+    marker = tmp_path / "still-running"
+    (tmp_path / "ex4_master_weights.py").write_text(textwrap.dedent(f"""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                time.sleep(0.2)
+                try:
+                    open({str(marker)!r}, "a").write(".")
+                except OSError:
+                    pass
+        while True:
+            pass
+    """))
+    run = grade(tmp_path, ["ex4"], "--sandbox", "--timeout", "8", "--seed", "434343")
+    assert run.exercise("ex4")["status"] == "timed out"
+    assert alive_with_seed(434343) == []
+    assert not marker.exists()
+
+
+def test_without_root_the_sandbox_refuses_and_says_why(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "--sandbox needs root" in sandbox.available()
+
+
+def test_honest_code_gets_the_same_verdicts_in_the_sandbox():
+    plain = grade(ROOT / "reference", ["ex1", "ex4", "quiz"])
+    boxed = grade(ROOT / "reference", ["ex1", "ex4", "quiz"], "--sandbox")
+    for ex_id in ("ex1", "ex4", "quiz"):
+        assert boxed.exercise(ex_id)["checks"] == {
+            name: dict(check, seconds=boxed.exercise(ex_id)["checks"][name]["seconds"])
+            for name, check in plain.exercise(ex_id)["checks"].items()}
+    stubs = grade(ROOT / "exercises", ["quiz"], "--sandbox")
+    assert stubs.exercise("quiz")["status"] == "not attempted"
