@@ -14,3 +14,19 @@ def collective_counts(hlo_text: str) -> dict[str, int]:
     for match in _OPCODE.finditer(hlo_text):
         counts[match.group(1)] += 1
     return counts
+
+
+# "%name = f32[8,16]{1,0} all-gather(" or "(f32[4]{0}, f32[8]{0}) all-reduce(": the result type(s)
+# of one collective instruction, then its opcode.
+_RESULT = re.compile(r"=\s*(\([^=]*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+_SHAPE = re.compile(r"\w+\[([\d,]*)\]")
+
+
+def collective_shapes(hlo_text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """(opcode, result shape) of every collective in compiled HLO text, one row per result of
+    a combined (tuple-valued) collective: says *what* was gathered or summed, not only how often."""
+    rows = []
+    for match in _RESULT.finditer(hlo_text):
+        for dims in _SHAPE.findall(match.group(1)):
+            rows.append((match.group(2), tuple(int(d) for d in dims.split(",") if d)))
+    return rows

@@ -76,3 +76,12 @@ def walk_nested(jaxpr, outer: tuple = ()) -> Iterator[tuple]:
         yield eqn, outer
         for sub in sub_jaxprs(eqn):
             yield from walk_nested(sub, outer + (eqn,))
+
+
+def live(jaxpr):
+    """jaxpr without the equations whose results never reach an output, sub-jaxprs (jit,
+    shard_map, scan bodies) included: a decoy whose result is discarded is gone."""
+    from jax._src.interpreters import partial_eval as pe  # JAX's own dead-code elimination
+
+    pruned, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    return pruned
