@@ -10,7 +10,9 @@ import jax
 from jax import lax
 from jax.sharding import PartitionSpec as P, reshard
 
-from reference.ex7_megatron_tp import W1_SPEC, W2_SPEC, X_SPEC, init_tp_state, make_tp_train_step  # right as they are
+from reference.ex7_megatron_tp import (  # right as they are
+    W1_SPEC, W2_SPEC, X_SPEC, init_tp_state, make_tp_train_step,
+)
 
 
 def tp_mlp(w1, w2, x):

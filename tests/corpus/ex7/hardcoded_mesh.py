@@ -4,7 +4,9 @@ loses: shard_map_mlp_matches_numpy: hard-coded axis sizes
 """
 import jax
 
-from reference.ex7_megatron_tp import W1_SPEC, W2_SPEC, X_SPEC, _tp_mlp_local, init_tp_state, make_tp_train_step, tp_mlp  # right as they are
+from reference.ex7_megatron_tp import (  # right as they are
+    W1_SPEC, W2_SPEC, X_SPEC, _tp_mlp_local, init_tp_state, make_tp_train_step, tp_mlp,
+)
 
 
 def make_tp_mlp_shard_map(mesh):

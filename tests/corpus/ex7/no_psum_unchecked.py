@@ -5,7 +5,9 @@ loses: shard_map_psums_partial_sums_once_over_model: found none
 """
 import jax
 
-from reference.ex7_megatron_tp import W1_SPEC, W2_SPEC, X_SPEC, init_tp_state, make_tp_train_step, tp_mlp  # right as they are
+from reference.ex7_megatron_tp import (  # right as they are
+    W1_SPEC, W2_SPEC, X_SPEC, init_tp_state, make_tp_train_step, tp_mlp,
+)
 
 
 def _local(w1_blk, w2_blk, x_blk):

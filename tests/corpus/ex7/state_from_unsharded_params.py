@@ -5,7 +5,9 @@ loses: optimizer_state_carries_parameter_specs: made by tx.init from the unshard
 import jax
 from jax.sharding import NamedSharding
 
-from reference.ex7_megatron_tp import PARAM_SPECS, make_tp_mlp_shard_map, make_tp_train_step, tp_mlp  # right as they are
+from reference.ex7_megatron_tp import (  # right as they are
+    PARAM_SPECS, make_tp_mlp_shard_map, make_tp_train_step, tp_mlp,
+)
 
 
 def init_tp_state(mesh, tx, params):

@@ -7,7 +7,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P, reshard
 
-from reference.ex7_megatron_tp import init_tp_state, make_tp_mlp_shard_map, make_tp_train_step  # right as they are
+from reference.ex7_megatron_tp import (  # right as they are
+    init_tp_state, make_tp_mlp_shard_map, make_tp_train_step,
+)
 
 
 def tp_mlp(w1, w2, x):
