@@ -17,15 +17,19 @@ never write an axis size as a number.
 What is checked (`make grade EX=ex7`):
   * tp_mlp and the shard_map version equal relu(x @ w1) @ w2 computed in NumPy float64, on all four
     meshes, and both outputs come out sharded P("data", None);
+  * tp_mlp returns the second matmul itself, taking the split hidden units as they are and stating
+    out_sharding=P("data", None);
+  * the shard_map version returns its shard_map's result, and the body returns exactly one
+    lax.psum over "model" only, of the (B/data, D) partial sums, with no other collective;
   * the compiled forward pass of each version holds exactly one all-reduce and no all-gather,
     reduce-scatter, all-to-all or collective-permute;
-  * the shard_map version holds exactly one lax.psum, over "model" only, applied to the partial sums;
   * each device does its share of the work: per-device FLOPs of both forwards and of the compiled
     training step are about 1/(data*model) of a single-device program's;
   * 5 training steps with optax.sgd(0.1, momentum=0.9), and 5 with optax.adam, match the grader's
     own single-device training (params and losses);
   * init_tp_state returns the parameters placed Megatron-style and an optimizer state whose
     moments carry the same specs, and a training step keeps them.
+The checks of the technique run on a (2, 4) or a (4, 2) mesh, drawn at grading time.
 """
 
 import jax
