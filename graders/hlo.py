@@ -18,17 +18,26 @@ def collective_counts(hlo_text: str) -> dict[str, int]:
     return counts
 
 
-# "%name = f32[16,24]{1,0} all-reduce(" or, for a tuple, "= (f32[2], f32[3,4]) all-reduce-start(".
-_RESULT = re.compile(r"=\s*(\(?[^=]*?\)?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
-_ARRAY = re.compile(r"\w+\[([\d,]*)\]")
+# "%name = f32[8,16]{1,0} all-gather(" or "(f32[4]{0}, f32[8]{0}) all-reduce(": the result type(s)
+# of one collective instruction, then its opcode.
+_RESULT = re.compile(r"=\s*(\([^=]*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+_SHAPE = re.compile(r"\w+\[([\d,]*)\]")
+
+
+def _instructions(hlo_text: str):
+    """(opcode, [result shapes]) of every collective instruction."""
+    for match in _RESULT.finditer(hlo_text):
+        yield match.group(2), [tuple(int(d) for d in dims.split(",") if d) for dims in _SHAPE.findall(match.group(1))]
+
+
+def collective_shapes(hlo_text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """(opcode, result shape) of every collective in compiled HLO text, one row per result of
+    a combined (tuple-valued) collective: says *what* was gathered or summed, not only how often."""
+    return [(op, shape) for op, shapes in _instructions(hlo_text) for shape in shapes]
 
 
 def collective_sizes(hlo_text: str, op: str) -> list[int]:
     """For every `op` instruction (e.g. "all-reduce"), the element count of its largest result:
     tells a scalar loss being averaged from a whole weight gradient being summed."""
-    sizes = []
-    for match in _RESULT.finditer(hlo_text):
-        if match.group(2) == op:
-            counts = [int(np.prod([int(d) for d in dims.split(",") if d])) for dims in _ARRAY.findall(match.group(1))]
-            sizes.append(max(counts, default=1))
-    return sizes
+    return [max((int(np.prod(shape)) for shape in shapes), default=1)
+            for name, shapes in _instructions(hlo_text) if name == op]

@@ -144,3 +144,27 @@ def ancestors(value: "Value") -> list:
         order.append(v)
         stack.extend(v.parents)
     return order
+
+
+def live(jaxpr):
+    """jaxpr without the equations whose results never reach an output, sub-jaxprs (jit,
+    shard_map, scan bodies) included: a decoy whose result is discarded is gone."""
+    from jax._src.interpreters import partial_eval as pe  # JAX's own dead-code elimination
+
+    pruned, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    return pruned
+
+
+def output_source(jaxpr, index: int = 0):
+    """The equation whose result is output `index` of jaxpr, looking through jit wrappers (a jit's
+    output is its body's), or None for an input or a literal: says whether a primitive's result *is*
+    what a function returns, rather than something added to it (e.g. `real + 0 * decoy`)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    var = jaxpr.outvars[index]
+    while True:
+        eqn = next((e for e in jaxpr.eqns if any(v is var for v in e.outvars)), None)
+        if eqn is None or not is_a(eqn, "jit"):
+            return eqn
+        position = next(i for i, v in enumerate(eqn.outvars) if v is var)
+        jaxpr = getattr(eqn.params["jaxpr"], "jaxpr", eqn.params["jaxpr"])
+        var = jaxpr.outvars[position]

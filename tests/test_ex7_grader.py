@@ -1,0 +1,69 @@
+"""Exercise 7's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
+what else they lose, and what they keep."""
+
+import pytest
+
+from graders import catalog
+from graders.spec import read_checks
+
+EX = "ex7"
+
+NUMBERS = {"tp_mlp_matches_numpy", "shard_map_mlp_matches_numpy",
+           "sgd_training_matches_single_device", "adam_training_matches_single_device"}
+# Right numbers, no tensor parallelism: everything replicated; no sharding stated and no shard_map;
+# replicated work with real Megatron code beside it, multiplied by zero.
+WITHOUT_TECHNIQUE = ["everything_replicated", "no_stated_sharding_no_shard_map", "decoys_times_zero"]
+
+
+def points() -> dict[str, int]:
+    return {c.name: c.points for c in read_checks(catalog.grader_file(EX))}
+
+
+@pytest.mark.parametrize("case", WITHOUT_TECHNIQUE)
+def test_right_numbers_without_the_technique_score_at_most_half(corpus, case):
+    declared = points()
+    run = corpus(EX)[case]
+    lost = run.lost(EX)
+    assert not NUMBERS & set(lost), f"{case}: its numbers are right, yet it lost {sorted(NUMBERS & set(lost))}"
+    score = sum(p for name, p in declared.items() if name not in lost)
+    assert run.exercise(EX)["score"] == score
+    assert score <= sum(declared.values()) / 2, f"{case} scores {score} of {sum(declared.values())}"
+
+
+def test_numbers_alone_are_at_most_half_of_the_points():
+    declared = points()
+    assert sum(declared[n] for n in NUMBERS) <= sum(declared.values()) / 2
+
+
+def test_hardcoded_axis_size_passes_where_it_happens_to_be_right(corpus):
+    # pmean * 4 is right when "model" has 4 devices, so the (2, 4) mesh cannot catch it; (4, 2) does.
+    lost = corpus(EX)["hardcoded_model_axis_size"].lost(EX)
+    assert "(4, 2) mesh" in lost["shard_map_mlp_matches_numpy"]
+    assert "shard_map_forward_communicates_once" not in lost  # one all-reduce, like the reference
+
+
+def test_psum_over_both_axes_keeps_the_collective_count(corpus):
+    # Summing over both axes is still one all-reduce: only the numbers and the jaxpr see it.
+    lost = corpus(EX)["psum_over_both_axes"].lost(EX)
+    assert set(lost) == {"shard_map_mlp_matches_numpy", "shard_map_psums_partial_sums_once_over_model"}
+
+
+@pytest.mark.parametrize("case", ["weights_summed_by_one_psum", "psum_of_zeros_beside_gather"])
+def test_a_psum_that_does_not_add_the_partial_sums_is_not_megatron(corpus, case):
+    # Both hold exactly one psum over "model" and get every number right.
+    lost = corpus(EX)[case].lost(EX)
+    assert "shard_map_psums_partial_sums_once_over_model" in lost
+    assert "each_device_does_its_share_of_the_work" in lost or "shard_map_forward_communicates_once" in lost
+    assert not NUMBERS & set(lost)
+
+
+def test_replicated_moments_lose_only_the_state_check(corpus):
+    # The moments are replicated after init but every number is right: only the spec check sees it.
+    lost = corpus(EX)["state_from_unsharded_params"].lost(EX)
+    assert set(lost) == {"optimizer_state_carries_parameter_specs"}
+    assert "opt_state[0].mu['w1']" in lost["optimizer_state_carries_parameter_specs"]
+
+
+def test_stale_state_is_named_for_both_optimizers(corpus):
+    lost = corpus(EX)["stale_optimizer_state"].lost(EX)
+    assert set(lost) == {"sgd_training_matches_single_device", "adam_training_matches_single_device"}
