@@ -76,3 +76,45 @@ def walk_nested(jaxpr, outer: tuple = ()) -> Iterator[tuple]:
         yield eqn, outer
         for sub in sub_jaxprs(eqn):
             yield from walk_nested(sub, outer + (eqn,))
+
+
+# Call-like primitives whose body is inlined by `flatten`, so a jitted function's work is visible
+# at the top level next to the code that calls it.
+_INLINED = frozenset({"pjit", "jit", "closed_call", "core_call"})
+
+
+def _evaluate_inlining(jaxpr, consts, args) -> list:
+    env = {}
+
+    def read(v):
+        return v.val if isinstance(v, jax.extend.core.Literal) else env[v]
+
+    env.update(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        if eqn.primitive.name in _INLINED:
+            sub = eqn.params["jaxpr"]
+            outs = _evaluate_inlining(sub.jaxpr, sub.consts, invals)
+        else:
+            outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def flatten(fn: Callable, *args):
+    """fn's program with its jit calls inlined and its dead code removed: (jaxpr, consts).
+
+    Dead-code removal is JAX's own (`dce_jaxpr`): it drops exactly the equations, scan carries and
+    scan outputs that no returned value depends on, and keeps everything that does, even a
+    `* 0`. So what is left is what the result is computed from, but not yet how much each part
+    contributes; a check that needs that evaluates the program (see test_ex1 for an example).
+    """
+    from jax._src.interpreters import partial_eval as pe
+
+    traced = jax.make_jaxpr(fn)(*args)
+    inlined = jax.make_jaxpr(lambda *a: _evaluate_inlining(traced.jaxpr, traced.consts, a))(*args)
+    live, _ = pe.dce_jaxpr(inlined.jaxpr, [True] * len(inlined.jaxpr.outvars), instantiate=True)
+    return live, inlined.consts

@@ -1,6 +1,7 @@
 """Right numbers, but a Python for-loop over micro-batches instead of lax.scan.
 
-loses: program_size_does_not_grow_with_n_micro: use lax.scan instead of a Python loop
+loses: accumulates_with_lax_scan: a Python loop over the micro-batches is unrolled
+loses: nothing_outside_the_scan_touches_the_whole_batch: a Python loop over the micro-batches is unrolled
 """
 import jax
 import jax.numpy as jnp
