@@ -48,3 +48,10 @@ def test_padding_in_loss_also_breaks_the_gradient(corpus):
 
 def test_running_mean_is_right_when_no_leading_micro_batch_is_empty(corpus):
     assert set(corpus(EX)["running_mean"].lost(EX)) == {"gradient_with_empty_micro_batches"}
+
+
+def test_wrong_arithmetic_in_a_working_scan_keeps_the_technique_points(corpus):
+    # The technique checks compare the program with itself, not with the right gradient.
+    for case in ("divide_by_n_micro", "mean_of_means", "divide_by_positions"):
+        lost = corpus(EX)[case].lost(EX)
+        assert not TECHNIQUE & set(lost), (case, sorted(lost))
