@@ -232,7 +232,8 @@ def follow_the_batch(program):
                 origin[out] = set().union(*(origin[v] for _, v in batch_in))
         else:
             outside.extend(where(eqn, v) for _, v in batch_in[:1])
-    outside.extend(f"returning {DATA_NAMES[min(origin[v])]}" for v in program.outvars if v in origin)
+    outside.extend(f"returning {DATA_NAMES[min(origin[v])]}" for v in program.outvars
+                   if not isinstance(v, jax.extend.core.Literal) and v in origin)
     return scans, per_step, outside
 
 
@@ -284,13 +285,18 @@ def scan_at_work(sol):
     world_a, world_b = as_f32(w, x, y, m), as_f32(w, xb, yb, mb)
     traced = jaxpr.trace(partial(sol.accum_token_weighted, n_micro=N_MICRO), *world_a)
     program, consts = trace_flat(sol, *world_a)
+    shapes = [tuple(getattr(v.aval, "shape", ())) for v in program.outvars]
+    if shapes != [(D_,)]:
+        fail(f"accum_token_weighted should return one array of shape (D,) = ({D_},), got {len(shapes)} value(s) of "
+             f"shape(s) {shapes}. Hint: return the averaged gradient only.")
     scans, per_step, outside = follow_the_batch(program)
     hint = "Hint: reshape x, y and m to (n_micro, B // n_micro, ...) and pass them to lax.scan as xs."
     if not scans:
         lengths = jaxpr.scan_lengths(traced)
         live = [e.params["length"] for e in jaxpr.walk(program) if e.primitive.name == "scan"]
         if not lengths:
-            found = "no lax.scan at all (a Python loop over the micro-batches is unrolled into n_micro copies)"
+            found = ("no lax.scan at all (a Python loop over the micro-batches is no scan: tracing unrolls the loop "
+                     "into n_micro copies of its body)")
         elif N_MICRO not in live and N_MICRO in lengths:
             found = (f"a scan of length {N_MICRO}, but its result never reaches the returned value: it is dead code "
                      "(removed before anything is counted)")

@@ -1,7 +1,7 @@
 """Right numbers, but a Python for-loop over micro-batches instead of lax.scan.
 
-loses: accumulates_with_lax_scan: a Python loop over the micro-batches is unrolled
-loses: nothing_outside_the_scan_touches_the_whole_batch: a Python loop over the micro-batches is unrolled
+loses: accumulates_with_lax_scan: tracing unrolls the loop
+loses: nothing_outside_the_scan_touches_the_whole_batch: tracing unrolls the loop
 """
 import jax
 import jax.numpy as jnp
