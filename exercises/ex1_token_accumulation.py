@@ -16,10 +16,17 @@ What is checked (`make grade EX=ex1`):
     parts gives the whole) and the number of valid tokens; padding never counts;
   * accum_token_weighted equals the full-batch gradient of the global per-token mean, for
     several n_micro (1 and B included), on batches whose micro-batches hold very different
-    numbers of valid tokens -- one may hold none at all;
-  * the accumulation is a lax.scan of length n_micro whose body computes the gradient (a
-    Python loop unrolls the work n_micro times and fails this check);
+    numbers of valid tokens -- some hold none at all: the first, one in the middle, the last;
+  * the accumulation is a lax.scan of length n_micro that takes one micro-batch per step and
+    computes the result: the grader feeds the scan (and only the scan) another batch, and the
+    result must become that batch's gradient. A Python loop, a scan whose result is dropped
+    (dead, multiplied by 0, selected away) beside a full-batch gradient, or a scan that only
+    adds up gradients computed outside it gets no technique points;
+  * outside the scan the batch is only reshaped (or sliced) into micro-batches: no arithmetic on
+    the whole batch, not even work whose result is thrown away, and the token count is summed
+    in the body too;
   * it also runs under jax.jit.
+A solution with every number right but no working scan gets half of the points.
 Sizes and data are chosen by the grader; do not assume any particular B, T or D.
 """
 

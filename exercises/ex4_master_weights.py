@@ -16,11 +16,15 @@ What is checked (`make grade EX=ex4`):
   * on a grid of (w0, lr, grad, steps) chosen by the grader -- cases where bf16 is stuck, where
     it moves, and where it moves by the wrong amount -- both functions equal the grader's own
     step-by-step simulation, so closed forms and fp32-then-cast-at-the-end do not pass;
-  * bf16_rounding_threshold(w) for several w (powers of two and not, small and large).
+  * sgd_fp32_master bit for bit: each step rounds to float32, and after many steps those
+    roundings make the result differ from float32(w0 - steps*lr*grad);
+  * bf16_rounding_threshold(w) for several w: powers of two and not, small and large, w that
+    bf16 rounds onto a power of two, and subnormal numbers.
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 
@@ -37,19 +41,28 @@ def sgd_bf16(w0, lr, grad, steps):
 def sgd_fp32_master(w0, lr, grad, steps):
     """Scheme (b): `steps` SGD steps applied to an fp32 master weight.
 
-    Args: as sgd_bf16. Start from w0 as float32; each step: w = w - lr * grad in float32.
+    Args: as sgd_bf16. Start from w0 as float32; each step: w = w - lr * grad in float32
+    (lr * grad as one float32 number; every step's result rounded to float32, as JAX does).
+    Compared bit for bit with a step-by-step float32 simulation.
     Returns: the float32 master weight (a jax array with dtype jnp.float32).
     """
     raise NotImplementedError
 
 
 def bf16_rounding_threshold(w):
-    """For w > 0 (a Python float, first rounded to bfloat16 as a stored parameter would be):
-    half the gap between w and the next *smaller* bfloat16 number. An update u smaller than
-    this leaves bf16(w - u) == w. Returns a Python float.
+    """How small an update bf16 storage rounds away, at the parameter value w.
 
-    Example of the idea: bfloat16 keeps 8 significant bits, so numbers in [1, 2) are 2**-7
-    apart and numbers in [0.5, 1) are 2**-8 apart.
+    Args: w: a Python float, w > 0. First round it to bfloat16 (round to nearest, ties to even),
+      as a stored parameter would be: call that s. Note that s may be a power of two even when w
+      is not (0.5 + 2**-10 is stored as 0.5, and 1 - 2**-10 as 1.0).
+    Returns: a Python float, half the gap between s and the largest bfloat16 number below s
+      (that number is 0 when s is the smallest positive bfloat16). An update u smaller than this
+      leaves bf16(s - u) == s.
+
+    bfloat16 keeps 8 significant bits, so numbers in [1, 2) are 2**-7 apart and numbers in
+    [0.5, 1) are 2**-8 apart. Below 2**-126 (the smallest normal number) bf16 has subnormal
+    numbers, all 2**-133 apart; the grader tries those too. XLA on CPU flushes subnormals to zero,
+    so compute this in NumPy: np.asarray(w, jnp.bfloat16) is an exact bfloat16 NumPy value.
     """
     raise NotImplementedError
 

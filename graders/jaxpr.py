@@ -13,7 +13,7 @@ ALIASES: dict[str, frozenset[str]] = {
     "scan": frozenset({"scan"}),
     "shard_map": frozenset({"shard_map"}),
     "dot": frozenset({"dot_general"}),
-    "jit": frozenset({"pjit", "jit", "closed_call"}),
+    "jit": frozenset({"pjit", "jit", "closed_call", "core_call"}),
 }
 
 
@@ -168,3 +168,19 @@ def output_source(jaxpr, index: int = 0):
         position = next(i for i, v in enumerate(eqn.outvars) if v is var)
         jaxpr = getattr(eqn.params["jaxpr"], "jaxpr", eqn.params["jaxpr"])
         var = jaxpr.outvars[position]
+
+
+def flatten(fn: Callable, *args):
+    """fn's program with its jit calls inlined and its dead code removed: (jaxpr, consts).
+
+    Dead-code removal is JAX's own (`dce_jaxpr`): it drops exactly the equations, scan carries and
+    scan outputs that no returned value depends on, and keeps everything that does, even a
+    `* 0`. So what is left is what the result is computed from, but not yet how much each part
+    contributes; a check that needs that evaluates the program (see test_ex1 for an example).
+    """
+    from jax._src.interpreters import partial_eval as pe
+
+    traced = jax.make_jaxpr(fn)(*args)
+    inlined = jax.make_jaxpr(lambda *a: evaluate(traced.jaxpr, traced.consts, a, bind))(*args)
+    pruned, _ = pe.dce_jaxpr(inlined.jaxpr, [True] * len(inlined.jaxpr.outvars), instantiate=True)
+    return pruned, inlined.consts

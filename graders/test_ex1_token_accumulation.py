@@ -1,6 +1,9 @@
 """Grader for Exercise 1: token-weighted gradient accumulation.
 
 Expected values come from a float64 NumPy version of the loss and its analytic gradient.
+The technique checks read the learner's program with its jit calls inlined and its dead code
+removed (graders.jaxpr.flatten), follow the batch through it, and evaluate it once with the scan
+fed a different batch than the rest of the program: only a scan that computes the result passes.
 """
 
 from functools import partial
@@ -12,7 +15,7 @@ import pytest
 
 from graders import jaxpr
 from graders.learner import fail
-from graders.numeric import as_scalar, assert_close, rng
+from graders.numeric import as_scalar, assert_close, fmt, is_close, rng
 
 # B, T, D all distinct, so a transposed or mis-reshaped axis cannot pass by accident.
 B, T, D = 12, 7, 5
@@ -70,9 +73,15 @@ def expected_and_mistakes(w, x, y, m, n_micro):
     return g / n, mistakes
 
 
+RUNNING_MEAN = ("A running mean divides by the tokens seen so far, which is 0 while the first micro-batches are "
+                "empty: 0/0. Hint: carry the gradient *sum* and the token count; divide once, after the scan.")
+
+
 def check_gradient(sol, seed, lengths, n_micro, call=None):
     w, x, y, m = make_batch(seed, lengths)
     expected, mistakes = expected_and_mistakes(w, x, y, m, n_micro)
+    if m.reshape(n_micro, -1)[0].sum() == 0:
+        mistakes = [(np.full_like(expected, np.nan), RUNNING_MEAN), *mistakes]
     call = call or partial(sol.accum_token_weighted, n_micro=n_micro)
     got = call(*as_f32(w, x, y, m))
     counts = m.reshape(n_micro, -1).sum(axis=1).astype(int).tolist()
@@ -80,7 +89,7 @@ def check_gradient(sol, seed, lengths, n_micro, call=None):
                  mistakes=mistakes)
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_loss_sum_counts_only_valid_tokens(sol):
     """The first return value is the loss summed over valid tokens only."""
     w, x, y, m = make_batch(1, [7, 3, 0, 5, 1, 7, 2, 6, 4, 0, 7, 1])
@@ -123,7 +132,7 @@ def test_count_is_number_of_valid_tokens(sol):
         (m.size, "That counts every position, padding included. Hint: count the valid tokens, sum(m).")])
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2)
 def test_gradient_matches_full_batch(sol):
     """Equals the full-batch gradient of the global per-token mean for n_micro = 1, 2, 3."""
     # Micro-batches hold very different numbers of valid tokens (none is empty here).
@@ -133,52 +142,15 @@ def test_gradient_matches_full_batch(sol):
 
 
 @pytest.mark.points(2)
-def test_gradient_with_an_empty_micro_batch(sol):
-    """Still right when a micro-batch holds no valid token at all (n_micro = 4 and n_micro = B)."""
-    lengths = [7, 5, 6, 0, 0, 0, 1, 2, 1, 7, 0, 3]
-    for seed, n_micro in ((7, 4), (8, B)):
+def test_gradient_with_empty_micro_batches(sol):
+    """Still right when micro-batches hold no valid token: in the middle, last, first, and for n_micro = B."""
+    # Layouts with the first micro-batch empty come after the others, so that a running mean
+    # (0/0 only when the first micro-batches are empty) is named as such.
+    for seed, n_micro, lengths in ((7, 4, [3, 7, 1, 0, 0, 0, 6, 2, 7, 0, 0, 0]),   # middle and last
+                                   (8, 4, [0, 0, 0, 7, 5, 6, 0, 0, 0, 2, 1, 0]),   # first and middle
+                                   (12, 6, [0, 0, 0, 0, 4, 7, 0, 0, 1, 0, 0, 0]),  # first three of six
+                                   (13, B, [0, 7, 5, 0, 6, 0, 1, 2, 0, 7, 3, 0])):  # single rows, first to last
         check_gradient(sol, seed, lengths, n_micro)
-
-
-@pytest.mark.points(2)
-def test_accumulates_with_lax_scan(sol):
-    """A scan of length n_micro evaluates the loss, one micro-batch per step, and nothing outside it does."""
-    w, x, y, m = as_f32(*make_batch(9, [3] * B))
-    n_micro = 4
-    program = jaxpr.trace(partial(sol.accum_token_weighted, n_micro=n_micro), w, x, y, m)
-    scans = [e for e in jaxpr.find(program, "scan") if e.params["length"] == n_micro]
-    if not scans:
-        lengths = jaxpr.scan_lengths(program)
-        fail(f"expected a lax.scan of length n_micro={n_micro} in the traced program; found "
-             f"{'scans of length ' + str(lengths) if lengths else 'no scan'}. "
-             "Hint: reshape the batch to (n_micro, B // n_micro, ...) and lax.scan over the first axis.")
-    inside = sum(jaxpr.count_inside(e, "tanh") for e in scans)
-    outside = jaxpr.count(program, "tanh") - inside
-    if inside == 0 or outside > 0:
-        fail(f"the scan of length {n_micro} is there, but the loss (its tanh) is computed "
-             f"{'outside it' if inside == 0 else f'{outside} time(s) outside it as well'}: the scan does not do the accumulating. "
-             "Hint: compute each micro-batch's gradient inside the scan body and carry the sums.")
-    per_step = {e.outvars[0].aval.size for scan in scans for e in jaxpr.inside(scan) if e.primitive.name == "tanh"}
-    micro_tokens = B * T // n_micro
-    if per_step != {micro_tokens}:
-        fail(f"each step of the scan evaluates the model on {sorted(per_step)} tokens, expected one micro-batch's "
-             f"{micro_tokens} (B/n_micro = {B // n_micro} rows of T = {T}): the steps do not take the micro-batches "
-             "in turn. Hint: reshape x, y and m to (n_micro, B // n_micro, ...) and pass them as the scan's xs.")
-
-
-@pytest.mark.points(1)
-def test_program_size_does_not_grow_with_n_micro(sol):
-    """Tracing with a larger n_micro gives the same number of equations (a Python loop unrolls)."""
-    w, x, y, m = as_f32(*make_batch(10, [4] * B))
-    programs = {k: jaxpr.trace(partial(sol.accum_token_weighted, n_micro=k), w, x, y, m) for k in (2, 6)}
-    sizes = {k: sum(1 for _ in jaxpr.walk(p)) for k, p in programs.items()}
-    program = programs[2]
-    if sizes[6] > sizes[2]:
-        fail(f"the traced program has {sizes[2]} equations for n_micro=2 but {sizes[6]} for n_micro=6: "
-             "the micro-batch loop is unrolled into the program. Hint: use lax.scan instead of a Python loop.")
-    if jaxpr.count(program, "tanh") == 0:
-        fail("the traced program never evaluates the model (no tanh in it), so it cannot be accumulating "
-             "gradients. Hint: differentiate the micro-batch loss sum inside a lax.scan body.")
 
 
 @pytest.mark.points(1)
@@ -187,3 +159,196 @@ def test_runs_under_jit(sol):
     n_micro = 3
     jitted = jax.jit(partial(sol.accum_token_weighted, n_micro=n_micro))
     check_gradient(sol, 11, [1, 7, 2, 7, 3, 0, 7, 7, 4, 2, 6, 5], n_micro, call=jitted)
+
+
+# ---- technique: the scan does the work -------------------------------------------------------
+
+# The program is read at its own sizes: T much larger than D and n_micro, so that one micro-batch
+# of y (ROWS * T_ = 38 numbers) is far more than anything an accumulating scan needs to hand back
+# (a gradient and a count per step: N_MICRO * (D_ + 1) = 16).
+N_MICRO, ROWS, T_, D_ = 4, 2, 19, 3
+B_ = N_MICRO * ROWS
+
+# Primitives that only move the batch's numbers around (reshaping, slicing, joining, casting):
+# the batch may pass through these on its way into the scan, and nothing else outside the scan.
+MOVES = frozenset({"reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", "convert_element_type",
+                   "copy", "copy_p", "slice", "split", "concatenate", "stack", "dynamic_slice"})
+DATA_NAMES = ("x", "y", "m")
+
+
+def technique_batch(seed: int, lengths):
+    r = rng(seed)
+    lengths = np.asarray(lengths)
+    x = r.normal(size=(B_, T_, D_))
+    y = r.normal(size=(B_, T_))
+    m = (np.arange(T_)[None, :] < lengths[:, None]).astype(np.float64)
+    return x, y, m
+
+
+def trace_flat(sol, w, x, y, m):
+    return jaxpr.flatten(partial(sol.accum_token_weighted, n_micro=N_MICRO), w, x, y, m)
+
+
+def _size(v) -> int:
+    return int(np.prod(v.aval.shape, dtype=int))
+
+
+def follow_the_batch(program):
+    """Walk the top level of the program from x, y and m (invars 1..3).
+
+    Returns (scans, per_step, outside): the scans of length N_MICRO that receive the batch, how
+    many numbers of each of x, y, m one step of them reads, and a description of every equation
+    outside them that does arithmetic on the batch (or hands it whole to every step)."""
+    origin = {v: {k} for k, v in enumerate(program.invars[1:4])}  # value -> which of x, y, m it holds
+    scans, outside = [], []
+    per_step = [0, 0, 0]
+
+    def where(eqn, v):
+        return f"{eqn.primitive.name} on {'/'.join(DATA_NAMES[k] for k in sorted(origin[v]))}{list(v.aval.shape)}"
+
+    for eqn in program.eqns:
+        batch_in = [(i, v) for i, v in enumerate(eqn.invars) if not isinstance(v, jax.extend.core.Literal) and v in origin]
+        if not batch_in:
+            continue
+        name = eqn.primitive.name
+        if name == "scan" and eqn.params["length"] == N_MICRO:
+            scans.append(eqn)
+            consts, _, xs = scan_operands(eqn)
+            body = eqn.params["jaxpr"].jaxpr
+            for i, v in batch_in:
+                if i in xs:  # one slice per step
+                    for k in origin[v]:
+                        per_step[k] += _size(v) // N_MICRO
+                elif i in consts and (sliced := _sliced_in_body(body, body.invars[i], _size(v))) is not None:
+                    for k in origin[v]:
+                        per_step[k] += sliced
+                else:
+                    if i in consts:  # every step reads all of it
+                        for k in origin[v]:
+                            per_step[k] += _size(v)
+                    outside.append(f"scan (every step gets the whole {where(eqn, v).split(' on ')[1]})")
+        elif name in MOVES and not (name == "broadcast_in_dim" and _size(eqn.outvars[0]) > _size(batch_in[0][1])):
+            for out in eqn.outvars:
+                origin[out] = set().union(*(origin[v] for _, v in batch_in))
+        else:
+            outside.extend(where(eqn, v) for _, v in batch_in[:1])
+    outside.extend(f"returning {DATA_NAMES[min(origin[v])]}" for v in program.outvars
+                   if not isinstance(v, jax.extend.core.Literal) and v in origin)
+    return scans, per_step, outside
+
+
+def scan_operands(eqn) -> tuple[list[int], list[int], list[int]]:
+    """Positions of a scan's operands that are its constants, its initial carry and its xs."""
+    consts, carry, xs = eqn.params["ft_in"].update(list(range(len(eqn.invars)))).unpack()
+    return list(consts), list(carry), list(xs)
+
+
+def _sliced_in_body(body, var, size: int):
+    """Numbers of `var` one step reads when the scan gets the whole batch as a constant: only
+    dynamic_slices of at most one micro-batch may read it (else None)."""
+    total = 0
+    for eqn in body.eqns:
+        if var in eqn.invars:
+            if eqn.primitive.name != "dynamic_slice" or eqn.invars[0] is not var:
+                return None
+            total += _size(eqn.outvars[0])
+    return total if 0 < total <= size // N_MICRO else None
+
+
+def evaluate_feeding_the_scan(program, consts, scans, world_a, world_b):
+    """The program's result on world_a, on world_b, and on world_a with only the given scans fed
+    world_b's values instead. If the scans compute the result, the last equals the second."""
+    envs = {"a": {}, "b": {}, "mixed": {}}
+    for env, world in ((envs["a"], world_a), (envs["b"], world_b), (envs["mixed"], world_a)):
+        env.update(zip(program.constvars, consts))
+        env.update(zip(program.invars, world))
+
+    def read(env, v):
+        return v.val if isinstance(v, jax.extend.core.Literal) else env[v]
+
+    for eqn in program.eqns:
+        params = eqn.primitive.get_bind_params(eqn.params)
+        for name, env in envs.items():
+            source = envs["b"] if name == "mixed" and eqn in scans else env
+            outs = eqn.primitive.bind(*(read(source, v) for v in eqn.invars), **params)
+            env.update(zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]))
+    return [read(envs[name], program.outvars[0]) for name in ("a", "b", "mixed")]
+
+
+@pytest.fixture(scope="module")
+def scan_at_work(sol):
+    """The scans that compute the learner's gradient, and what touches the batch outside them;
+    fails (for every technique check) when no scan of length n_micro does the work."""
+    w = rng(20).normal(size=(D_,)) * 0.7
+    x, y, m = technique_batch(21, [19, 3, 0, 0, 11, 19, 1, 7])
+    xb, yb, mb = technique_batch(22, [2, 19, 19, 5, 0, 9, 13, 1])
+    world_a, world_b = as_f32(w, x, y, m), as_f32(w, xb, yb, mb)
+    traced = jaxpr.trace(partial(sol.accum_token_weighted, n_micro=N_MICRO), *world_a)
+    program, consts = trace_flat(sol, *world_a)
+    shapes = [tuple(getattr(v.aval, "shape", ())) for v in program.outvars]
+    if shapes != [(D_,)]:
+        fail(f"accum_token_weighted should return one array of shape (D,) = ({D_},), got {len(shapes)} value(s) of "
+             f"shape(s) {shapes}. Hint: return the averaged gradient only.")
+    scans, per_step, outside = follow_the_batch(program)
+    hint = "Hint: reshape x, y and m to (n_micro, B // n_micro, ...) and pass them to lax.scan as xs."
+    if not scans:
+        lengths = jaxpr.scan_lengths(traced)
+        live = [e.params["length"] for e in jaxpr.walk(program) if e.primitive.name == "scan"]
+        if not lengths:
+            found = ("no lax.scan at all (a Python loop over the micro-batches is no scan: tracing unrolls the loop "
+                     "into n_micro copies of its body)")
+        elif N_MICRO not in live and N_MICRO in lengths:
+            found = (f"a scan of length {N_MICRO}, but its result never reaches the returned value: it is dead code "
+                     "(removed before anything is counted)")
+        elif N_MICRO not in live:
+            found = f"scans of length {sorted(set(lengths))} only"
+        else:
+            found = (f"a scan of length {N_MICRO} that never receives the batch (the micro-batches are not its xs, "
+                     f"and the batch is used outside it: {', '.join(outside[:3])})")
+        fail(f"expected a lax.scan of length n_micro={N_MICRO} that takes the batch one micro-batch per step; "
+             f"found {found}. {hint}")
+    # One compiled program for the three runs: the learner's program is new at every edit.
+    runs = jax.jit(partial(evaluate_feeding_the_scan, program, consts, scans))(world_a, world_b)
+    on_a, on_b, fed_b = (np.asarray(r, np.float64) for r in runs)
+    if is_close(on_a, on_b):
+        fail(f"the result is the same for two different batches ({fmt(on_a)}): it does not depend on the data, so "
+             "the scan computes nothing that reaches it. Hint: compute each micro-batch's gradient in the scan body.")
+    if not is_close(fed_b, on_b):
+        decoy = is_close(fed_b, on_a)
+        fail("fed another batch to the scan (and only to the scan), the result should have become your result on that "
+             f"batch, {fmt(on_b)}; it was {fmt(fed_b)}"
+             + (", your result on the batch the rest of the program sees: a decoy. The scan runs beside a "
+                "computation outside it that makes the answer, and its own result is dropped (multiplied by 0, "
+                "discarded, or selected away)." if decoy else
+                ": part of the result is computed outside the scan, from the whole batch.")
+             + (f" Outside the scan: {', '.join(outside[:3])}." if outside else "")
+             + " Hint: compute each micro-batch's gradient and token count in the scan body; after the scan, "
+               "only divide.")
+    micro = [size // N_MICRO for size in (B_ * T_ * D_, B_ * T_, B_ * T_)]
+    if per_step != micro:
+        seen = ", ".join(f"{n} numbers of {name} (one micro-batch is {k})"
+                         for name, n, k in zip(DATA_NAMES, per_step, micro))
+        whole = [o.split("(", 1)[1].rstrip(")") for o in outside if o.startswith("scan (")]
+        fail(f"each step of the scan should read one micro-batch of x, y and m; it reads {seen}"
+             f"{' (' + '; '.join(whole) + ')' if whole else ''}. {hint}")
+    handed_back = sum(_size(v) for e in scans for v in e.outvars)
+    if handed_back >= ROWS * T_:
+        fail(f"the scan hands back {handed_back} numbers, as many as the micro-batches themselves (one micro-batch "
+             f"of y is {ROWS * T_}): the batch is passed through the scan and the gradient computed after it. "
+             "Hint: compute each micro-batch's gradient in the scan body and carry only the sums.")
+    return outside
+
+
+@pytest.mark.points(5)
+def test_accumulates_with_lax_scan(sol, scan_at_work):
+    """A live scan of length n_micro reads one micro-batch per step and computes the result: fed another batch, the result becomes that batch's gradient."""
+    # The fixture is this check: it fails, with its own message, unless such a scan is there.
+
+
+@pytest.mark.points(3)
+def test_nothing_outside_the_scan_touches_the_whole_batch(sol, scan_at_work):
+    """Outside the scan the batch is only reshaped into micro-batches: no arithmetic on it, not even discarded."""
+    if scan_at_work:
+        fail(f"outside the scan, the program still computes with the whole batch: {', '.join(scan_at_work[:4])}. "
+             "That is full-batch work (and memory) the accumulation exists to avoid, even when its result is "
+             "multiplied by 0. Hint: count the tokens in the scan body too, and leave only reshapes outside it.")

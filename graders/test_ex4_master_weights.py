@@ -4,6 +4,8 @@ Expected values come from the grader's own step-by-step simulation with ml_dtype
 bfloat16), rounding exactly once per step as a bf16-stored parameter does.
 """
 
+import math
+
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -13,10 +15,14 @@ from graders.learner import NotAttempted, fail
 from graders.numeric import as_scalar
 
 BF16 = ml_dtypes.bfloat16
-F32_EPS = float(np.finfo(np.float32).eps)
+SMALLEST_NORMAL = float(ml_dtypes.finfo(BF16).smallest_normal)  # 2**-126, as in float32
+SMALLEST_SUBNORMAL = float(ml_dtypes.finfo(BF16).smallest_subnormal)  # 2**-133: bf16 keeps 7 fraction bits
+# Thresholds are powers of two computed exactly; a relative slack only forgives a float32 round trip.
+THRESHOLD_RTOL = 1e-6
 
 # (w0, lr, grad, steps): stuck (update below half the spacing), moving, moving by more than the
 # update (0.002 > half of 2**-8 rounds up to a whole 2**-8 step), large and small magnitudes.
+# On every case the float32 steps end away from the closed form w0 - steps*lr*grad (tests/ checks it).
 GRID = [
     (1.0, 1e-2, 1.0, 50),
     (3.0, 2e-3, 1.5, 40),
@@ -41,17 +47,47 @@ def bf16_steps(w0, lr, grad, steps) -> list[float]:
     return results
 
 
-def fp32_steps(w0, lr, grad, steps) -> float:
-    w = np.float32(w0)
-    for _ in range(steps):
-        w = np.float32(w - np.float32(lr * grad))
-    return float(w)
+def fp32_updates(lr, grad) -> tuple:
+    """The update lr * grad in float32: rounded once from the exact product, or formed as
+    float32(lr) * float32(grad) in float32 -- both are correct spellings of the step."""
+    return (np.float32(lr * grad), np.float32(np.float32(lr) * np.float32(grad)))
+
+
+def fp32_steps(w0, lr, grad, steps) -> set[float]:
+    """Scheme (b) simulated: every step rounds w - update to float32, for each spelling of the update."""
+    results = set()
+    for update in fp32_updates(lr, grad):
+        w = np.float32(w0)
+        for _ in range(steps):
+            w = np.float32(w - update)
+        results.add(float(w))
+    return results
+
+
+def fp32_closed_forms(w0, lr, grad, steps) -> list[float]:
+    """w0 - steps * lr * grad computed at once, with no per-step rounding: what a closed form returns."""
+    return [float(np.float32(w0 - steps * lr * grad)),
+            float(np.float32(np.float32(w0) - np.float32(steps * lr * grad))),
+            float(np.float32(np.float32(w0) - np.float32(steps) * np.float32(lr * grad)))]
 
 
 def threshold(w) -> float:
+    """Half the gap between bf16(w) and the next smaller bf16 number, read off the bit patterns
+    with ml_dtypes (exact for subnormals too: NumPy flushes nothing to zero)."""
     stored = np.array(BF16(w))
-    below = (stored.view(np.uint16) - np.uint16(1)).view(BF16)  # next smaller positive bf16
+    below = (stored.view(np.uint16) - np.uint16(1)).view(BF16)  # next smaller positive bf16, or 0
     return (float(stored) - float(below)) / 2
+
+
+def threshold_of_unrounded(w) -> float:
+    """Half the gap below w computed from w's own power of two, without rounding w to bf16 first."""
+    exponent = math.floor(math.log2(w))
+    return 2.0 ** (exponent - 9) if w == 2.0 ** exponent else 2.0 ** (exponent - 8)
+
+
+def threshold_gap_above(w) -> float:
+    """Half the gap *above* bf16(w): right except at powers of two."""
+    return 2.0 ** (math.floor(math.log2(float(BF16(w)))) - 8)
 
 
 def module_value(sol, name):
@@ -98,7 +134,7 @@ def test_chapter_case_values(sol):
     """w_bf16 is still 1.0 after 100 steps of 1e-3, w_master is about 0.9."""
     w_bf16 = as_scalar(module_value(sol, "w_bf16"), "w_bf16")
     w_master = as_scalar(module_value(sol, "w_master"), "w_master")
-    expected_master = fp32_steps(1.0, 1e-3, 1.0, 100)
+    expected_master = min(fp32_steps(1.0, 1e-3, 1.0, 100))
     if w_bf16 != 1.0:
         fail(f"w_bf16 = {w_bf16:.8g}, expected 1.0: each 1e-3 step is under half the bf16 spacing just below 1.0 "
              "(2**-8), so it is rounded away. "
@@ -130,35 +166,72 @@ def test_bf16_matches_step_by_step_rounding(sol):
 
 @pytest.mark.points(2)
 def test_master_matches_float32_simulation(sol):
-    """sgd_fp32_master equals the grader's float32 simulation on the same grid."""
+    """sgd_fp32_master equals the grader's step-by-step float32 simulation bit for bit on the grid."""
     for w0, lr, grad, steps in GRID:
-        got = as_scalar(sol.sgd_fp32_master(w0, lr, grad, steps), f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})")
-        expected = fp32_steps(w0, lr, grad, steps)
-        # each fp32 step may round differently by one unit in the last place
-        if abs(got - expected) > 2 * steps * F32_EPS * max(abs(expected), abs(w0)):
-            why = ("That is what the bf16 scheme gives: the master weight is being rounded to bf16. "
-                   if got in bf16_steps(w0, lr, grad, steps) else "")
-            fail(f"sgd_fp32_master({w0}, {lr}, {grad}, {steps}) = {got:.8g}, expected {expected:.8g}. {why}"
-                 "Hint: keep w in float32 for every update; only the compute copy would be bf16.")
+        call = f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})"
+        got = as_scalar(sol.sgd_fp32_master(w0, lr, grad, steps), call)
+        accepted = fp32_steps(w0, lr, grad, steps)
+        if got in accepted:
+            continue
+        expected = min(accepted)
+        if got in bf16_steps(w0, lr, grad, steps):
+            why = "That is what the bf16 scheme gives: the master weight is being rounded to bf16. "
+        elif got in fp32_closed_forms(w0, lr, grad, steps):
+            why = ("That is the closed form w0 - steps*lr*grad rounded to float32 once: a float32 master rounds "
+                   "after every step, and those roundings add up. Hint: take the steps one by one (lax.fori_loop).")
+        else:
+            why = "Hint: keep w in float32 and subtract lr * grad once per step; only the compute copy would be bf16."
+        fail(f"{call} = {got!r}, expected {expected!r} ({expected - got:+.3g} away; the simulation rounds to "
+             f"float32 after each of the {steps} steps). {why}")
+
+
+def threshold_mistake(got: dict, ws) -> str:
+    """The named mistake whose values match the learner's on every w, or a hint."""
+    if all(np.isclose(got[v], 2 * threshold(v), rtol=1e-6, atol=0) for v in ws):
+        return "That is the whole gap; an update is rounded back only while it is under *half* of it."
+    if all(np.isclose(got[v], threshold(1.0), rtol=1e-6) for v in ws):
+        return "That is the value for w = 1.0 every time: the spacing scales with w's power of two."
+    subnormal = [v for v in ws if float(BF16(v)) < SMALLEST_NORMAL]
+    if subnormal and all(got[v] == 0.0 for v in subnormal):
+        return ("Subnormal numbers were flushed to zero: XLA on CPU does that, so jnp arithmetic cannot see "
+                "them. Hint: work in NumPy, np.asarray(w, jnp.bfloat16) is an exact bf16 value (ml_dtypes).")
+    if all(np.isclose(got[v], threshold_of_unrounded(v), rtol=1e-6, atol=0) for v in ws):
+        return ("That is the spacing at w's own power of two: w was not rounded to bfloat16 first. "
+                "Hint: round w to bf16, then look at the gap below that stored value.")
+    if all(np.isclose(got[v], threshold_gap_above(v), rtol=1e-6, atol=0) for v in ws):
+        return ("Right everywhere except at powers of two: that is half the gap *above* w. Just below a "
+                "power of two the spacing halves, and the gap below w is what counts for w - u.")
+    return "Hint: find the next smaller bfloat16 number below bf16(w) (np.nextafter) and halve the gap."
+
+
+def check_thresholds(sol, ws, note=None):
+    got = {w: as_scalar(sol.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w!r})") for w in ws}
+    wrong = [w for w in ws if not np.isclose(got[w], threshold(w), rtol=THRESHOLD_RTOL, atol=0)]
+    if wrong:
+        w = wrong[0]
+        fail(f"bf16_rounding_threshold({w!r}) = {got[w]:.6g}, expected {threshold(w):.6g} "
+             f"(bf16({w!r}) = {float(BF16(w)):.6g}). {threshold_mistake(got, ws)}")
 
 
 @pytest.mark.points(2)
 def test_rounding_threshold_matches_bf16_spacing(sol, note):
     """bf16_rounding_threshold(w) is half the gap to the next smaller bf16 number, for many w."""
-    ws = (1.5, 3.0, 0.1, 1000.0, 0.75, 6.5e-3, 1.0, 2.0)  # the last two are powers of two
-    got = {w: as_scalar(sol.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w})") for w in ws}
-    wrong = [w for w in ws if not np.isclose(got[w], threshold(w), rtol=1e-6, atol=0)]
-    if wrong:
-        w = wrong[0]
-        if all(np.isclose(got[v], 2 * threshold(v), rtol=1e-6) for v in ws):
-            why = "That is the whole gap; an update is rounded back only while it is under *half* of it."
-        elif all(float(np.log2(v)).is_integer() for v in wrong):
-            why = ("Right everywhere except at powers of two: that is half the gap *above* w. Just below a "
-                   "power of two the spacing halves, and the gap below w is what counts for w - u.")
-        elif all(np.isclose(got[v], threshold(1.0), rtol=1e-6) for v in ws):
-            why = "That is the value for w = 1.0 every time: the spacing scales with w's power of two."
-        else:
-            why = f"Hint: find the next smaller bfloat16 number below bf16({w}) (e.g. jnp.nextafter) and halve the gap."
-        fail(f"bf16_rounding_threshold({w}) = {got[w]:.6g}, expected {threshold(w):.6g}. {why}")
+    check_thresholds(sol, (1.5, 3.0, 0.1, 1000.0, 0.75, 6.5e-3, 1.0, 2.0))  # the last two are powers of two
     note(f"Why (a) never moves: just below 1.0 bf16 numbers are 2**-8 = {2**-8:.4f} apart, so any update under "
          f"{threshold(1.0):.5f} (half of it) is rounded away; 1e-3 is, every step.")
+
+
+@pytest.mark.points(1)
+def test_rounding_threshold_rounds_w_to_bf16_first(sol):
+    """For w that bf16 rounds onto a power of two, the gap is read below the stored value."""
+    # 0.5 + 2**-10 is stored as 0.5 (rounded down), 1 - 2**-10 as 1.0 (rounded up), 3 - 2**-8 as 3.0:
+    # below each stored value the gap is not the one at w's own power of two.
+    check_thresholds(sol, (0.5 + 2**-10, 1 - 2**-10, 3 - 2**-8, 1.5))
+
+
+@pytest.mark.points(1)
+def test_rounding_threshold_below_the_smallest_normal(sol):
+    """Subnormal bf16 numbers, and the smallest normal one, have the subnormal spacing 2**-133."""
+    ws = (SMALLEST_SUBNORMAL, 5 * SMALLEST_SUBNORMAL, 100 * SMALLEST_SUBNORMAL,
+          SMALLEST_NORMAL, SMALLEST_NORMAL - SMALLEST_SUBNORMAL / 4)  # the last rounds up to the smallest normal
+    check_thresholds(sol, ws)

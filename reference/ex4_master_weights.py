@@ -20,9 +20,10 @@ def sgd_fp32_master(w0, lr, grad, steps):
 
 
 def bf16_rounding_threshold(w):
-    stored = jnp.asarray(w, jnp.bfloat16)
-    below = jnp.nextafter(stored, jnp.asarray(0, jnp.bfloat16))  # next smaller bf16 number
-    return float(stored.astype(np.float32) - below.astype(np.float32)) / 2
+    # NumPy (ml_dtypes), not jnp: XLA on CPU would flush subnormal values to zero.
+    stored = np.asarray(w, jnp.bfloat16)
+    below = np.nextafter(stored, np.zeros_like(stored))  # next smaller bf16 number
+    return (float(stored) - float(below)) / 2
 
 
 w_bf16 = sgd_bf16(1.0, 1e-3, 1.0, 100)

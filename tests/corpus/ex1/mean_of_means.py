@@ -1,7 +1,7 @@
 """Averages the micro-batches' own per-token means (the chapter's 'wrong way').
 
 loses: gradient_matches_full_batch: plain average of the micro-batches' own per-token means
-loses: gradient_with_an_empty_micro_batch: one with none gives 0/0
+loses: gradient_with_empty_micro_batches: one with none gives 0/0
 """
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,7 @@
 """Right numbers, but a Python for-loop over micro-batches instead of lax.scan.
 
-loses: program_size_does_not_grow_with_n_micro: use lax.scan instead of a Python loop
+loses: accumulates_with_lax_scan: tracing unrolls the loop
+loses: nothing_outside_the_scan_touches_the_whole_batch: tracing unrolls the loop
 """
 import jax
 import jax.numpy as jnp

@@ -1,7 +1,7 @@
 """A scan of length n_micro whose every step recomputes the full-batch gradient, then averages:
 right numbers and a scan, but nothing is split into micro-batches.
 
-loses: accumulates_with_lax_scan: the steps do not take the micro-batches in turn
+loses: accumulates_with_lax_scan: every step gets the whole x
 """
 import jax
 import jax.numpy as jnp

