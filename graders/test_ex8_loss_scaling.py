@@ -17,7 +17,7 @@ from jax import lax
 
 from graders import jaxpr
 from graders.learner import fail, where
-from graders.numeric import as_array, assert_close, fmt, rng
+from graders.numeric import as_array, assert_close, fmt, is_close, rng
 
 # N is large so that one example's share of the loss (LOSS_WEIGHT / (N*K)) lies deep in fp16's
 # subnormal range; D, H, K are small to keep compiles short; every axis has a distinct size.
@@ -35,9 +35,12 @@ LR = 1e-2
 STEPS = 64
 TOO_LARGE = 2.0 ** 34   # overflows for the first few steps on this data
 HOPELESS = 2.0 ** 100   # still overflows after STEPS halvings: every step is skipped
-# Parameters after training: both sides run the same fp16 model; allow a few fp32 roundings
-# per step in Adam, far below what one changed or skipped update moves a parameter.
-PARAM_RTOL = 1e-4
+# After training, against the simulation: both sides run the same fp16 model, but XLA fuses
+# each program its own way, so fp16 roundings differ a little and Adam carries them along
+# (measured for correct solutions: parameters 5.8e-5, losses 1.6e-5 relative to the largest).
+# Keeping the optimizer state changed on the skipped steps moves them by 1.4e-2 and 6.7e-2.
+PARAM_RTOL = 1e-3
+LOSS_RTOL = 1e-3
 
 
 # ---------------------------------------------------------------- data and the grader's own model
@@ -415,7 +418,7 @@ def simulate_training(p, x, y, scale, steps, tx, mistake=None):
         elif mistake == "state_changes_on_skip":
             _, opt = update(jax.tree.map(jnp.zeros_like, g), opt, p)
         scale, good = rule(scale, good, finite, 50, 2.0, 1.0)
-    out["params"], out["scale"], out["good"] = p, scale, good
+    out["params"], out["flat"], out["scale"], out["good"] = p, flat(p), scale, good
     return out
 
 
@@ -478,25 +481,34 @@ def test_training_matches_step_by_step_simulation(sol, training):
         fail(f"{what}: the scale used at step {k} is {scales[k]:g}, expected {exp['scales'][k]:g} "
              f"(the scales should be 2^{[int(np.log2(s)) for s in exp['scales'][:k + 2]]}...). Hint: record ls.scale "
              "before the step and apply dyn_scale_step(ls, finite) with its defaults after it.")
-    assert_close(losses, exp["losses"], f"{what}: losses", rtol=1e-3,
-                 hint="Hint: record fp16_loss (unscaled) at the parameters the step starts from.")
-    expected_params = flat(exp["params"])
-    assert_close(flat(params_of(run, what)), expected_params, f"{what}: final parameters", rtol=PARAM_RTOL,
-                 mistakes=skip_mistakes(training))
+    compare_with_simulation(training, flat(params_of(run, what)), "flat", f"{what}: final parameters", PARAM_RTOL)
+    compare_with_simulation(training, losses, "losses", f"{what}: losses", LOSS_RTOL,
+                            "Hint: record fp16_loss (unscaled) at the parameters the step starts from.")
     got_scale, got_good, _, _ = scale_state(run[1], f"{what}: the returned DynScale")
     if (got_scale, got_good) != (exp["scale"], exp["good"]):
         fail(f"{what}: final DynScale ({got_scale:g}, {got_good}), expected ({exp['scale']:g}, {exp['good']}).")
     require_one_scan(training)
 
 
-def skip_mistakes(training):
+SKIP_MISTAKES = (
+    ("state_changes_on_skip", "That is changing the optimizer state on a skipped step (e.g. Adam's count and "
+                              "moments advanced by an update with zeroed gradients). Hint: select the old "
+                              "optimizer state as well as the old parameters when the step is not finite."),
+    ("update_on_overflow", "That is updating on an overflow: the inf/NaN gradients reach the parameters. "
+                           "Hint: when finite is False keep the parameters and the optimizer state as they were."),
+)
+
+
+def compare_with_simulation(training, got, key, what, rtol, hint=""):
+    """assert_close against the simulation; the named mistakes are simulated only when it fails.
+    No absolute floor: the losses are ~1e-5 (the loss weight), below numeric.ATOL."""
+    expected = training["expected"][key]
+    if is_close(got, expected, rtol, atol=0.0):
+        return
     p, x, y, tx = training["p"], training["x"], training["y"], training["tx"]
-    return [(flat(simulate_training(p, x, y, TOO_LARGE, STEPS, tx, mistake)["params"]), message) for mistake, message in (
-        ("state_changes_on_skip", "That is changing the optimizer state on a skipped step (e.g. Adam's count and "
-                                  "moments advanced by an update with zeroed gradients). Hint: select the old "
-                                  "optimizer state as well as the old parameters when the step is not finite."),
-        ("update_on_overflow", "That is updating on an overflow: the inf/NaN gradients reach the parameters. "
-                               "Hint: when finite is False keep the parameters and the optimizer state as they were."))]
+    mistakes = [(simulate_training(p, x, y, TOO_LARGE, STEPS, tx, mistake)[key], message)
+                for mistake, message in SKIP_MISTAKES]
+    assert_close(got, expected, what, hint, rtol=rtol, atol=0.0, mistakes=mistakes)
 
 
 @pytest.mark.points(2)
@@ -515,9 +527,8 @@ def test_skipped_steps_leave_params_and_adam_state_unchanged(sol, training):
              + "Hint: a skipped step keeps the old parameters and optimizer state exactly (jnp.where(finite, new, old)).")
     run = training["runs"]["recover"]
     what = f"train_fp16_dynamic from ls0=DynScale({TOO_LARGE:g}, 0) (the first steps overflow)"
-    assert_close(flat(params_of(run, what)), flat(training["expected"]["params"]), f"{what}: final parameters",
-                 rtol=PARAM_RTOL, mistakes=skip_mistakes(training),
-                 hint="Hint: on a skipped step keep params and optimizer state; on a finite one apply tx.update.")
+    compare_with_simulation(training, flat(params_of(run, what)), "flat", f"{what}: final parameters", PARAM_RTOL,
+                            "Hint: on a skipped step keep params and optimizer state; on a finite one apply tx.update.")
     require_one_scan(training)
 
 
