@@ -16,7 +16,7 @@ import pytest
 from jax import lax
 
 from graders import jaxpr
-from graders.learner import fail, where
+from graders.learner import CheckFailed, fail, where
 from graders.numeric import as_array, assert_close, fmt, is_close, rng
 
 # N is large so that one example's share of the loss (LOSS_WEIGHT / (N*K)) lies deep in fp16's
@@ -334,7 +334,7 @@ def test_grads_at_scale_1_underflow_as_fp16_does(sol, note):
 
 
 @pytest.mark.points(2)
-def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, note):
+def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_program, note):
     """With scale 2^15 no entry underflows and the unscaled gradients are within 1% of float64."""
     scale = 2.0 ** 15
     for seed in (22, 27):
@@ -354,6 +354,7 @@ def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, note):
                  "lambda p: fp16_loss(p, x, y) * scale, then divide the gradients by scale.")
         fail(f"{call}: relative error {err:.2e} against the float64 gradient, expected under {REL_ERR_SCALED:.0%} "
              f"({fmt(got)} vs {fmt(true)}). Hint: grad of fp16_loss * scale, divided by scale.")
+    require_fp16(grads_program)
 
 
 @pytest.mark.points(1)
@@ -373,7 +374,7 @@ def test_grads_at_scale_2_32_report_not_finite(sol):
 
 
 @pytest.mark.points(1)
-def test_grads_come_back_in_float32(sol):
+def test_grads_come_back_in_float32(sol, grads_program):
     """The gradients have the parameters' dtype, float32, whatever the compute dtype."""
     _, _, leaves, _, call = learner_grads(sol, 22, 2.0 ** 15)
     dtypes = {k: str(jnp.asarray(leaves[k]).dtype) for k in KEYS}
@@ -381,24 +382,52 @@ def test_grads_come_back_in_float32(sol):
         fail(f"{call} returned gradients of dtypes {dtypes}, expected float32 for every leaf: the gradient of an "
              "fp32 parameter is fp32 (the transpose of the cast), and unscaling must happen in fp32, where "
              "g / scale cannot underflow. Hint: do not cast the gradients.")
+    require_fp16(grads_program)
+
+
+@pytest.fixture(scope="module")
+def grads_program(sol):
+    """The live traced scaled_grads (a decoy that is computed and discarded is not in it), or the
+    message saying why it cannot be traced."""
+    p, x, y = problem(25)
+    try:
+        return jaxpr.live(jaxpr.trace(lambda q, s: traced(sol, sol.scaled_grads, q, *f32((x, y)), s),
+                                      f32(p), jnp.float32(2.0 ** 15)))
+    except CheckFailed as exc:
+        return str(exc)
+
+
+def fp16_verdict(program) -> str | None:
+    """Why the program is not an fp16 computation of the gradients, or None when it is."""
+    if isinstance(program, str):
+        return program
+    dots = jaxpr.find(program, "dot")
+    not_f16 = sorted({tuple(str(v.aval.dtype) for v in e.invars) for e in dots} - {("float16", "float16")})
+    if not_f16:
+        return (f"{sum(1 for e in dots if tuple(str(v.aval.dtype) for v in e.invars) != ('float16', 'float16'))} "
+                f"dot_general(s) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
+                "(the parameters are cast to float16 inside fp16_loss). Hint: differentiate the given fp16_loss; "
+                "do not write an fp32 copy of the model.")
+    if len(dots) < 3:
+        return (f"the traced scaled_grads has {len(dots)} float16 dot_general(s) that reach its result; the forward "
+                "and backward passes of the model need at least 3. Hint: return jax.grad of the fp16 loss.")
+    return None
+
+
+def require_fp16(grads_program):
+    """Gradients count only when computed in fp16, where loss scaling matters."""
+    verdict = fp16_verdict(grads_program)
+    if verdict:
+        fail("these gradients are not computed in fp16, where loss scaling matters, so they do not show the "
+             f"technique (see scaled_grads_compute_in_fp16): {verdict}")
 
 
 @pytest.mark.points(2)
-def test_scaled_grads_compute_in_fp16(sol):
+def test_scaled_grads_compute_in_fp16(sol, grads_program):
     """Every dot_general that reaches the result has float16 operands (forward and backward)."""
-    p, x, y = problem(25)
-    program = jaxpr.live(jaxpr.trace(lambda q, s: traced(sol, sol.scaled_grads, q, *f32((x, y)), s),
-                                     f32(p), jnp.float32(2.0 ** 15)))
-    dots = jaxpr.find(program, "dot")
-    kinds = [tuple(str(v.aval.dtype) for v in e.invars) for e in dots]
-    not_f16 = [k for k in kinds if set(k) != {"float16"}]
-    if not_f16:
-        fail(f"the traced scaled_grads has {len(not_f16)} dot_general(s) on {sorted(set(not_f16))} operands: the "
-             "compute must be fp16 (the parameters are cast to float16 inside fp16_loss). Hint: differentiate the "
-             "given fp16_loss; do not write an fp32 copy of the model.")
-    if len(dots) < 3:
-        fail(f"the traced scaled_grads has {len(dots)} float16 dot_general(s) that reach its result; the forward "
-             "and backward passes of the model need at least 3. Hint: return jax.grad of the fp16 loss.")
+    verdict = fp16_verdict(grads_program)
+    if verdict:
+        fail(verdict)
 
 
 # ---------------------------------------------------------------- train_fp16_dynamic
@@ -436,8 +465,11 @@ def training(sol):
             fail(f"train_fp16_dynamic should return (params, ls, scales, finites, losses), got {type(result).__name__}"
                  f"{' of length ' + str(len(result)) if isinstance(result, tuple) else ''}.")
         runs[name] = jax.device_get(result)
-    programs = {n: traced(sol, jaxpr.trace, lambda q, ls: sol.train_fp16_dynamic(q, x, y, ls, n, tx), p,
-                          state(sol, TOO_LARGE, 0)) for n in (STEPS, STEPS + 13)}
+    try:
+        programs = {n: traced(sol, jaxpr.trace, lambda q, ls: sol.train_fp16_dynamic(q, x, y, ls, n, tx), p,
+                              state(sol, TOO_LARGE, 0)) for n in (STEPS, STEPS + 13)}
+    except CheckFailed as exc:  # runs on concrete values, but cannot be traced: not one jitted scan
+        programs = str(exc)
     return {"p": p, "x": x, "y": y, "tx": tx, "runs": runs, "programs": programs,
             "expected": simulate_training(p, x, y, TOO_LARGE, STEPS, tx)}
 
@@ -446,12 +478,22 @@ def loop_scans(program, steps):
     return [(e, outer) for e, outer in jaxpr.walk_nested(program) if jaxpr.is_a(e, "scan") and e.params["length"] == steps]
 
 
+def programs(training) -> dict:
+    if isinstance(training["programs"], str):
+        fail(training["programs"])
+    return training["programs"]
+
+
 def require_one_scan(training):
     """A loop's numbers count only when they come from the loop the exercise asks for."""
-    if len(loop_scans(training["programs"][STEPS], STEPS)) != 1:
+    if isinstance(training["programs"], str) or len(loop_scans(programs(training)[STEPS], STEPS)) != 1:
         fail(f"the numbers of this loop are not produced by one lax.scan of length steps={STEPS}, so they do not "
              "show the technique (see train_is_one_scan_in_one_jit). Hint: write the step as a scan body "
              "carrying (params, optimizer state, DynScale).")
+
+
+def pow2(scale: float) -> str:
+    return f"2^{np.log2(scale):g}"
 
 
 def per_step(run, what):
@@ -471,15 +513,17 @@ def params_of(run, what):
 def test_training_matches_step_by_step_simulation(sol, training):
     """Scales, finite flags, losses, final parameters and DynScale equal the grader's simulation."""
     exp, run = training["expected"], training["runs"]["recover"]
-    what = f"train_fp16_dynamic(..., ls0=DynScale({TOO_LARGE:g}, 0), steps={STEPS}, tx=optax.adam({LR}))"
+    what = f"train_fp16_dynamic(..., ls0=DynScale({pow2(TOO_LARGE)}, 0), steps={STEPS}, tx=optax.adam({LR}))"
     scales, finites, losses = per_step(run, what)
     if finites.shape != (STEPS,) or list(finites) != exp["finites"]:
-        fail(f"{what}: finite flags per step {finites.astype(int).tolist()}, expected {np.array(exp['finites']).astype(int).tolist()}. "
+        k = next((i for i, (a, b) in enumerate(zip(finites, exp["finites"])) if a != b), min(len(finites), STEPS))
+        fail(f"{what}: finite flags per step {finites.astype(int).tolist()[:k + 3]}..., expected "
+             f"{np.array(exp['finites']).astype(int).tolist()[:k + 3]}... (first difference at step {k}). "
              "Hint: finite is all_finite of the unscaled gradients at the step's scale.")
     if scales.tolist() != exp["scales"]:
         k = next(i for i, (a, b) in enumerate(zip(scales, exp["scales"])) if a != b)
         fail(f"{what}: the scale used at step {k} is {scales[k]:g}, expected {exp['scales'][k]:g} "
-             f"(the scales should be 2^{[int(np.log2(s)) for s in exp['scales'][:k + 2]]}...). Hint: record ls.scale "
+             f"(the scales should be {[pow2(s) for s in exp['scales'][:k + 2]]}...). Hint: record ls.scale "
              "before the step and apply dyn_scale_step(ls, finite) with its defaults after it.")
     compare_with_simulation(training, flat(params_of(run, what)), "flat", f"{what}: final parameters", PARAM_RTOL)
     compare_with_simulation(training, losses, "losses", f"{what}: losses", LOSS_RTOL,
@@ -514,7 +558,7 @@ def compare_with_simulation(training, got, key, what, rtol, hint=""):
 @pytest.mark.points(2)
 def test_skipped_steps_leave_params_and_adam_state_unchanged(sol, training):
     """Every step skipped: parameters bit for bit unchanged; skips first: Adam starts as if fresh."""
-    what = f"train_fp16_dynamic from ls0=DynScale({HOPELESS:g}, 0) (every one of the {STEPS} steps overflows)"
+    what = f"train_fp16_dynamic from ls0=DynScale({pow2(HOPELESS)}, 0) (every one of the {STEPS} steps overflows)"
     run = training["runs"]["hopeless"]
     _, finites, _ = per_step(run, what)
     params = params_of(run, what)
@@ -526,7 +570,7 @@ def test_skipped_steps_leave_params_and_adam_state_unchanged(sol, training):
              + ("They are inf/NaN: that is updating on an overflow. " if nan else "")
              + "Hint: a skipped step keeps the old parameters and optimizer state exactly (jnp.where(finite, new, old)).")
     run = training["runs"]["recover"]
-    what = f"train_fp16_dynamic from ls0=DynScale({TOO_LARGE:g}, 0) (the first steps overflow)"
+    what = f"train_fp16_dynamic from ls0=DynScale({pow2(TOO_LARGE)}, 0) (the first steps overflow)"
     compare_with_simulation(training, flat(params_of(run, what)), "flat", f"{what}: final parameters", PARAM_RTOL,
                             "Hint: on a skipped step keep params and optimizer state; on a finite one apply tx.update.")
     require_one_scan(training)
@@ -535,13 +579,13 @@ def test_skipped_steps_leave_params_and_adam_state_unchanged(sol, training):
 @pytest.mark.points(1)
 def test_training_recovers_from_a_too_large_scale(sol, training, note):
     """From a scale far too large, the scale halves until the gradients are finite, then the loss falls."""
-    what = f"train_fp16_dynamic from ls0=DynScale({TOO_LARGE:g}, 0)"
+    what = f"train_fp16_dynamic from ls0=DynScale({pow2(TOO_LARGE)}, 0)"
     scales, finites, losses = per_step(training["runs"]["recover"], what)
     exp = training["expected"]
     first = int(np.argmax(exp["finites"]))
     assert 0 < first and exp["losses"][-1] < 0.5 * exp["losses"][first], "grader: the simulated run should recover"
-    note(f"from scale 2^34: skipped {first} steps, first finite at 2^{int(np.log2(exp['scales'][first]))}, loss "
-         f"{exp['losses'][first]:.3g} -> {exp['losses'][-1]:.3g} in {STEPS} steps.")
+    note(f"the grader's own run from scale {pow2(TOO_LARGE)}: {first} steps skipped, first finite at "
+         f"{pow2(exp['scales'][first])}, loss {exp['losses'][first]:.3g} -> {exp['losses'][-1]:.3g} in {STEPS} steps.")
     if not finites.any():
         fail(f"{what}: no step was finite in {STEPS} steps (scales {fmt(scales)}). "
              + ("The scale is inf: that is holding the scale in fp16, where it overflows. " if not np.all(np.isfinite(scales)) else "")
@@ -558,14 +602,14 @@ def test_training_recovers_from_a_too_large_scale(sol, training, note):
 @pytest.mark.points(4)
 def test_train_is_one_scan_in_one_jit(sol, training):
     """The loop is one lax.scan of length steps inside jax.jit; the program does not grow with steps."""
-    program = training["programs"][STEPS]
+    program = programs(training)[STEPS]
     scans = loop_scans(program, STEPS)
     if len(scans) != 1:
         lengths = jaxpr.scan_lengths(program)
         fail(f"expected one lax.scan of length steps={STEPS} in the traced train_fp16_dynamic, found "
              f"{'scans of lengths ' + str(lengths) if lengths else 'no scan'}. Hint: lax.scan(step, (params, "
              "tx.init(params), ls0), None, length=steps); a Python loop unrolls every step into the program.")
-    sizes = {n: sum(1 for _ in jaxpr.walk(p)) for n, p in training["programs"].items()}
+    sizes = {n: sum(1 for _ in jaxpr.walk(p)) for n, p in programs(training).items()}
     if sizes[STEPS + 13] != sizes[STEPS]:
         fail(f"the traced program has {sizes[STEPS]} equations for steps={STEPS} but {sizes[STEPS + 13]} for "
              f"steps={STEPS + 13}: part of the loop is unrolled in Python. Hint: every step belongs in the scan body.")
@@ -578,7 +622,7 @@ def test_train_is_one_scan_in_one_jit(sol, training):
 @pytest.mark.points(3)
 def test_training_computes_in_fp16_inside_the_scan(sol, training):
     """Inside the scan every dot_general is float16; the parameters and the scale stay float32."""
-    program = jaxpr.live(training["programs"][STEPS])
+    program = jaxpr.live(programs(training)[STEPS])
     scans = loop_scans(program, STEPS)
     if len(scans) != 1:
         fail(f"no single lax.scan of length steps={STEPS} whose result is used; the training steps must run in it.")
@@ -601,7 +645,7 @@ def test_training_computes_in_fp16_inside_the_scan(sol, training):
 @pytest.mark.points(3)
 def test_skip_is_decided_inside_the_scan_from_the_steps_finite_flag(sol, training):
     """In the scan body, the new parameters and optimizer moments depend on that step's isfinite check."""
-    program = jaxpr.live(training["programs"][STEPS])
+    program = jaxpr.live(programs(training)[STEPS])
     scans = loop_scans(program, STEPS)
     if len(scans) != 1:
         fail(f"no single lax.scan of length steps={STEPS}: the skip must be decided inside the loop, step by step.")

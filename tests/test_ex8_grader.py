@@ -14,10 +14,12 @@ TECHNIQUE = {"train_is_one_scan_in_one_jit", "training_computes_in_fp16_inside_t
              "skip_is_decided_inside_the_scan_from_the_steps_finite_flag",
              "scale_step_runs_under_jit_and_inside_scan", "scaled_grads_compute_in_fp16",
              "grads_at_scale_1_underflow_as_fp16_does"}
-# The loop's numbers count only when the loop is the technique (their checks say so).
+# The loop's numbers count only when the loop is the technique, and the gradients' only when they
+# are computed in fp16, where loss scaling matters (their checks say so).
 LOOP_NUMBERS = {"training_matches_step_by_step_simulation",
                 "skipped_steps_leave_params_and_adam_state_unchanged",
                 "training_recovers_from_a_too_large_scale"}
+GRAD_NUMBERS = {"grads_at_scale_2_15_keep_every_entry_within_1_percent", "grads_come_back_in_float32"}
 
 
 def points():
@@ -29,7 +31,7 @@ def score(run) -> float:
 
 
 def test_technique_checks_are_declared_checks():
-    assert TECHNIQUE | LOOP_NUMBERS <= set(points())
+    assert TECHNIQUE | LOOP_NUMBERS | GRAD_NUMBERS <= set(points())
 
 
 def test_python_loop_with_right_numbers_scores_at_most_half(corpus):
@@ -48,8 +50,12 @@ def test_python_loop_with_right_numbers_scores_at_most_half(corpus):
 def test_fp32_compute_scores_at_most_half(corpus):
     # No loss scaling where it matters: an fp32 model needs none, and it is not the exercise.
     run = corpus(EX)["fp32_compute"]
+    lost = run.lost(EX)
     assert score(run) <= sum(points().values()) / 2, score(run)
-    assert "not computed in fp16" in run.lost(EX)["grads_at_scale_1_underflow_as_fp16_does"]
+    assert "not computed in fp16" in lost["grads_at_scale_1_underflow_as_fp16_does"]
+    # Its gradients are right at 2^15 and float32: they fail only for want of fp16.
+    for check in GRAD_NUMBERS:
+        assert "not computed in fp16, where loss scaling matters" in lost[check], (check, lost[check])
 
 
 def test_scale_cancelled_before_the_cast_is_caught_by_the_numbers_not_the_structure(corpus):
