@@ -6,6 +6,7 @@ Python step-by-step simulation of the scale rule, and a Python loop of training 
 explicit `if` for the skip.
 """
 
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -306,10 +307,16 @@ def test_all_finite_checks_every_leaf(sol):
 
 # ---------------------------------------------------------------- scaled_grads
 
-def learner_grads(sol, seed: int, scale: float):
+@pytest.fixture(scope="module")
+def grads_fn(sol):
+    """scaled_grads compiled once for every scale and data set (it must work under jit anyway)."""
+    return jax.jit(sol.scaled_grads)
+
+
+def learner_grads(sol, grads_fn, seed: int, scale: float):
     p, x, y = problem(seed)
     call = f"scaled_grads(params, x, y, scale={scale:g})"
-    got, leaves, finite = grads_of(traced(sol, sol.scaled_grads, f32(p), *f32((x, y)), jnp.float32(scale)), call)
+    got, leaves, finite = grads_of(traced(sol, grads_fn, f32(p), *f32((x, y)), jnp.float32(scale)), call)
     return flat(got), flat(grads_np(p, x, y)), leaves, finite, call
 
 
@@ -319,9 +326,9 @@ def own_fp16_grads(seed: int, scale: float) -> np.ndarray:
 
 
 @pytest.mark.points(1)
-def test_grads_at_scale_1_underflow_as_fp16_does(sol, note):
+def test_grads_at_scale_1_underflow_as_fp16_does(sol, grads_fn, note):
     """With scale 1, about as many entries underflow to 0 as in the grader's own fp16 gradient."""
-    got, true, _, _, call = learner_grads(sol, 22, 1.0)
+    got, true, _, _, call = learner_grads(sol, grads_fn, 22, 1.0)
     own = zero_share(own_fp16_grads(22, 1.0), true)
     assert own > 0.05, f"grader: the model should underflow in fp16 at scale 1 (measured {own:.1%})"
     share = zero_share(got, true)
@@ -334,11 +341,11 @@ def test_grads_at_scale_1_underflow_as_fp16_does(sol, note):
 
 
 @pytest.mark.points(2)
-def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_program, note):
+def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_fn, grads_program, note):
     """With scale 2^15 no entry underflows and the unscaled gradients are within 1% of float64."""
     scale = 2.0 ** 15
     for seed in (22, 27):
-        got, true, _, _, call = learner_grads(sol, seed, scale)
+        got, true, _, _, call = learner_grads(sol, grads_fn, seed, scale)
         share, err = zero_share(got, true), rel_err(got, true)
         if seed == 22:
             note(f"scale 2^15: {share:.1%} underflowed, relative error {err:.2e} (the chapter's bound: 1%).")
@@ -358,11 +365,11 @@ def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_progra
 
 
 @pytest.mark.points(1)
-def test_grads_at_scale_2_32_report_not_finite(sol):
+def test_grads_at_scale_2_32_report_not_finite(sol, grads_fn):
     """With scale 2^32 the fp16 backward overflows and finite is False; at 2^15 it is True."""
     assert not np.all(np.isfinite(own_fp16_grads(22, 2.0 ** 32))), "grader: fp16 should overflow at 2^32 here"
     for scale, expected in ((2.0 ** 32, False), (2.0 ** 15, True)):
-        got, _, _, finite, call = learner_grads(sol, 22, scale)
+        got, _, _, finite, call = learner_grads(sol, grads_fn, 22, scale)
         flag = as_flag(finite, f"{call}: finite")
         if flag != expected:
             overflowed = not np.all(np.isfinite(got))
@@ -374,9 +381,9 @@ def test_grads_at_scale_2_32_report_not_finite(sol):
 
 
 @pytest.mark.points(1)
-def test_grads_come_back_in_float32(sol, grads_program):
+def test_grads_come_back_in_float32(sol, grads_fn, grads_program):
     """The gradients have the parameters' dtype, float32, whatever the compute dtype."""
-    _, _, leaves, _, call = learner_grads(sol, 22, 2.0 ** 15)
+    _, _, leaves, _, call = learner_grads(sol, grads_fn, 22, 2.0 ** 15)
     dtypes = {k: str(jnp.asarray(leaves[k]).dtype) for k in KEYS}
     if set(dtypes.values()) != {"float32"}:
         fail(f"{call} returned gradients of dtypes {dtypes}, expected float32 for every leaf: the gradient of an "
@@ -432,20 +439,24 @@ def test_scaled_grads_compute_in_fp16(sol, grads_program):
 
 # ---------------------------------------------------------------- train_fp16_dynamic
 
+@partial(jax.jit, static_argnums=0)
+def adam_step(tx, g, opt, p):
+    updates, opt = tx.update(g, opt, p)
+    return optax.apply_updates(p, updates), opt
+
+
 def simulate_training(p, x, y, scale, steps, tx, mistake=None):
     """The grader's loop: Python `if` for the skip, the rule in Python. `mistake` simulates a
     named wrong idea so that its message can be recognised."""
     opt, good, out = tx.init(p), 0, {"scales": [], "finites": [], "losses": []}
-    update = jax.jit(tx.update)
     for _ in range(steps):
         g, finite, loss = own_step(p, x, y, jnp.float32(scale))
         finite = bool(finite)
         out["scales"].append(scale), out["finites"].append(finite), out["losses"].append(float(loss))
         if finite or mistake == "update_on_overflow":
-            u, opt = update(g, opt, p)
-            p = optax.apply_updates(p, u)
+            p, opt = adam_step(tx, g, opt, p)
         elif mistake == "state_changes_on_skip":
-            _, opt = update(jax.tree.map(jnp.zeros_like, g), opt, p)
+            _, opt = adam_step(tx, jax.tree.map(jnp.zeros_like, g), opt, p)
         scale, good = rule(scale, good, finite, 50, 2.0, 1.0)
     out["params"], out["flat"], out["scale"], out["good"] = p, flat(p), scale, good
     return out
