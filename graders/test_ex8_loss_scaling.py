@@ -325,6 +325,59 @@ def own_fp16_grads(seed: int, scale: float) -> np.ndarray:
     return flat(own_step(f32(p), *f32((x, y)), jnp.float32(scale))[0])
 
 
+@pytest.fixture(scope="module")
+def grads_program(sol):
+    """The live traced scaled_grads (a decoy that is computed and discarded is not in it), or the
+    message saying why it cannot be traced."""
+    p, x, y = problem(25)
+    try:
+        return jaxpr.live(jaxpr.trace(lambda q, s: traced(sol, sol.scaled_grads, q, *f32((x, y)), s),
+                                      f32(p), jnp.float32(2.0 ** 15)))
+    except CheckFailed as exc:
+        return str(exc)
+
+
+def fp16_verdict(program) -> str | None:
+    """Why the program is not an fp16 computation of the gradients, or None when it is."""
+    if isinstance(program, str):
+        return program
+    dots = jaxpr.find(program, "dot")
+    not_f16 = sorted({tuple(str(v.aval.dtype) for v in e.invars) for e in dots} - {("float16", "float16")})
+    if not_f16:
+        return (f"{sum(1 for e in dots if tuple(str(v.aval.dtype) for v in e.invars) != ('float16', 'float16'))} "
+                f"dot_general(s) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
+                "(the parameters are cast to float16 inside fp16_loss). Hint: differentiate the given fp16_loss; "
+                "do not write an fp32 copy of the model.")
+    if len(dots) < 3:
+        return (f"the traced scaled_grads has {len(dots)} float16 dot_general(s) that reach its result; the forward "
+                "and backward passes of the model need at least 3. Hint: return jax.grad of the fp16 loss.")
+    return None
+
+
+def fp16_failure(sol, grads_fn, grads_program) -> str | None:
+    """Why scaled_grads is not an fp16 computation doing the work, or None when it is."""
+    verdict = fp16_verdict(grads_program)
+    if verdict:
+        return verdict
+    # The dots must also do the work: an fp32 model written without dot_general, plus the fp16
+    # gradients times zero, has only float16 dots but none of fp16's underflow.
+    got, true, _, _, call = learner_grads(sol, grads_fn, 22, 1.0)
+    own = zero_share(own_fp16_grads(22, 1.0), true)
+    if zero_share(got, true) < own / 2:
+        return (f"the float16 dot_generals are there, but the gradients do not show fp16's underflow: {call} has "
+                f"{zero_share(got, true):.1%} zeros where fp16 gives {own:.1%}, so the gradients come from another "
+                "computation. Hint: return the gradients of the given fp16_loss, nothing else.")
+    return None
+
+
+def require_fp16(sol, grads_fn, grads_program):
+    """Gradients count only when computed in fp16, where loss scaling matters."""
+    failure = fp16_failure(sol, grads_fn, grads_program)
+    if failure:
+        fail("these gradients are not computed in fp16, where loss scaling matters, so they do not show the "
+             f"technique (see scaled_grads_compute_in_fp16): {failure}")
+
+
 @pytest.mark.points(1)
 def test_grads_at_scale_1_underflow_as_fp16_does(sol, grads_fn, note):
     """With scale 1, about as many entries underflow to 0 as in the grader's own fp16 gradient."""
@@ -361,7 +414,7 @@ def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_fn, gr
                  "lambda p: fp16_loss(p, x, y) * scale, then divide the gradients by scale.")
         fail(f"{call}: relative error {err:.2e} against the float64 gradient, expected under {REL_ERR_SCALED:.0%} "
              f"({fmt(got)} vs {fmt(true)}). Hint: grad of fp16_loss * scale, divided by scale.")
-    require_fp16(grads_program)
+    require_fp16(sol, grads_fn, grads_program)
 
 
 @pytest.mark.points(1)
@@ -389,52 +442,15 @@ def test_grads_come_back_in_float32(sol, grads_fn, grads_program):
         fail(f"{call} returned gradients of dtypes {dtypes}, expected float32 for every leaf: the gradient of an "
              "fp32 parameter is fp32 (the transpose of the cast), and unscaling must happen in fp32, where "
              "g / scale cannot underflow. Hint: do not cast the gradients.")
-    require_fp16(grads_program)
-
-
-@pytest.fixture(scope="module")
-def grads_program(sol):
-    """The live traced scaled_grads (a decoy that is computed and discarded is not in it), or the
-    message saying why it cannot be traced."""
-    p, x, y = problem(25)
-    try:
-        return jaxpr.live(jaxpr.trace(lambda q, s: traced(sol, sol.scaled_grads, q, *f32((x, y)), s),
-                                      f32(p), jnp.float32(2.0 ** 15)))
-    except CheckFailed as exc:
-        return str(exc)
-
-
-def fp16_verdict(program) -> str | None:
-    """Why the program is not an fp16 computation of the gradients, or None when it is."""
-    if isinstance(program, str):
-        return program
-    dots = jaxpr.find(program, "dot")
-    not_f16 = sorted({tuple(str(v.aval.dtype) for v in e.invars) for e in dots} - {("float16", "float16")})
-    if not_f16:
-        return (f"{sum(1 for e in dots if tuple(str(v.aval.dtype) for v in e.invars) != ('float16', 'float16'))} "
-                f"dot_general(s) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
-                "(the parameters are cast to float16 inside fp16_loss). Hint: differentiate the given fp16_loss; "
-                "do not write an fp32 copy of the model.")
-    if len(dots) < 3:
-        return (f"the traced scaled_grads has {len(dots)} float16 dot_general(s) that reach its result; the forward "
-                "and backward passes of the model need at least 3. Hint: return jax.grad of the fp16 loss.")
-    return None
-
-
-def require_fp16(grads_program):
-    """Gradients count only when computed in fp16, where loss scaling matters."""
-    verdict = fp16_verdict(grads_program)
-    if verdict:
-        fail("these gradients are not computed in fp16, where loss scaling matters, so they do not show the "
-             f"technique (see scaled_grads_compute_in_fp16): {verdict}")
+    require_fp16(sol, grads_fn, grads_program)
 
 
 @pytest.mark.points(2)
-def test_scaled_grads_compute_in_fp16(sol, grads_program):
-    """Every dot_general that reaches the result has float16 operands (forward and backward)."""
-    verdict = fp16_verdict(grads_program)
-    if verdict:
-        fail(verdict)
+def test_scaled_grads_compute_in_fp16(sol, grads_fn, grads_program):
+    """Every dot_general that reaches the result is float16, and the result shows fp16's underflow."""
+    failure = fp16_failure(sol, grads_fn, grads_program)
+    if failure:
+        fail(failure)
 
 
 # ---------------------------------------------------------------- train_fp16_dynamic
@@ -632,7 +648,7 @@ def test_train_is_one_scan_in_one_jit(sol, training):
 
 @pytest.mark.points(3)
 def test_training_computes_in_fp16_inside_the_scan(sol, training):
-    """Inside the scan every dot_general is float16; the parameters and the scale stay float32."""
+    """Inside the scan every dot_general is float16 and overflows like fp16; params and scale stay float32."""
     program = jaxpr.live(programs(training)[STEPS])
     scans = loop_scans(program, STEPS)
     if len(scans) != 1:
@@ -645,6 +661,11 @@ def test_training_computes_in_fp16_inside_the_scan(sol, training):
              + (f", some on {not_f16} operands" if not_f16 else "") + f": expected the model's forward and backward "
              "passes inside the scan body, all in float16. Hint: each step differentiates fp16_loss * scale.")
     run = training["runs"]["recover"]
+    _, finites, _ = per_step(run, "train_fp16_dynamic")
+    if finites[:1].all():
+        fail(f"the dots in the scan are float16, but the first step at scale {pow2(TOO_LARGE)} was finite, where fp16 "
+             "overflows on this data: the parameters are updated from gradients computed some other way. "
+             "Hint: each step's gradients are scaled_grads(p, x, y, ls.scale) of the fp16 model.")
     dtypes = {k: str(jnp.asarray(v).dtype) for k, v in params_of(run, "train_fp16_dynamic").items()}
     scale_dtype = str(jnp.asarray(run[1][0]).dtype)
     if set(dtypes.values()) != {"float32"} or scale_dtype != "float32":
