@@ -28,8 +28,9 @@ What is checked (`make grade EX=ex8`):
     the scales follow the rule, and from a scale far too large it recovers and trains;
   * the training loop is one lax.scan of length `steps` inside one jax.jit, computes in fp16
     inside the scan, and decides the skip inside the scan from that step's finite flag.
-A solution whose numbers are right without the technique (a Python loop, no scan) scores at most
-half of the points.
+The gradients' numbers count only when they are computed in fp16 (where loss scaling matters),
+and the loop's only when it is one scan: right numbers without the technique (an fp32 model, a
+Python loop) score at most half of the points.
 """
 
 from typing import NamedTuple
