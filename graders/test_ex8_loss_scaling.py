@@ -106,10 +106,10 @@ def traced(sol, fn, *args):
     try:
         return fn(*args)
     except (jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError,
-            jax.errors.TracerIntegerConversionError) as exc:
+            jax.errors.TracerIntegerConversionError, jax.errors.TracerArrayConversionError) as exc:
         fail(f"your code converts a traced value to a Python bool or number{where(exc, learner_dir(sol))}: "
              "inside jax.jit and lax.scan, `finite` and the scale are tracers, so a Python `if` "
-             "(or `and`, `or`, `bool()`, `float()`) cannot decide on them. Hint: choose with "
+             "(or `and`, `or`, `bool()`, `float()`, `np.asarray`) cannot decide on them. Hint: choose with "
              "jnp.where(finite, a, b) or lax.select, and skip an update by selecting the old values.")
 
 
