@@ -28,8 +28,11 @@ KEYS = ("w1", "b1", "w2", "b2")
 F16_TINY = float(np.finfo(np.float16).tiny)
 
 # At 2^15 the only error left is fp16's rounding in the forward pass (~5e-4 relative here);
-# the chapter's table puts it under 1%. Unscaled, this model loses ~10% to underflow.
+# the chapter's table puts it under 1%. Unscaled, 4-20% of the entries underflow to 0.
 REL_ERR_SCALED = 0.01
+# Data sets with clear margins (measured over seeds 20-44): GRAD_SEED loses 19% of its entries
+# at scale 1 and overflows from 2^31 on, so 2^32 overflows with room to spare (some seeds do not).
+GRAD_SEED, GRAD_SEED_2, TRACE_SEED, TRAIN_SEED = 22, 27, 25, 31
 # Training: Adam, a scale far too large to start with, and enough steps to grow it once at the
 # default period of 50 after the first skips.
 LR = 1e-2
@@ -329,7 +332,7 @@ def own_fp16_grads(seed: int, scale: float) -> np.ndarray:
 def grads_program(sol):
     """The live traced scaled_grads (a decoy that is computed and discarded is not in it), or the
     message saying why it cannot be traced."""
-    p, x, y = problem(25)
+    p, x, y = problem(TRACE_SEED)
     try:
         return jaxpr.live(jaxpr.trace(lambda q, s: traced(sol, sol.scaled_grads, q, *f32((x, y)), s),
                                       f32(p), jnp.float32(2.0 ** 15)))
@@ -361,8 +364,8 @@ def fp16_failure(sol, grads_fn, grads_program) -> str | None:
         return verdict
     # The dots must also do the work: an fp32 model written without dot_general, plus the fp16
     # gradients times zero, has only float16 dots but none of fp16's underflow.
-    got, true, _, _, call = learner_grads(sol, grads_fn, 22, 1.0)
-    own = zero_share(own_fp16_grads(22, 1.0), true)
+    got, true, _, _, call = learner_grads(sol, grads_fn, GRAD_SEED, 1.0)
+    own = zero_share(own_fp16_grads(GRAD_SEED, 1.0), true)
     if zero_share(got, true) < own / 2:
         return (f"the float16 dot_generals are there, but the gradients do not show fp16's underflow: {call} has "
                 f"{zero_share(got, true):.1%} zeros where fp16 gives {own:.1%}, so the gradients come from another "
@@ -381,8 +384,8 @@ def require_fp16(sol, grads_fn, grads_program):
 @pytest.mark.points(1)
 def test_grads_at_scale_1_underflow_as_fp16_does(sol, grads_fn, note):
     """With scale 1, about as many entries underflow to 0 as in the grader's own fp16 gradient."""
-    got, true, _, _, call = learner_grads(sol, grads_fn, 22, 1.0)
-    own = zero_share(own_fp16_grads(22, 1.0), true)
+    got, true, _, _, call = learner_grads(sol, grads_fn, GRAD_SEED, 1.0)
+    own = zero_share(own_fp16_grads(GRAD_SEED, 1.0), true)
     assert own > 0.05, f"grader: the model should underflow in fp16 at scale 1 (measured {own:.1%})"
     share = zero_share(got, true)
     note(f"scale 1: {share:.1%} of the gradient entries underflowed to 0 (relative error {rel_err(got, true):.2e}); "
@@ -397,10 +400,10 @@ def test_grads_at_scale_1_underflow_as_fp16_does(sol, grads_fn, note):
 def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_fn, grads_program, note):
     """With scale 2^15 no entry underflows and the unscaled gradients are within 1% of float64."""
     scale = 2.0 ** 15
-    for seed in (22, 27):
+    for seed in (GRAD_SEED, GRAD_SEED_2):
         got, true, _, _, call = learner_grads(sol, grads_fn, seed, scale)
         share, err = zero_share(got, true), rel_err(got, true)
-        if seed == 22:
+        if seed == GRAD_SEED:
             note(f"scale 2^15: {share:.1%} underflowed, relative error {err:.2e} (the chapter's bound: 1%).")
         if share == 0 and err < REL_ERR_SCALED:
             continue
@@ -420,9 +423,9 @@ def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_fn, gr
 @pytest.mark.points(1)
 def test_grads_at_scale_2_32_report_not_finite(sol, grads_fn):
     """With scale 2^32 the fp16 backward overflows and finite is False; at 2^15 it is True."""
-    assert not np.all(np.isfinite(own_fp16_grads(22, 2.0 ** 32))), "grader: fp16 should overflow at 2^32 here"
+    assert not np.all(np.isfinite(own_fp16_grads(GRAD_SEED, 2.0 ** 32))), "grader: fp16 should overflow at 2^32 here"
     for scale, expected in ((2.0 ** 32, False), (2.0 ** 15, True)):
-        got, _, _, finite, call = learner_grads(sol, grads_fn, 22, scale)
+        got, _, _, finite, call = learner_grads(sol, grads_fn, GRAD_SEED, scale)
         flag = as_flag(finite, f"{call}: finite")
         if flag != expected:
             overflowed = not np.all(np.isfinite(got))
@@ -436,7 +439,7 @@ def test_grads_at_scale_2_32_report_not_finite(sol, grads_fn):
 @pytest.mark.points(1)
 def test_grads_come_back_in_float32(sol, grads_fn, grads_program):
     """The gradients have the parameters' dtype, float32, whatever the compute dtype."""
-    _, _, leaves, _, call = learner_grads(sol, grads_fn, 22, 2.0 ** 15)
+    _, _, leaves, _, call = learner_grads(sol, grads_fn, GRAD_SEED, 2.0 ** 15)
     dtypes = {k: str(jnp.asarray(leaves[k]).dtype) for k in KEYS}
     if set(dtypes.values()) != {"float32"}:
         fail(f"{call} returned gradients of dtypes {dtypes}, expected float32 for every leaf: the gradient of an "
@@ -482,7 +485,7 @@ def simulate_training(p, x, y, scale, steps, tx, mistake=None):
 def training(sol):
     """The learner's loop run once from a scale far too large and once from a hopeless one (one
     compile), the grader's simulation of the first, and the traced program."""
-    p, x, y = problem(31)
+    p, x, y = problem(TRAIN_SEED)
     p, x, y = f32(p), *f32((x, y))
     tx = optax.adam(LR)
     runs = {}
