@@ -184,3 +184,44 @@ def flatten(fn: Callable, *args):
     inlined = jax.make_jaxpr(lambda *a: evaluate(traced.jaxpr, traced.consts, a, bind))(*args)
     pruned, _ = pe.dce_jaxpr(inlined.jaxpr, [True] * len(inlined.jaxpr.outvars), instantiate=True)
     return pruned, inlined.consts
+
+
+def depends_on(jaxpr, is_source, tainted_in=None) -> list[bool]:
+    """For each output of jaxpr: whether it depends on an equation for which is_source(eqn) is
+    true (or on an input marked in tainted_in). Exact through jit; a cond's outputs depend on its
+    predicate; other equations with sub-jaxprs (scan, while) count as depending on everything
+    they hold."""
+    from jax.extend.core import Literal
+
+    tainted = {v for v, t in zip(jaxpr.invars, tainted_in or [False] * len(jaxpr.invars)) if t}
+
+    def hit(v):
+        return not isinstance(v, Literal) and v in tainted
+
+    for eqn in jaxpr.eqns:
+        ins = [hit(v) for v in eqn.invars]
+        subs = list(sub_jaxprs(eqn))
+        if is_source(eqn):
+            outs = [True] * len(eqn.outvars)
+        elif is_a(eqn, "jit") and len(subs) == 1:
+            outs = depends_on(subs[0], is_source, ins)
+        elif subs:
+            held = any(is_source(e) for s in subs for e in walk(s))
+            outs = [any(ins) or held] * len(eqn.outvars)  # a cond's predicate is one of its inputs
+        else:
+            outs = [any(ins)] * len(eqn.outvars)
+        tainted.update(v for v, t in zip(eqn.outvars, outs) if t)
+    return [hit(v) for v in jaxpr.outvars]
+
+
+def scan_carry_count(eqn) -> int:
+    """How many of a scan body's outputs are the carry (they come first; the rest are the ys,
+    which the scan stacks, so their outer shape has one more axis than the body's)."""
+    if "num_carry" in eqn.params:  # how other JAX versions spell it
+        return eqn.params["num_carry"]
+    count = 0
+    for outer, inner in zip(eqn.outvars, eqn.params["jaxpr"].jaxpr.outvars):
+        if outer.aval.shape != inner.aval.shape:
+            break
+        count += 1
+    return count

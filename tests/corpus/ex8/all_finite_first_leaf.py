@@ -1,0 +1,13 @@
+"""Looks at the first leaf only.
+
+loses: all_finite_checks_every_leaf: returned True with a non-finite entry in leaf ('b', 0)
+"""
+import jax
+import jax.numpy as jnp
+
+from reference.ex8_loss_scaling import (DynScale, dyn_scale_step, fp16_loss, scaled_grads,  # noqa: F401
+                                        train_fp16_dynamic)
+
+
+def all_finite(tree):
+    return jnp.all(jnp.isfinite(jax.tree.leaves(tree)[0]))

@@ -1,0 +1,33 @@
+"""Right numbers without the technique: a Python loop over steps around a jitted step (every
+choice a jnp.where), instead of one lax.scan inside one jit.
+
+loses: train_is_one_scan_in_one_jit: expected one lax.scan of length steps
+loses: training_computes_in_fp16_inside_the_scan: no single lax.scan of length steps
+loses: skip_is_decided_inside_the_scan_from_the_steps_finite_flag: no single lax.scan of length steps
+loses: training_matches_step_by_step_simulation: not produced by one lax.scan
+"""
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from reference.ex8_loss_scaling import DynScale, all_finite, dyn_scale_step, fp16_loss, scaled_grads  # noqa: F401
+
+
+@partial(jax.jit, static_argnames="tx")
+def one_step(p, opt, ls, x, y, tx):
+    grads, finite = scaled_grads(p, x, y, ls.scale)
+    updates, opt_new = tx.update(jax.tree.map(lambda g: jnp.where(finite, g, 0.0), grads), opt, p)
+    keep = lambda new, old: jnp.where(finite, new, old)
+    p_new = jax.tree.map(keep, optax.apply_updates(p, updates), p)
+    return p_new, jax.tree.map(keep, opt_new, opt), dyn_scale_step(ls, finite), finite, fp16_loss(p, x, y)
+
+
+def train_fp16_dynamic(params, x, y, ls0, steps, tx):
+    p, opt, ls, scales, finites, losses = params, tx.init(params), ls0, [], [], []
+    for _ in range(steps):
+        scales.append(ls.scale)
+        p, opt, ls, finite, loss = one_step(p, opt, ls, x, y, tx)
+        finites.append(finite), losses.append(loss)
+    return p, ls, jnp.stack(scales), jnp.stack(finites), jnp.stack(losses)

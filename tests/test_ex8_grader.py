@@ -1,0 +1,83 @@
+"""Exercise 8's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
+what else they lose, what they keep, and the grading policy: right numbers without the
+technique score at most half."""
+
+from graders import catalog
+from graders.spec import read_checks
+
+EX = "ex8"
+
+# The technique: the loop is one lax.scan in one jit, computing in fp16, deciding the skip from
+# each step's own finite flag; the scale rule is data, so it runs under jit and in a scan; the
+# gradients come from the fp16 model with the scale inside the differentiated function.
+TECHNIQUE = {"train_is_one_scan_in_one_jit", "training_computes_in_fp16_inside_the_scan",
+             "skip_is_decided_inside_the_scan_from_the_steps_finite_flag",
+             "scale_step_runs_under_jit_and_inside_scan", "scaled_grads_compute_in_fp16",
+             "grads_at_scale_1_underflow_as_fp16_does"}
+# The loop's numbers count only when the loop is the technique, and the gradients' only when they
+# are computed in fp16, where loss scaling matters (their checks say so).
+LOOP_NUMBERS = {"training_matches_step_by_step_simulation",
+                "skipped_steps_leave_params_and_adam_state_unchanged",
+                "training_recovers_from_a_too_large_scale"}
+GRAD_NUMBERS = {"grads_at_scale_2_15_keep_every_entry_within_1_percent", "grads_come_back_in_float32"}
+
+
+def points():
+    return {c.name: c.points for c in read_checks(catalog.grader_file(EX))}
+
+
+def score(run) -> float:
+    return sum(t["score"] for t in run.results["tests"] if t["tags"] == [EX])
+
+
+def test_technique_checks_are_declared_checks():
+    assert TECHNIQUE | LOOP_NUMBERS | GRAD_NUMBERS <= set(points())
+
+
+def test_python_loop_with_right_numbers_scores_at_most_half(corpus):
+    half = sum(points().values()) / 2
+    for case in ("python_loop", "python_if"):
+        run = corpus(EX)[case]
+        lost = run.lost(EX)
+        # Only technique checks are lost: every number is right ...
+        assert set(lost) <= TECHNIQUE | LOOP_NUMBERS, (case, sorted(lost))
+        # ... including the loop's, whose checks fail only for want of the scan.
+        for check in LOOP_NUMBERS:
+            assert "not produced by one lax.scan" in lost[check], (case, check, lost[check])
+        assert score(run) <= half, (case, score(run), half)
+
+
+def test_fp32_model_scores_at_most_half(corpus):
+    # No loss scaling where it matters: an fp32 model needs none, and it is not the exercise --
+    # also when the fp16 model's gradients are added in times zero so that every dot is float16.
+    for case in ("fp32_compute", "fp16_dots_as_decoy"):
+        run = corpus(EX)[case]
+        lost = run.lost(EX)
+        assert score(run) <= sum(points().values()) / 2, (case, score(run))
+        assert "not computed in fp16" in lost["grads_at_scale_1_underflow_as_fp16_does"], case
+        # Its gradients are right at 2^15 and float32: they fail only for want of fp16.
+        for check in GRAD_NUMBERS:
+            assert "not computed in fp16, where loss scaling matters" in lost[check], (case, check, lost[check])
+
+
+def test_scale_cancelled_before_the_cast_is_caught_by_the_numbers_not_the_structure(corpus):
+    # Its dots are fp16 and the scale even flows into the backward pass; only measuring the
+    # underflow at 2^15 shows that fp16 never saw it.
+    lost = corpus(EX)["scale_cancelled_before_cast"].lost(EX)
+    assert "scaled_grads_compute_in_fp16" not in lost
+    assert "never saw the scale" in lost["grads_at_scale_2_15_keep_every_entry_within_1_percent"]
+
+
+def test_rule_mistakes_keep_the_gradient_points(corpus):
+    gradient_checks = {"grads_at_scale_1_underflow_as_fp16_does", "grads_at_scale_2_15_keep_every_entry_within_1_percent",
+                       "grads_at_scale_2_32_report_not_finite", "grads_come_back_in_float32", "scaled_grads_compute_in_fp16"}
+    for case in ("grow_every_step", "hardcoded_period", "counter_not_reset_on_overflow", "no_min_scale"):
+        assert not gradient_checks & set(corpus(EX)[case].lost(EX)), case
+
+
+def test_skip_mistakes_are_named_in_the_training_checks(corpus):
+    lost = corpus(EX)["update_on_overflow"].lost(EX)
+    assert "updating on an overflow" in lost["skipped_steps_leave_params_and_adam_state_unchanged"]
+    lost = corpus(EX)["state_changes_on_skip"].lost(EX)
+    assert set(lost) == {"training_matches_step_by_step_simulation",
+                         "skipped_steps_leave_params_and_adam_state_unchanged"}, sorted(lost)
