@@ -10,6 +10,7 @@ loses: question_7: is not right
 loses: question_8: is not right
 loses: question_9: is not right
 loses: question_10: is not right
+loses: question_11: is not right
 """
 
-ANSWERS = {q: "A" for q in range(1, 11)}
+ANSWERS = {q: "A" for q in range(1, 12)}
