@@ -3,6 +3,8 @@
 # make reference                              grade reference/ (instructor check: full marks)
 # make test                                   the package's own tests (graders vs reference, stubs, wrong answers)
 # make bench                                  cold/warm grading times of the reference
+# make release                                the students' copy in dist/student/ (no solutions, no quiz key)
+# make autograder [MINUTES=10]                dist/autograder.zip for Gradescope (MINUTES: the assignment's timeout)
 # make clean                                  remove .venv and caches
 SHELL := /bin/bash
 SOLUTIONS ?= exercises
@@ -10,6 +12,7 @@ EX ?=
 JOBS ?=
 TIMEOUT ?=
 NO_CACHE ?=
+MINUTES ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -20,7 +23,7 @@ PY_CANDIDATES := python3.14 python3.13 python3.12 python3 $(sort $(wildcard $(HO
 
 GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache)
 
-.PHONY: grade reference test bench clean venv
+.PHONY: grade reference test bench clean venv release autograder
 grade: $(STAMP)
 	@$(PY) -m graders $(GRADE_ARGS)
 
@@ -34,6 +37,12 @@ bench: $(STAMP)
 	$(PY) -m graders.bench
 
 venv: $(STAMP)
+
+release: $(STAMP)
+	$(PY) -m graders.bundle release --out dist/student
+
+autograder: $(STAMP)
+	$(PY) -m graders.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES))
 
 $(STAMP): pyproject.toml
 	@set -e; found=""; \

@@ -100,8 +100,8 @@ def grade_question(sol, note, question: int) -> None:
     key = load_key()
     if key is None:
         # The same words for every letter: this copy must not tell right from wrong.
-        fail("well formed; this copy of the package has no answer key, so the quiz is graded "
-             "when you submit it.")
+        fail("answered with one letter, as required; this copy of the package has no answer key, "
+             "so the quiz is graded when you submit it.")
     explanation = EXPLANATIONS[question]
     if digest(key["salt"], question, letter) != key["hashes"][question]:
         fail(f"ANSWERS[{question}] = {letter!r} is not right. {explanation}")
