@@ -1,6 +1,7 @@
 """Quiz: eleven questions on large-scale training in JAX.
 
-Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored).
+Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored), and keep
+ANSWERS a plain dict written out below: the grader reads it from this file's text.
 Each question is worth one point, and every answer, right or wrong, comes back with the
 explanation of the fact behind it. `make grade EX=quiz` grades it.
 

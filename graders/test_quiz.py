@@ -14,6 +14,7 @@ tests/test_quiz_key.py checks the hashes against reference/quiz.py and proves ea
 each fact the explanations state, on the installed JAX, Flax and Optax.
 """
 
+import ast
 import hashlib
 import json
 from pathlib import Path
@@ -81,11 +82,32 @@ def digest(salt: str, question: int, letter: str) -> str:
     return hashlib.sha256(f"{salt}:{question}:{letter}".encode()).hexdigest()[:16]
 
 
+def written_answers(sol) -> dict | None:
+    """ANSWERS as written in quiz.py's text, or None when it is not a plain literal. Answers are
+    read from the text, not from what running the module left behind, so a quiz.py that computes
+    them (e.g. by trying letters against the key's hashes) gets nothing for it."""
+    try:
+        tree = ast.parse(Path(sol.__file__).read_text())
+    except (OSError, SyntaxError, TypeError, ValueError):
+        return None
+    for node in tree.body:
+        target = node.targets[-1] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == "ANSWERS" and node.value is not None:
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return None
+
+
 def read_answer(sol, question: int) -> str:
     """The learner's letter for `question`, upper case; a stub's None reads "not attempted"."""
     answers = getattr(sol, "ANSWERS", None)
     if not isinstance(answers, dict):
         fail(f"quiz.py should define ANSWERS as a dict {{question number: letter}}, got {type(answers).__name__}.")
+    if written_answers(sol) != answers:
+        fail("ANSWERS must be written out in quiz.py as a plain dict of letters, e.g. {1: \"B\", 2: \"D\", ...}, "
+             "and left as written: no code may compute or change it.")
     answer = answers.get(question)
     if answer is None:
         raise NotAttempted(f"ANSWERS[{question}] is still None")
