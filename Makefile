@@ -3,8 +3,11 @@
 #            [SEED=n] [VERBOSE=1]             repeat a run's drawn configurations; list every check
 # make reference                              grade reference/ (instructor check: full marks)
 # make test                                   the package's own tests (graders vs reference, stubs, wrong answers)
+# make test-course                            the slow course tests (release, autograder, batch); CI runs both
 # make watch [SOLUTIONS=dir] [EX="ex2"]       grade, then re-grade each exercise when its file is saved
 # make bench                                  cold/warm/edit-loop grading times of the reference
+# make release                                the students' copy in dist/student/ (no solutions, no quiz key)
+# make autograder [MINUTES=10]                dist/autograder.zip for Gradescope (MINUTES: the assignment's timeout)
 # make clean                                  remove .venv and caches
 SHELL := /bin/bash
 SOLUTIONS ?= exercises
@@ -14,6 +17,7 @@ TIMEOUT ?=
 NO_CACHE ?=
 SEED ?=
 VERBOSE ?=
+MINUTES ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -24,7 +28,7 @@ PY_CANDIDATES := python3.14 python3.13 python3.12 python3 $(sort $(wildcard $(HO
 
 GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache) $(if $(SEED),--seed $(SEED)) $(if $(VERBOSE),-v)
 
-.PHONY: grade reference test bench clean venv watch
+.PHONY: grade reference test test-course bench clean venv watch release autograder
 grade: $(STAMP)
 	@$(PY) -m graders $(GRADE_ARGS)
 
@@ -35,12 +39,21 @@ reference:
 	@$(MAKE) --no-print-directory grade SOLUTIONS=reference
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not course"
+
+test-course: $(STAMP)
+	$(PY) -m pytest -m course
 
 bench: $(STAMP)
 	$(PY) -m graders.bench
 
 venv: $(STAMP)
+
+release: $(STAMP)
+	$(PY) -m graders.bundle release --out dist/student
+
+autograder: $(STAMP)
+	$(PY) -m graders.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES))
 
 $(STAMP): pyproject.toml
 	@set -e; found=""; \

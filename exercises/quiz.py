@@ -1,8 +1,14 @@
-"""Quiz: ten questions on large-scale training in JAX.
+"""Quiz: eleven questions on large-scale training in JAX.
 
-Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored).
-Each question is worth one point; a wrong answer gets a hint pointing at the idea to revisit.
-`make grade EX=quiz` grades it.
+Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored), and keep
+ANSWERS a plain dict written out below: the grader reads it from this file's text.
+Each question is worth one point, and every answer, right or wrong, comes back with the
+explanation of the fact behind it. `make grade EX=quiz` grades it.
+
+The answer key (graders/quiz_key.json) is stored as salted hashes, which only keeps a glance from
+spoiling the quiz: four letters per question means a handful of guesses recover every answer. It is
+there for self-study. In a course, your copy has no key: `make grade` then checks only that each
+answer is one letter A to D, and the quiz is graded when you submit.
 
 Q1. A model has 1 billion parameters, trained with fp32 parameters, fp32 gradients and Adam
     (fp32 first and second moments). Leaving activations aside, how much memory is needed at least?
@@ -64,6 +70,13 @@ Q10. The same tutorial uses policy=jax.checkpoint_policies.save_only_these_names
       B. every intermediate value, as with no checkpointing
       C. it raises an error, since 'dot_general' is not a valid name
       D. none from inside the block: it behaves like nothing_saveable
+
+Q11. The same tutorial decorates a block function with `@jax.remat(policy=policy)`, where policy is
+    a checkpoint policy. What happens on JAX 0.12?
+      A. the function is checkpointed with that policy
+      B. it runs, but the policy is ignored and every value is saved
+      C. it works only inside jax.jit
+      D. TypeError as soon as the decorator line runs: jax.remat needs the function as its first argument
 """
 
 ANSWERS: dict[int, str | None] = {
@@ -77,4 +90,5 @@ ANSWERS: dict[int, str | None] = {
     8: None,
     9: None,
     10: None,
+    11: None,
 }

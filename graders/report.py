@@ -68,12 +68,13 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
         out = [head, _indent(r.reason, "  ")]
         if r.output:
             out += ["  output from your code:", _indent(r.output, "  | ")]
-    elif verbose or r.status == "partial":
+    elif verbose or r.status == "partial" or any(c.outcome == "passed" and c.message for c in r.checks):
         if r.status == "not attempted" and not verbose:
             return []
         out, previous = [head], None
         for c in r.checks:
-            if verbose or c.outcome != "passed":
+            # a passing check that explains itself (a quiz answer) is always shown
+            if verbose or c.outcome != "passed" or c.message:
                 out += _check_lines(c, previous)
             if c.outcome == "failed":
                 previous = c.message

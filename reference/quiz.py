@@ -1,6 +1,6 @@
 """Quiz, reference answers. The questions and options are in exercises/quiz.py; each answer is
-proven on the installed libraries by tests/test_quiz_key.py, and graders/test_quiz.py holds
-only salted hashes of these letters."""
+proven on the installed libraries by tests/test_quiz_key.py; graders/quiz_key.json holds salted
+hashes of these letters (and is left out of the students' copy that `make release` writes)."""
 
 ANSWERS: dict[int, str | None] = {
     1: "D",  # 4 + 4 + 8 bytes per parameter: 16 GB
@@ -13,4 +13,5 @@ ANSWERS: dict[int, str | None] = {
     8: "B",  # MultiSteps: zeros, zeros, zeros, one Adam step on the mean
     9: "C",  # jax.checkpoint takes the function alone
     10: "D",  # save_only_these_names matches checkpoint_name tags, so nothing is saved
+    11: "D",  # jax.remat(policy=...) without the function raises TypeError
 }

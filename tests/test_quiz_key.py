@@ -1,6 +1,7 @@
 """The quiz key is proven on the installed JAX, Flax and Optax, not copied from the notes:
 if an upgrade changes a fact, one of these tests fails instead of the quiz teaching it."""
 
+import functools
 import importlib.util
 import re
 
@@ -15,9 +16,9 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grading import ROOT
-from graders import memory
+from graders import jaxpr, memory
 from graders.hlo import collective_counts
-from graders.test_quiz import KEY_HASHES, digest
+from graders.test_quiz import EXPLANATIONS, QUESTIONS, digest, load_key
 
 
 def _reference_key() -> dict:
@@ -39,14 +40,32 @@ def options(question: int) -> dict[str, str]:
 
 
 def test_grader_hashes_match_reference_key():
-    assert set(KEY) == set(KEY_HASHES) == set(range(1, 11))
+    key = load_key()
+    assert set(KEY) == set(key["hashes"]) == set(QUESTIONS) == set(EXPLANATIONS)
     for question, letter in KEY.items():
-        assert digest(question, letter) == KEY_HASHES[question], question
+        assert digest(key["salt"], question, letter) == key["hashes"][question], question
+
+
+def test_hashes_hide_nothing_from_a_learner_who_tries():
+    # What the grader's docstring says: at most 4 guesses per question recover the whole key.
+    key, tries, found = load_key(), 0, {}
+    for question in QUESTIONS:
+        for letter in "ABCD":
+            tries += 1
+            if digest(key["salt"], question, letter) == key["hashes"][question]:
+                found[question] = letter
+                break
+    assert found == KEY and tries <= 4 * len(QUESTIONS)
 
 
 def test_every_question_has_four_options():
-    for question in range(1, 11):
+    for question in QUESTIONS:
         assert sorted(options(question)) == ["A", "B", "C", "D"], (question, options(question))
+
+
+def test_explanations_never_name_a_letter():
+    for question, text in EXPLANATIONS.items():
+        assert not re.search(r"\b[A-D]\b[.)]|['\"][A-D]['\"]|\boption\b|\banswer [A-D]\b", text), question
 
 
 def test_q1_adam_fp32_needs_16_bytes_per_parameter():
@@ -103,7 +122,7 @@ def test_q3_dots_saveable_keeps_only_matmul_outputs(capsys):
 
 def test_q4_nnx_optimizer_without_wrt_raises_type_error():
     model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
-    with pytest.raises(TypeError, match="wrt"):
+    with pytest.raises(TypeError, match="wrt"):  # as the explanation says: wrt is required
         nnx.Optimizer(model, optax.adam(1e-3))
     optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)  # A does not raise
     grads = nnx.grad(lambda m: jnp.sum(m(jnp.ones((1, 3)))))(model)
@@ -143,10 +162,15 @@ def test_q8_multisteps_returns_zeros_then_one_adam_step_on_the_mean():
     multi = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4)
     state = multi.init(params)
     updates = []
+    states = []
     for g in grads:
         u, state = multi.update(g, state, params)
         updates.append(u["w"])
+        states.append(state)
     assert all(np.all(np.asarray(u) == 0) for u in updates[:3])
+    assert len(states) == 4 and all(  # the explanation: the state changes on every call
+        any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(s0), jax.tree.leaves(s1)))
+        for s0, s1 in zip([multi.init(params)] + states[:-1], states))
     adam = optax.adam(1e-3)
     mean = {"w": sum(g["w"] for g in grads) / 4}
     expected, _ = adam.update(mean, adam.init(params), params)
@@ -156,7 +180,7 @@ def test_q8_multisteps_returns_zeros_then_one_adam_step_on_the_mean():
 
 def test_q9_checkpoint_called_with_block_and_input_raises_type_error():
     w, x = jnp.ones((4, 4)), jnp.ones((3, 4))
-    with pytest.raises(TypeError, match="positional argument"):
+    with pytest.raises(TypeError, match="takes 1 positional argument"):
         jax.checkpoint(lambda b, x: b(x), lambda x: x @ w, x)
     assert jnp.allclose(jax.checkpoint(lambda w, x: x @ w)(w, x), x @ w)  # wrap first, then call
     assert options(9)[KEY[9]].startswith("TypeError")
@@ -171,3 +195,17 @@ def test_q10_save_only_these_names_with_a_primitive_name_saves_nothing(capsys):
     strip = lambda lines: [line.split(" from ")[0] for line in lines]  # noqa: E731
     assert strip(by_name) == strip(nothing) and len(dots) > len(nothing)
     assert "nothing_saveable" in options(10)[KEY[10]]
+
+
+def test_q11_remat_with_only_a_policy_raises_type_error_and_partial_works():
+    policy = jax.checkpoint_policies.dots_saveable
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'fun'"):
+        jax.remat(policy=policy)
+    w, x = jnp.ones((4, 4)), jnp.ones((3, 4))
+    decorated = functools.partial(jax.remat, policy=policy)(_block)  # the fix the explanation gives
+    called = jax.remat(_block, policy=policy)
+    assert jnp.allclose(jax.grad(decorated)(w, x), jax.grad(_block)(w, x))
+    assert jnp.allclose(jax.grad(called)(w, x), jax.grad(_block)(w, x))
+    checkpoints = jaxpr.find(jaxpr.trace(jax.grad(decorated), w, x), "checkpoint")
+    assert checkpoints and all(e.params["policy"] is policy for e in checkpoints)
+    assert options(11)[KEY[11]].startswith("TypeError as soon as the decorator line runs")

@@ -10,6 +10,7 @@ loses: question_7: is not right
 loses: question_8: is not right
 loses: question_9: is not right
 loses: question_10: is not right
+loses: question_11: is not right
 """
 
-ANSWERS = {q: "A" for q in range(1, 11)}
+ANSWERS = {1: "A", 2: "A", 3: "A", 4: "A", 5: "A", 6: "A", 7: "A", 8: "A", 9: "A", 10: "A", 11: "A"}

@@ -1,0 +1,63 @@
+"""Fast checks of the course tools' pieces (no grading): where a submission's modules are found,
+what a student's zip may hold, when a student counts as unchanged, and how notes are written."""
+
+import zipfile
+
+import pytest
+
+from graders import catalog
+from graders.batch import Student, _notes, fingerprint, unzip
+from graders.bundle import find_solutions, per_exercise_timeout
+
+EX1 = f"{catalog.module_name('ex1')}.py"
+QUIZ = "quiz.py"
+
+
+def test_modules_are_found_at_the_top_or_in_a_folder(tmp_path):
+    (tmp_path / "top").mkdir()
+    (tmp_path / "top" / EX1).write_text("")
+    assert find_solutions(tmp_path / "top") == tmp_path / "top"
+    nested = tmp_path / "zipped" / "hw" / "src"
+    nested.mkdir(parents=True)
+    (nested / EX1).write_text("")
+    (nested / QUIZ).write_text("")
+    (tmp_path / "zipped" / "hw" / QUIZ).write_text("")  # a stray copy holds fewer modules
+    (tmp_path / "zipped" / "__MACOSX").mkdir()
+    (tmp_path / "zipped" / "__MACOSX" / EX1).write_text("")
+    assert find_solutions(tmp_path / "zipped") == nested
+    (tmp_path / "empty").mkdir()
+    assert find_solutions(tmp_path / "empty") is None
+
+
+def test_a_zip_that_escapes_its_folder_is_refused(tmp_path):
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("../outside.py", "x = 1\n")
+    with pytest.raises(ValueError, match="outside its folder"):
+        unzip(archive, tmp_path / "into")
+    assert not (tmp_path / "outside.py").exists()
+
+
+def test_a_student_is_unchanged_only_with_the_same_bytes_and_limits(tmp_path):
+    (tmp_path / "ada").mkdir()
+    (tmp_path / "ada" / EX1).write_text("a = 1\n")
+    ada = Student("ada", tmp_path / "ada")
+    first = fingerprint(ada, 60)
+    assert fingerprint(ada, 60) == first and fingerprint(ada, 90) != first
+    (tmp_path / "ada" / EX1).write_text("a = 2\n")
+    assert fingerprint(ada, 60) != first
+
+
+def test_gradebook_notes_name_timeouts_missing_modules_and_errors():
+    results = {"extra_data": {"exercises": {
+        "ex1": {"status": "timed out", "reason": "stopped after the 60 s limit"},
+        "ex2": {"status": "error", "reason": "missing: there is no ex2_sqrt_checkpointing.py in x/"},
+        "ex3": {"status": "error", "reason": "could not import ex3_fsdp_shard_map.py: SyntaxError"},
+        "ex4": {"status": "passed", "reason": ""}}}}
+    assert _notes(results) == "ex1 timed out; ex2 missing module; ex3 error"
+
+
+def test_ten_minutes_leave_every_exercise_its_share_and_a_margin():
+    n = len(catalog.available())
+    assert 0 < per_exercise_timeout(10) * n <= 10 * 60 - 60
+    assert per_exercise_timeout(20) > 2 * per_exercise_timeout(10)
