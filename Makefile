@@ -26,6 +26,9 @@ STAMP := $(VENV)/.installed
 # A pyenv shim can exist on PATH and still refuse to run, so each one is executed, not just located.
 PY_CANDIDATES := python3.14 python3.13 python3.12 python3 $(sort $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3))
 
+# Targets that need the full package; the students' copy (make release) has no reference/ or tests/.
+FULL_PACKAGE = @if [ ! -d reference ] || [ ! -d tests ]; then echo "make $@ needs the full package (reference/ and tests/); this is the students' copy, which grades with make grade and make watch."; exit 2; fi
+
 GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache) $(if $(SEED),--seed $(SEED)) $(if $(VERBOSE),-v)
 
 .PHONY: grade reference test test-course bench clean venv watch release autograder
@@ -36,23 +39,29 @@ watch: $(STAMP)
 	@$(PY) -m graders watch $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache) $(if $(SEED),--seed $(SEED))
 
 reference:
+	$(FULL_PACKAGE)
 	@$(MAKE) --no-print-directory grade SOLUTIONS=reference
 
 test: $(STAMP)
+	$(FULL_PACKAGE)
 	$(PY) -m pytest -m "not course"
 
 test-course: $(STAMP)
+	$(FULL_PACKAGE)
 	$(PY) -m pytest -m course
 
 bench: $(STAMP)
+	$(FULL_PACKAGE)
 	$(PY) -m graders.bench
 
 venv: $(STAMP)
 
 release: $(STAMP)
+	$(FULL_PACKAGE)
 	$(PY) -m graders.bundle release --out dist/student
 
 autograder: $(STAMP)
+	$(FULL_PACKAGE)
 	$(PY) -m graders.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES))
 
 $(STAMP): pyproject.toml

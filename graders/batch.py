@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, sandbox
 from graders.bundle import find_solutions
 
 DEFAULT_TIMEOUT = 120.0  # seconds per exercise
@@ -99,6 +99,11 @@ def _failed_results(message: str) -> dict:
     return {"score": 0, "output": message, "tests": [], "extra_data": {"exercises": {}, "batch_error": message}}
 
 
+# Confined whenever this machine allows it (root on Linux): a student's code then sees neither the
+# class folder nor the other students, and leaves nothing running.
+SANDBOX = () if sandbox.available() else ("--sandbox",)
+
+
 def grade_student(student: Student, out: Path, timeout: float) -> dict:
     """Grade one student into out/<student>/; returns the results (never raises for their code)."""
     folder = out / student.name
@@ -130,7 +135,7 @@ def grade_student(student: Student, out: Path, timeout: float) -> dict:
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "graders", "--solutions", str(work), "--json", str(json_path),
-                 "--jobs", "1", "--timeout", f"{timeout:g}"],
+                 "--jobs", "1", "--timeout", f"{timeout:g}", *SANDBOX],
                 cwd=catalog.ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                 errors="replace", timeout=bound)
             report = proc.stdout.replace(str(work), student.name) + (proc.stderr if proc.returncode > 1 else "")
@@ -232,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         stamp.write_text(digest + "\n")
         note = _notes(results) or results.get("extra_data", {}).get("batch_error", "")
         progress.step(student.name, time.monotonic() - start,
-                      f"{results.get('score', 0)}/{results.get('max_score', '?')}" + (f" ({note})" if note else ""))
+                      f"{results.get('score', 0)}/{sum(t.get('max_score', 0) for t in results.get('tests', []))}" + (f" ({note})" if note else ""))
         return student.name, results
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

@@ -24,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 from graders import catalog
+from graders.grading import budget_limits
 
 ROOT = catalog.ROOT
 
@@ -91,10 +92,11 @@ def find_solutions(folder: Path) -> Path | None:
 
 # ---------------------------------------------------------------- the Gradescope autograder
 
-def per_exercise_timeout(minutes: float) -> int:
-    """Seconds per exercise so that a submission that loops in every exercise still gets its
-    results.json within Gradescope's limit: the runner grades them one after another."""
-    return int((minutes * 60 - MARGIN_SECONDS) // len(catalog.available()))
+def grading_budget(minutes: float) -> int:
+    """Seconds the runner may spend grading (`--budget`): it splits them among the exercises by
+    their typical cost and grades one at a time, so a submission that loops in every exercise
+    still gets its results.json within Gradescope's limit."""
+    return int(minutes * 60 - MARGIN_SECONDS)
 
 
 SETUP_SH = r"""#!/usr/bin/env bash
@@ -167,10 +169,10 @@ cat > "$RESULTS" <<'JSON'
 {"score": 0, "output": "The autograder could not run on this submission. Please tell your instructor.", "tests": []}
 JSON
 
-# The runner's arguments, in one place (the sandbox flag goes here when the runner has it).
-# @TIMEOUT@ s per exercise, one exercise at a time: a submission that loops in every exercise
-# still ends within @MINUTES@ minutes.
-RUNNER_ARGS=(--jobs 1 --timeout @TIMEOUT@)
+# The runner's arguments, in one place. @BUDGET@ s shared among the exercises by their typical
+# cost, one exercise at a time: a submission that loops in every exercise still ends within
+# @MINUTES@ minutes. --sandbox: the submission's code runs confined (see the README).
+RUNNER_ARGS=(--jobs 1 --budget @BUDGET@ --sandbox)
 
 cd "$SRC" || exit 0
 # The modules may sit at the top or inside a folder; with none, every exercise reads "missing".
@@ -199,8 +201,7 @@ def _add(zf: zipfile.ZipFile, path: Path, arcname: str, executable: bool = False
 def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINUTES) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    timeout = per_exercise_timeout(minutes)
-    run = RUN_AUTOGRADER.replace("@TIMEOUT@", str(timeout)).replace("@MINUTES@", f"{minutes:g}")
+    run = RUN_AUTOGRADER.replace("@BUDGET@", str(grading_budget(minutes))).replace("@MINUTES@", f"{minutes:g}")
     skip = set(JUNK)
     with zipfile.ZipFile(out, "w") as zf:
         _add(zf, SETUP_SH.encode(), "setup.sh", executable=True)
@@ -234,11 +235,14 @@ def main(argv: list[str] | None = None) -> int:
         out = build_release(Path(args.out))
         print(f"wrote {out}/ (stubs, graders without the quiz key, Makefile, pyproject.toml, README.md)")
     elif args.what == "autograder":
-        if args.minutes * 60 <= MARGIN_SECONDS + 10 * len(catalog.available()):
+        try:
+            limits = budget_limits(catalog.available(), grading_budget(args.minutes))
+        except ValueError:
             parser.error("--minutes is too small to grade every exercise")
         out = build_autograder(Path(args.out), minutes=args.minutes)
-        print(f"wrote {out} ({per_exercise_timeout(args.minutes)} s per exercise; upload it on Gradescope's "
-              "'Configure Autograder' page)")
+        shares = ", ".join(f"{i} {s:.0f} s" for i, s in limits.items())
+        print(f"wrote {out} ({grading_budget(args.minutes)} s of grading: {shares}); upload it on Gradescope's "
+              "'Configure Autograder' page")
     elif args.what == "locate":
         found = find_solutions(Path(args.folder))
         if found is not None:

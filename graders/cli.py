@@ -47,6 +47,9 @@ def grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=_positive(int), default=os.cpu_count() or 1, help="exercises graded at once (default: CPUs)")
     parser.add_argument("--timeout", type=_positive(float), default=grading.DEFAULT_TIMEOUT,
                         help=f"seconds per exercise (default: {grading.DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--budget", type=_positive(float), default=None, metavar="SECONDS",
+                        help="instead of --timeout: split this many seconds among the exercises by their typical "
+                             "cost (with --jobs 1, the whole run ends within it; the autograder uses it)")
     parser.add_argument("--no-cache", action="store_true", help="do not use the persistent compilation cache")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the configurations drawn at grading time (default: this installation's; the report prints it)")
@@ -75,6 +78,11 @@ def grade_command(argv: list[str]) -> int:
         if why_not:
             parser.error(why_not)  # refuses: grading unconfined would be a promise not kept
     options = options_from(args)
+    if args.budget is not None:
+        try:
+            options.limits = grading.budget_limits(ids, args.budget)
+        except ValueError as exc:
+            parser.error(str(exc))
     start = time.monotonic()
     live = Live(sys.stdout)
     live.line(report.header(solutions, options.seed))

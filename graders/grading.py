@@ -67,10 +67,27 @@ class Options:
     force_cpu: bool = False  # the notebook's check(): never the kernel's own accelerator
     python: str = sys.executable  # the interpreter the children run in
     sandbox: bool = False  # confine each child (graders/sandbox.py); root only
+    limits: dict[str, float] = field(default_factory=dict)  # per exercise, overriding `timeout`
+
+    def limit(self, ex_id: str) -> float:
+        return self.limits.get(ex_id, self.timeout)
 
     def env(self) -> dict[str, str]:
         return process.child_env(min(CHECK_TIMEOUT, self.timeout), self.cache, self.seed,
                                  force_cpu=self.force_cpu)
+
+
+MIN_LIMIT = 20.0  # seconds: no exercise's share of a budget is smaller (a process must start)
+
+
+def budget_limits(ids: list[str], budget: float) -> dict[str, float]:
+    """Split `budget` seconds among exercises graded one after another, by their typical cost:
+    a submission that loops in every exercise still finishes within the budget."""
+    spare = budget - MIN_LIMIT * len(ids)
+    if spare < 0:
+        raise ValueError(f"a budget of {budget:g} s leaves less than {MIN_LIMIT:g} s to each of {len(ids)} exercises")
+    total = sum(catalog.EXERCISES[i].cost for i in ids)
+    return {i: MIN_LIMIT + spare * catalog.EXERCISES[i].cost / total for i in ids}
 
 
 def installation_seed() -> int:
@@ -123,7 +140,7 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
         if options.sandbox and data:
             run = _judge_data(launcher, ex_id, solutions, options, events, data)
         else:
-            run = launcher.run(ex_id, solutions, options.timeout, events)
+            run = launcher.run(ex_id, solutions, options.limit(ex_id), events)
     finally:
         if own:
             launcher.close()
@@ -164,7 +181,7 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
         result.reason = problem
         return _finish(result, start, "not run: " + problem, status="error")
     if run.timed_out:
-        result.reason = f"stopped after the {options.timeout:g} s limit{at}. Hint: look for a loop that never ends."
+        result.reason = f"stopped after the {options.limit(ex_id):.0f} s limit{at}. Hint: look for a loop that never ends."
         return _finish(result, start, "not run: the time limit was reached", status="timed out")
     if not done:
         result.reason = f"the grading process ended unexpectedly ({_how_it_ended(run.returncode)}){at}."
@@ -178,11 +195,11 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
 
 def _judge_data(launcher, ex_id, solutions, options, events, names) -> process.ChildRun:
     """A confined child reads the module's values; a child that runs no learner code grades them."""
-    read = launcher.run(ex_id, solutions, options.timeout, events, extra={"extract": list(names)})
+    read = launcher.run(ex_id, solutions, options.limit(ex_id), events, extra={"extract": list(names)})
     values = [e["values"] for e in read.events if e.get("event") == "data" and isinstance(e.get("values"), dict)]
     if not values or read.timed_out:
         return read
-    judged = launcher.run(ex_id, solutions, options.timeout, events,
+    judged = launcher.run(ex_id, solutions, options.limit(ex_id), events,
                           extra={"data": {k: v for k, v in values[-1].items() if k in names}, "trusted": True})
     judged.output = read.output
     return judged

@@ -58,7 +58,7 @@ EXPLANATIONS = {
        "which you then call. Passed the block and its input as extra positional arguments it raises "
        "TypeError (checkpoint() takes 1 positional argument); wrap first, call second, and for an NNX "
        "module use nnx.remat (a bug in an NNX rematerialization tutorial).",
-    10: "save_only_these_names matches names attached with jax.ad_checkpoint.checkpoint_name, not "
+    10: "save_only_these_names matches names attached with checkpoint_name (from jax.ad_checkpoint import checkpoint_name), not "
         "primitive names. Nothing in the block carries the name 'dot_general', so no error is raised "
         "and nothing inside the block is saved: it behaves like nothing_saveable (a bug in an NNX "
         "rematerialization tutorial).",

@@ -7,7 +7,8 @@ import pytest
 
 from graders import catalog
 from graders.batch import Student, _notes, fingerprint, unzip
-from graders.bundle import find_solutions, per_exercise_timeout
+from graders.bundle import find_solutions, grading_budget
+from graders.grading import budget_limits
 
 EX1 = f"{catalog.module_name('ex1')}.py"
 QUIZ = "quiz.py"
@@ -58,6 +59,8 @@ def test_gradebook_notes_name_timeouts_missing_modules_and_errors():
 
 
 def test_ten_minutes_leave_every_exercise_its_share_and_a_margin():
-    n = len(catalog.available())
-    assert 0 < per_exercise_timeout(10) * n <= 10 * 60 - 60
-    assert per_exercise_timeout(20) > 2 * per_exercise_timeout(10)
+    limits = budget_limits(catalog.available(), grading_budget(10))
+    assert sum(limits.values()) <= 10 * 60 - 60 + 1e-6
+    assert min(limits.values()) >= 20 and max(limits, key=limits.get) == max(
+        catalog.available(), key=lambda i: catalog.EXERCISES[i].cost)
+    assert grading_budget(20) > 2 * grading_budget(10)

@@ -16,6 +16,9 @@ import pytest
 from grading import ROOT
 from graders import catalog
 
+# Slow (they build the release, an autograder venv, a class batch): `make test-course`, run by CI.
+pytestmark = pytest.mark.course
+
 TIMEOUT = 60  # per exercise: well above the reference's slowest exercise, so only the loop hits it
 
 

@@ -13,6 +13,9 @@ from grading import CORPUS, ROOT
 from graders import catalog
 from graders.bundle import STUDENT_README_DROPS, build_release, student_readme
 
+# Slow (they build the release, an autograder venv, a class batch): `make test-course`, run by CI.
+pytestmark = pytest.mark.course
+
 
 def grade_in(package: Path, solutions: Path, *ids: str) -> dict:
     out = solutions.parent / f"results-{solutions.name}.json"
