@@ -1,4 +1,4 @@
-"""Quiz: eleven questions on large-scale training in JAX.
+"""Quiz: thirteen questions on large-scale training in JAX.
 
 Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored), and keep
 ANSWERS a plain dict written out below: the grader reads it from this file's text.
@@ -77,6 +77,24 @@ Q11. The same tutorial decorates a block function with `@jax.remat(policy=policy
       B. it runs, but the policy is ignored and every value is saved
       C. it works only inside jax.jit
       D. TypeError as soon as the decorator line runs: jax.remat needs the function as its first argument
+
+Q12. fp16 training usually needs loss scaling; bf16 training usually does not. Why?
+      A. bf16 has more mantissa bits than fp16, so small gradients keep their precision
+      B. XLA accumulates bf16 matmuls in fp32, and the backward pass is mostly matmuls, so bf16
+         gradients never underflow
+      C. bf16 has fp32's 8 exponent bits, so its smallest normal number is as small as fp32's;
+         fp16 has 5, so small gradients underflow to 0
+      D. JAX casts every bf16 gradient to fp32 during the backward pass, where fp32's range protects it
+
+Q13. mesh = jax.make_mesh((2, 4), ("data", "model")) (Explicit axes, the default in JAX 0.12).
+    Under `with jax.set_mesh(mesh):`, x is placed P("data", None), w1 P(None, "model") and
+    w2 P("model", None). What does jax.jit(lambda x, w1, w2: jax.nn.relu(x @ w1) @ w2)(x, w1, w2) do?
+      A. the compiler inserts one all-reduce over "model" after the second matmul and returns the
+         result replicated on every device
+      B. it returns the partial sums of the second matmul unsummed: nothing asked for an all-reduce
+      C. it all-gathers w2 before the second matmul, so no all-reduce is needed, and returns y
+      D. it raises ShardingTypeError: the contracting dimension of the second matmul is sharded, so
+         the output sharding is ambiguous; it must be given with jnp.matmul(..., out_sharding=...)
 """
 
 ANSWERS: dict[int, str | None] = {
@@ -91,4 +109,6 @@ ANSWERS: dict[int, str | None] = {
     9: None,
     10: None,
     11: None,
+    12: None,
+    13: None,
 }

@@ -2,7 +2,7 @@
 
 The key is not in this file: it sits beside it in quiz_key.json, as salted hashes. Hashing only
 keeps a glance at graders/ from spoiling the quiz; with four letters per question anyone who tries
-recovers all eleven answers in at most 44 guesses (reference/quiz.py holds them in plain text
+recovers all thirteen answers in at most 52 guesses (reference/quiz.py holds them in plain text
 anyway). So the local key serves self-study. A course hides it: `make release` leaves
 quiz_key.json out of the students' copy, and only the autograder holds it.
 
@@ -23,7 +23,7 @@ import pytest
 
 from graders.learner import NotAttempted, fail
 
-QUESTIONS = range(1, 12)
+QUESTIONS = range(1, 14)
 KEY_FILE = Path(__file__).resolve().parent / "quiz_key.json"
 
 # What the learner reads after answering, right or wrong: the fact behind the answer, never its letter.
@@ -66,6 +66,20 @@ EXPLANATIONS = {
         "only policy=... raises TypeError (missing 1 required positional argument: 'fun') as soon as "
         "the decorator line runs. Decorate with functools.partial(jax.remat, policy=policy), or call "
         "jax.remat(f, policy=policy) (a bug in an NNX rematerialization tutorial).",
+    12: "Loss scaling is there to lift small gradients out of the underflow range, and the range of a "
+        "format is set by its exponent bits. bfloat16 keeps float32's 8, so its smallest normal number "
+        "is about 1.2e-38, the same as float32's; float16 has 5, so its smallest normal number is about "
+        "6.1e-5, and a gradient of 1e-8 is exactly 0 in float16 but kept in bfloat16. Precision is not "
+        "the reason (bfloat16 has 7 mantissa bits, float16 has 10), nor is accumulation: a matmul summed "
+        "in float32 still underflows when its result is stored as float16, and the cotangents of a "
+        "bfloat16 backward pass stay bfloat16 (section 6.7).",
+    13: "With Explicit mesh axes the sharding of each array is part of its type, and JAX works it out "
+        "while tracing. The second matmul contracts over the hidden dimension, which is split over "
+        "'model', so each device only holds a partial sum, and JAX will not guess where the summed "
+        "result should live: it raises ShardingTypeError (Contracting dimensions are sharded and it is "
+        "ambiguous how the output should be sharded). Writing jnp.matmul(h, w2, out_sharding=P('data', "
+        "None)) settles it, and the compiler then adds the partial sums with one all-reduce "
+        "(section 6.8).",
 }
 
 
@@ -195,3 +209,15 @@ def test_question_10(sol, explain):
 def test_question_11(sol, explain):
     """jax.remat(policy=...) used as a decorator."""
     grade_question(sol, explain, 11)
+
+
+@pytest.mark.points(1)
+def test_question_12(sol, explain):
+    """Why bf16 needs no loss scaling and fp16 does."""
+    grade_question(sol, explain, 12)
+
+
+@pytest.mark.points(1)
+def test_question_13(sol, explain):
+    """A matmul over a sharded contracting dim on Explicit axes."""
+    grade_question(sol, explain, 13)

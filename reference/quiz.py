@@ -14,4 +14,6 @@ ANSWERS: dict[int, str | None] = {
     9: "C",  # jax.checkpoint takes the function alone
     10: "D",  # save_only_these_names matches checkpoint_name tags, so nothing is saved
     11: "D",  # jax.remat(policy=...) without the function raises TypeError
+    12: "C",  # bf16 keeps fp32's exponent range, so small gradients do not underflow
+    13: "D",  # a sharded contracting dim leaves the output sharding ambiguous: ShardingTypeError
 }

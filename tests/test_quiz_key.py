@@ -209,3 +209,73 @@ def test_q11_remat_with_only_a_policy_raises_type_error_and_partial_works():
     checkpoints = jaxpr.find(jaxpr.trace(jax.grad(decorated), w, x), "checkpoint")
     assert checkpoints and all(e.params["policy"] is policy for e in checkpoints)
     assert options(11)[KEY[11]].startswith("TypeError as soon as the decorator line runs")
+
+
+def _exponent(x: float) -> str:
+    """1.2e-38 as the explanation writes it (no leading zero in the exponent)."""
+    return f"{x:.1e}".replace("e-0", "e-")
+
+
+def test_q12_bf16_keeps_fp32_exponent_range_and_fp16_underflows():
+    f32, f16, bf16 = jnp.finfo(jnp.float32), jnp.finfo(jnp.float16), jnp.finfo(jnp.bfloat16)
+    assert bf16.nexp == f32.nexp == 8 and f16.nexp == 5
+    assert float(bf16.tiny) == float(f32.tiny)
+    for figure in (float(bf16.tiny), float(f16.tiny)):  # the smallest normal numbers the explanation names
+        assert f"about {_exponent(figure)}" in EXPLANATIONS[12], _exponent(figure)
+    # Not precision: bf16 has fewer mantissa bits than fp16 (option "more mantissa bits" is false).
+    assert bf16.nmant < f16.nmant
+    assert f"bfloat16 has {bf16.nmant} mantissa bits, float16 has {f16.nmant}" in EXPLANATIONS[12]
+    assert float(jnp.array(1e-8, jnp.float16)) == 0.0
+    assert float(jnp.array(1e-8, jnp.bfloat16)) == pytest.approx(1e-8, rel=1e-2)
+
+    def grad(dtype, scale=1.0):
+        """d/dx of scale * sum(x * a * b) with a = b = 1e-4: a gradient of 1e-8 per element."""
+        a = b = jnp.full((5,), 1e-4, dtype)
+        return jax.grad(lambda x: jnp.sum(x * a * b) * jnp.asarray(scale, dtype))(jnp.ones((5,), dtype))
+
+    assert np.all(np.asarray(grad(jnp.float16), np.float32) == 0)  # fp16: the gradient is lost
+    # Loss scaling saves it (2**14: 2**16 would already overflow fp16's max of 65504); the tolerance
+    # allows a few fp16 roundings (eps ~1e-3) of the inputs and products.
+    scaled = np.asarray(grad(jnp.float16, 2.0 ** 14), np.float32) / 2.0 ** 14
+    np.testing.assert_allclose(scaled, 1e-8, rtol=5e-3)
+    kept = grad(jnp.bfloat16)  # bf16: kept without scaling, and the gradient itself stays bf16
+    assert kept.dtype == jnp.bfloat16
+    # bf16 keeps 8 significant bits (eps ~8e-3): a few roundings stay within 2e-2.
+    np.testing.assert_allclose(np.asarray(kept, np.float32), 1e-8, rtol=2e-2)
+    # Not accumulation: summed in fp32, the product is there, but stored as fp16 it is 0; bf16 keeps it.
+    a16, b16 = jnp.full((1, 2), 1e-4, jnp.float16), jnp.full((2, 1), 1e-4, jnp.float16)
+    wide = jnp.dot(a16, b16, preferred_element_type=jnp.float32)
+    assert float(wide[0, 0]) == pytest.approx(2e-8, rel=1e-2)
+    assert float(wide.astype(jnp.float16)[0, 0]) == 0.0 and float(jnp.dot(a16, b16)[0, 0]) == 0.0
+    assert float(jnp.dot(a16.astype(jnp.bfloat16), b16.astype(jnp.bfloat16))[0, 0]) == pytest.approx(2e-8, rel=2e-2)
+    assert options(12)[KEY[12]].startswith("bf16 has fp32's 8 exponent bits")
+
+
+def test_q13_sharded_contracting_dim_on_explicit_axes_raises_until_out_sharding_is_given():
+    mesh = jax.make_mesh((2, 4), ("data", "model"))  # as the question writes it
+    assert mesh.axis_types == (AxisType.Explicit, AxisType.Explicit)  # 0.12's default
+    rng = np.random.default_rng(0)
+    x_np, w1_np, w2_np = rng.normal(size=(6, 10)), rng.normal(size=(10, 12)), rng.normal(size=(12, 14))
+    expected = np.maximum(x_np @ w1_np, 0) @ w2_np
+    with jax.set_mesh(mesh):
+        x = jax.device_put(jnp.asarray(x_np, jnp.float32), P("data", None))
+        w1 = jax.device_put(jnp.asarray(w1_np, jnp.float32), P(None, "model"))
+        w2 = jax.device_put(jnp.asarray(w2_np, jnp.float32), P("model", None))
+        plain = jax.jit(lambda x, w1, w2: jax.nn.relu(x @ w1) @ w2)
+        with pytest.raises(Exception) as raised:  # ShardingTypeError is not exported by jax
+            plain.trace(x, w1, w2)  # raised while tracing: nothing is compiled or run
+        assert type(raised.value).__name__ == "ShardingTypeError"
+        words = "Contracting dimensions are sharded and it is ambiguous how the output should be sharded"
+        assert str(raised.value).startswith(words) and words in EXPLANATIONS[13]
+        with pytest.raises(Exception, match="ambiguous"):  # called, as the question does
+            plain(x, w1, w2)
+        for spec, collectives in ((P("data", None), {"all-reduce": 1}),  # the explanation's fix
+                                  (P(None, None), {"all-reduce": 1, "all-gather": 1})):  # replicated: one more
+            fixed = jax.jit(lambda x, w1, w2, s=spec: jnp.matmul(jax.nn.relu(x @ w1), w2, out_sharding=s))
+            y = fixed(x, w1, w2)
+            assert jax.typeof(y).sharding.spec == spec
+            np.testing.assert_allclose(np.asarray(y, np.float64), expected, rtol=1e-5, atol=1e-5)
+            counts = collective_counts(fixed.lower(x, w1, w2).compile().as_text())
+            assert {k: v for k, v in counts.items() if v} == collectives, (spec, counts)
+    assert "out_sharding=P('data', None)" in EXPLANATIONS[13]
+    assert options(13)[KEY[13]].startswith("it raises ShardingTypeError")

