@@ -44,7 +44,7 @@ _ALL = (
              "the chapter's section 6.8", cost=3.0),
     Exercise("ex8", "ex8_loss_scaling", "dynamic loss scaling in fp16",
              "the chapter's section 6.7", cost=3.0),
-    Exercise("quiz", "quiz", "quiz", "the chapter's quiz, and the tutorial's pitfalls",
+    Exercise("quiz", "quiz", "quiz", "the chapter's quiz, the tutorial's bugs, bf16's range and Explicit-axis matmuls",
              cost=0.5, needs_jax=False, data=("ANSWERS",)),
 )
 EXERCISES: dict[str, Exercise] = {e.id: e for e in _ALL}
