@@ -36,7 +36,7 @@ TRACE_CONFIG, TRACE_KS = (24, 3, 2), (1, 4, 8, 24)
 # part of what a layer saves, so a middle k beats both k=1 and k=L on every draw (checked for all
 # of them when the grader was written). Every axis a distinct size; compile time hardly depends
 # on the sizes, the margins do.
-MEMORY_LS, MEMORY_BS, MEMORY_DS = (32, 48, 64), (5, 6, 7), (2, 3, 4)
+MEMORY_LS, MEMORY_BS, MEMORY_DS = (32, 48, 64), (5, 7, 9), (2, 3, 4)
 
 # best_group_size: two configurations with the SAME L whose least-memory k differ, so no formula
 # in L alone (the divisor nearest sqrt(L), or sqrt(L/2), ...) finds both. What one layer saves
@@ -222,7 +222,8 @@ def graded_jaxprs(sol, seed) -> list[tuple[int, int | None, object]]:
     own_figures(seed)
     out = [(TRACE_CONFIG[0], k, traced(sol, k)) for k in (None, *TRACE_KS)]
     out += [(p.config[0], k, p.jaxpr) for k, p in learner_programs(sol, seed).items()]
-    return out
+    # middle k first: at k = 1 or L several mistakes look alike, a middle k tells them apart
+    return sorted(out, key=lambda item: item[1] in (1, item[0]))
 
 
 def size_text(n: float) -> str:
@@ -454,9 +455,8 @@ def test_gradient_memory_matches_the_grouped_checkpoint(sol, seed, note):
     head = (f"the gradient of grouped_loss, L={L} B={B} D={D}, needs a different temporary memory than the grouped "
             f"checkpoint the exercise asks for (measured by the grader, within {MEMORY_RTOL:.0%}): {got}; "
             f"no checkpoint: {size_text(asked[None])}.")
-    flat = [k for k in (1, mid, L) if abs(yours[k] - asked[None]) <= MEMORY_RTOL * asked[None]]
-    if len(flat) == 3:
-        fail(f"{head} Every k needs what no checkpoint needs: no checkpoint saves anything (none at all, or one "
+    if all(yours[k] >= (1 - MEMORY_RTOL) * asked[None] for k in (1, mid, L)):
+        fail(f"{head} No k saves memory against no checkpoint, as if there were no checkpoint at all (or one "
              "around the whole network whatever k is, or a policy that saves every value). "
              "Hint: one jax.checkpoint per group of k layers, with the default policy.")
     if all(abs(yours[k] - asked[1]) <= MEMORY_RTOL * asked[1] for k in (1, mid, L)):
@@ -497,10 +497,11 @@ def test_temp_memory_bytes_matches_measurement(sol, seed):
         if got <= forward or abs(got - forward) <= MEMORY_RTOL * max(forward, 1):
             fail(f"{head} That is about the forward pass's memory ({forward} bytes); checkpointing acts on what the "
                  "backward pass holds. Hint: compile jax.grad of grouped_loss with respect to params.")
-        if k is not None and abs(got - expected[(L, B, D, None)]) <= MEMORY_RTOL * expected[(L, B, D, None)]:
-            fail(f"{head} That is what the gradient needs without any checkpoint ({expected[(L, B, D, None)]} bytes): "
-                 "the program you measure does not checkpoint its groups. Hint: grouped_loss(k=k) needs one "
-                 "jax.checkpoint per group, and temp_memory_bytes measures jax.grad of it.")
+        if k is not None and got >= (1 - MEMORY_RTOL) * expected[(L, B, D, None)]:
+            fail(f"{head} That is as much as the gradient needs without any checkpoint ({expected[(L, B, D, None)]} "
+                 "bytes) or more: the program you measure does not checkpoint its groups (or its checkpoint saves "
+                 "every value). Hint: grouped_loss(k=k) needs one jax.checkpoint per group, and temp_memory_bytes "
+                 "measures jax.grad of it.")
         fail(f"{head} Hint: jax.jit(jax.grad(partial(grouped_loss, k=k))).lower(params, x).compile()"
              ".memory_analysis().temp_size_in_bytes.")
 
