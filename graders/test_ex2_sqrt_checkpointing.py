@@ -216,12 +216,14 @@ def traced(sol, k):
     return jaxpr.trace(partial(sol.grouped_loss, k=k), *as_f32(*make_inputs(12, *TRACE_CONFIG)))
 
 
-def graded_jaxprs(sol, seed) -> list[tuple[int, int | None, object]]:
-    """(L, k, jaxpr) for every k the grader grades: the trace configuration's and the memory
-    configuration's."""
+def graded_jaxprs(sol, seed, baseline=False) -> list[tuple[int, int | None, object]]:
+    """(L, k, jaxpr) for every k the grader grades (k=None only if baseline): the trace
+    configuration's and the memory configuration's."""
     own_figures(seed)
-    out = [(TRACE_CONFIG[0], k, traced(sol, k)) for k in (None, *TRACE_KS)]
-    out += [(p.config[0], k, p.jaxpr) for k, p in learner_programs(sol, seed).items()]
+    if baseline:
+        return [(TRACE_CONFIG[0], None, traced(sol, None)), (memory_config(seed)[0], None, learner_programs(sol, seed)[None].jaxpr)]
+    out = [(TRACE_CONFIG[0], k, traced(sol, k)) for k in TRACE_KS]
+    out += [(p.config[0], k, p.jaxpr) for k, p in learner_programs(sol, seed).items() if k is not None]
     # middle k first: at k = 1 or L several mistakes look alike, a middle k tells them apart
     return sorted(out, key=lambda item: item[1] in (1, item[0]))
 
@@ -338,9 +340,7 @@ def test_gradient_matches_float64_gradient(sol, seed):
 @pytest.mark.points(1)
 def test_no_checkpoint_when_k_is_none(sol, seed):
     """With k=None the jaxpr holds no checkpoint (remat2) and the L layers run in a lax.scan."""
-    for L, k, program in graded_jaxprs(sol, seed):
-        if k is not None:
-            continue
+    for L, k, program in graded_jaxprs(sol, seed, baseline=True):
         checkpoints, total, _, copies = layout(program)
         if checkpoints:
             fail(f"grouped_loss(k=None) holds {len(checkpoints)} jax.checkpoint (remat2) in its jaxpr; expected none: "
@@ -358,8 +358,6 @@ def test_no_checkpoint_when_k_is_none(sol, seed):
 def test_one_checkpoint_per_group_inside_a_scan(sol, seed):
     """For every k graded (1 and L too), one checkpoint around k layers, run L/k times by a scan."""
     for L, k, program in graded_jaxprs(sol, seed):
-        if k is None:
-            continue
         groups = L // k
         checkpoints, total, outside, _ = layout(program)
         head = f"grouped_loss(k={k}) with L={L}: expected one jax.checkpoint around {k} layer(s), run {groups} time(s) by a scan of length {groups}"
@@ -398,8 +396,6 @@ def test_one_checkpoint_per_group_inside_a_scan(sol, seed):
 def test_group_body_is_a_scan_over_its_k_layers(sol, seed):
     """Inside each checkpoint the group's k layers run in a lax.scan of length k, not a Python loop."""
     for L, k, program in graded_jaxprs(sol, seed):
-        if k is None:
-            continue
         checkpoints, *_ = layout(program)
         if not checkpoints:
             fail(f"grouped_loss(k={k}) with L={L} holds no jax.checkpoint, so there is no group body to read. "
