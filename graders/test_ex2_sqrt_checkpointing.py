@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.extend.core import jaxpr_as_fun
 
 from graders import jaxpr, memory
 from graders.learner import fail
@@ -179,16 +180,24 @@ def residual_bytes(fn, L, B, D) -> int:
 # ---- the learner's programs: traced and compiled once per grading ----
 
 class Program:
-    """The learner's grouped_loss at one (L, B, D, k): its forward jaxpr, and jit(value_and_grad)
-    compiled once, from which the loss, the gradient and the memory are all read."""
+    """The learner's grouped_loss at one (L, B, D, k): its jaxpr, and jit(value_and_grad) of that
+    very jaxpr compiled once, from which the loss, the gradient and the memory are all read.
+
+    The learner's code is traced once (it sees the same kind of tracer as under jax.jit(jax.grad)),
+    and the program measured is built from the jaxpr whose structure is read, so the two cannot
+    differ (measured: same temp_size_in_bytes and loss as value_and_grad of the function itself)."""
 
     def __init__(self, sol, config, k, seed):
         self.config, self.k = config, k
         self.w, self.x = make_inputs(seed, *config)
         self.params, self.xf = as_f32(self.w, self.x)
-        fn = partial(sol.grouped_loss, k=k)
-        self.jaxpr = jaxpr.trace(fn, self.params, self.xf)
-        self.compiled = memory.compile_fn(jax.value_and_grad(fn), self.params, self.xf)
+        closed = jax.make_jaxpr(partial(sol.grouped_loss, k=k))(self.params, self.xf)
+        if len(closed.out_avals) != 1:
+            fail(f"grouped_loss(k={k}) returns {len(closed.out_avals)} values; expected one float32 scalar, "
+                 "jnp.mean(x_out ** 2).")
+        self.jaxpr, run = closed.jaxpr, jaxpr_as_fun(closed)
+        loss = lambda p, x: run(*jax.tree.leaves((p, x)))[0]  # noqa: E731
+        self.compiled = memory.compile_fn(jax.value_and_grad(loss), self.params, self.xf)
         self.temp = int(self.compiled.memory_analysis().temp_size_in_bytes)
 
     @functools.cached_property
@@ -298,7 +307,7 @@ def saves_nothing(policy) -> bool:
 # figure measured on the learner's own program.
 POLICY_SAVES = {
     "dots_saveable": "it saves the result of every x @ W in the group, so the backward pass keeps one "
-                     "(B, D) array per layer, as without checkpointing",
+                     "more (B, D) array per layer, and with k=1 as much memory as no checkpoint at all",
     "dots_with_no_batch_dims_saveable": "it saves the result of every x @ W in the group (a matmul without "
                                         "batch dimensions), one (B, D) array per layer",
     "everything_saveable": "it saves every intermediate value, so nothing is recomputed and the checkpoint "
