@@ -4,7 +4,7 @@ The network is a stack of L residual layers; layer l does  x <- x + tanh(x @ W[l
 The loss is jnp.mean(x_out ** 2), the mean over every entry of the last layer's output.
 
 Shapes (float32):  params = {"w": (L, D, D)}   x (B, D).  Read L from params["w"].shape[0];
-the grader uses several L (64 among them), B and D.
+the grader uses several L, B and D, some drawn at grading time (the report prints the seed).
 
 Checkpointing trades compute for memory. Cut the L layers into L/k groups of k consecutive
 layers and wrap each group in one jax.checkpoint: the backward pass then keeps only the L/k
@@ -13,15 +13,18 @@ Memory ~ (L/k) * a_in + k * a_layer, smallest near k = sqrt(L * a_in / a_layer).
 k = 1 keeps every layer's input; k = L (one checkpoint around everything) saves nothing.
 
 What is checked (`make grade EX=ex2`):
-  * the loss equals a float64 forward pass (k=None and a k), on shapes the grader picks;
-  * for k = 1, sqrt(L) and L the gradient equals the gradient without checkpointing;
-  * the traced program (jax.make_jaxpr): no checkpoint for k=None, the layers in a lax.scan;
-    for a k, exactly one jax.checkpoint (`remat2` in the jaxpr) around k layers, inside a
-    lax.scan of length L/k -- not one around everything, not one per layer, none nested;
-  * memory, measured by the grader on your grouped_loss for L=64: k=8 needs less temporary
-    memory than k=1 and than k=64, and k=64 needs as much as no checkpoint at all;
-  * temp_memory_bytes agrees with the grader's own measurement;
-  * best_group_size finds the least-memory k on two configurations whose answers differ.
+  * the loss and its gradient equal a float64 NumPy computation, for k = None, 1, a k near
+    sqrt(L), and L;
+  * the traced program (jax.make_jaxpr), for every k graded (1 and L included): no checkpoint for
+    k=None; exactly one jax.checkpoint (`remat2` in the jaxpr) around k layers, inside a
+    lax.scan of length L/k -- not one around everything, not one per layer, none nested, no
+    layer outside it; inside it, a lax.scan over the group's k layers (not a Python loop);
+  * every jax.checkpoint keeps the default policy, which saves nothing (no policy= argument);
+  * memory: the temporary memory of your gradient equals the grader's own measurement of the
+    grouped checkpoint this exercise asks for, at k = 1, near sqrt(L), and L;
+  * temp_memory_bytes agrees with the grader's own measurement of that program;
+  * best_group_size finds the least-memory k of the grader's own measurements, on two
+    configurations with the same L whose answers differ (so no formula in L finds both).
 The report shows your measured curve (k against memory) as a bar chart.
 """
 
@@ -43,8 +46,9 @@ def grouped_loss(params, x, k=None):
 
     k=None: lax.scan over params["w"], one layer per step; no jax.checkpoint anywhere.
     k given: reshape the weights to (L // k, k, D, D); lax.scan over the L // k groups; the scan
-    body calls a function, decorated with jax.checkpoint, that runs the group's k layers with
-    their own lax.scan (no further checkpoint inside it). The value is the same for every k.
+    body calls a function, decorated with jax.checkpoint (default policy: no policy= argument),
+    that runs the group's k layers with their own lax.scan (no further checkpoint inside it).
+    The same holds for k = 1 and k = L. The value is the same for every k.
     """
     raise NotImplementedError
 

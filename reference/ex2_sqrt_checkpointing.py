@@ -8,7 +8,7 @@ from jax import lax
 
 
 def layer(x, w):
-    # Saved for the backward pass of one layer: x @ w and tanh(...), each the size of x.
+    # Without a checkpoint, the backward pass keeps x and 1 - tanh(x @ w)**2 of every layer, each the size of x.
     return x + jnp.tanh(x @ w), None
 
 

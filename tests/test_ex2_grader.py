@@ -1,22 +1,83 @@
 """Exercise 2's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
-what else they lose, and what they keep."""
+what else they lose, what they keep, and the grading policy."""
+
+from graders import catalog
+from graders.spec import read_checks
 
 EX = "ex2"
+VALUE_CHECKS = {"loss_matches_float64_forward", "gradient_matches_float64_gradient"}
+
+
+def declared_points() -> dict[str, int]:
+    return {c.name: c.points for c in read_checks(catalog.grader_file(EX))}
+
+
+def score(run) -> int:
+    points = declared_points()
+    return sum(points.values()) - sum(points[name] for name in run.lost(EX))
+
+
+def test_right_numbers_without_a_checkpoint_score_at_most_half(corpus):
+    # Loss, gradient, temp_memory_bytes and best_group_size all right, grouped_loss without any
+    # checkpoint: the technique checks must hold back at least half of the points.
+    run = corpus(EX)["no_checkpoint_numbers_right"]
+    lost = run.lost(EX)
+    assert not {"loss_matches_float64_forward", "gradient_matches_float64_gradient",
+                "temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"} & set(lost), sorted(lost)
+    total = sum(declared_points().values())
+    assert score(run) <= total / 2, (score(run), total)
+    assert run.exercise(EX)["score"] == score(run)
+
+
+def test_flat_curve_loses_the_measurements(corpus):
+    # No checkpoint, and temp_memory_bytes / best_group_size measure the learner's own flat curve:
+    # both are compared with the grader's own grouped checkpoint, so both lose.
+    lost = corpus(EX)["no_checkpoint"].lost(EX)
+    assert {"temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"} <= set(lost)
+
+
+def test_saving_policies_lose_the_memory_check_too(corpus):
+    for case in ("dots_saveable_policy", "everything_saveable_policy"):
+        lost = corpus(EX)[case].lost(EX)
+        assert "gradient_memory_matches_the_grouped_checkpoint" in lost, (case, sorted(lost))
+        # the structure is right: only the policy and what it costs are wrong
+        assert "one_checkpoint_per_group_inside_a_scan" not in lost, (case, sorted(lost))
 
 
 def test_memory_checks_see_the_whole_network_and_every_layer_mistakes(corpus):
-    # The measured curve itself gives these two away, whatever the jaxpr looks like.
+    # The measured memory gives these two away, whatever the jaxpr looks like.
     whole = corpus(EX)["whole_network_whatever_k"].lost(EX)
-    assert "one checkpoint around the whole network" in whole["sqrt_group_uses_less_memory_than_k1_and_kL"]
+    assert "whole network whatever k" in whole["gradient_memory_matches_the_grouped_checkpoint"]
     every = corpus(EX)["every_layer_whatever_k"].lost(EX)
-    assert "a checkpoint on every layer whatever k" in every["sqrt_group_uses_less_memory_than_k1_and_kL"]
-    assert "a checkpoint on every layer whatever k" in every["whole_network_checkpoint_saves_nothing"]
-    assert "as if there were no checkpoint at all" in corpus(EX)["no_checkpoint"].lost(EX)["sqrt_group_uses_less_memory_than_k1_and_kL"]
+    assert "a checkpoint on every layer whatever k" in every["gradient_memory_matches_the_grouped_checkpoint"]
 
 
 def test_value_checks_pass_for_structural_mistakes(corpus):
     # Checkpointing changes memory, never values: these keep the numeric points.
     for case in ("whole_network_whatever_k", "every_layer_whatever_k", "no_checkpoint", "groups_swapped",
-                 "python_loop_over_groups", "peak_memory", "isqrt_group_size"):
+                 "python_loop_over_groups", "python_loop_inside_group", "dots_saveable_policy",
+                 "everything_saveable_policy", "no_checkpoint_when_k_is_L", "peak_memory", "isqrt_group_size"):
         lost = corpus(EX)[case].lost(EX)
-        assert not {"loss_matches_float64_forward", "gradient_matches_no_checkpoint_gradient"} & set(lost), (case, sorted(lost))
+        assert not VALUE_CHECKS & set(lost), (case, sorted(lost))
+
+
+def test_closed_forms_in_L_cannot_find_both_optima():
+    # The two best_group_size configurations share L, and the grader's own measurements give them
+    # different optima, for every B and D that can be drawn: so no function of L alone (the divisor
+    # nearest sqrt(L), sqrt(L/2), ...) passes, and every runner-up is further off than a tie.
+    import itertools
+
+    from graders import test_ex2_sqrt_checkpointing as g
+
+    L = g.PAIR_L
+    optima = []
+    for bs, ds in (g.ACTIVATION_HEAVY, g.WEIGHT_HEAVY):
+        kind = set()
+        for B, D in itertools.product(bs, ds):
+            curve = {k: g.own_temp(L, B, D, k) for k in g.divisors(L)}
+            first, second = sorted(curve, key=curve.get)[:2]
+            assert curve[second] > curve[first] * (1 + 5 * g.TIE_RTOL), (B, D, curve)
+            kind.add(first)
+        assert len(kind) == 1, kind  # one optimum per kind, whatever is drawn
+        optima.append(kind.pop())
+    assert optima[0] != optima[1], optima

@@ -1,7 +1,7 @@
 """A checkpoint on every layer, whatever k is.
 
 loses: one_checkpoint_per_group_inside_a_scan: a checkpoint on every layer whatever k
-loses: whole_network_checkpoint_saves_nothing: a checkpoint on every layer whatever k is
+loses: gradient_memory_matches_the_grouped_checkpoint: a checkpoint on every layer whatever k is
 """
 from functools import partial
 

@@ -1,6 +1,6 @@
 """temp_memory_bytes measures the forward loss, not its gradient.
 
-loses: temp_memory_bytes_matches_measurement: That is the forward pass's memory
+loses: temp_memory_bytes_matches_measurement: the forward pass's memory
 """
 
 from functools import partial

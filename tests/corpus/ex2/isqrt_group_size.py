@@ -1,6 +1,6 @@
 """best_group_size hard-codes the textbook answer isqrt(L).
 
-loses: best_group_size_is_the_measured_minimum: That is isqrt(L)
+loses: best_group_size_is_the_measured_minimum: That is a formula in L
 """
 
 import math

@@ -1,7 +1,7 @@
 """Each layer forgets the residual connection: x <- tanh(x @ W[l]).
 
 loses: loss_matches_float64_forward: without the residual connection
-loses: gradient_matches_no_checkpoint_gradient: the groups must apply all L layers
+loses: gradient_matches_float64_gradient: the groups must apply all L layers
 """
 
 from functools import partial
@@ -12,7 +12,6 @@ from jax import lax
 
 
 def layer(x, w):
-    # Saved for the backward pass of one layer: x @ w and tanh(...), each the size of x.
     return jnp.tanh(x @ w), None
 
 

@@ -1,7 +1,7 @@
 """One jax.checkpoint around the whole network, whatever k is.
 
 loses: one_checkpoint_per_group_inside_a_scan: one checkpoint around the whole network whatever k
-loses: sqrt_group_uses_less_memory_than_k1_and_kL: one checkpoint around the whole network whatever k is
+loses: gradient_memory_matches_the_grouped_checkpoint: one around the whole network whatever k is
 """
 from functools import partial
 
