@@ -6,6 +6,8 @@ checks read the learner's traced program instead: nn.checkpoint binds the primit
 The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
 """
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +17,7 @@ from flax.errors import TransformTargetError
 
 from graders import jaxpr
 from graders.learner import describe, fail, learner_frame
-from graders.numeric import as_array, assert_close, rng
+from graders.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.plugin import STATE
 
 # (seed, D, F): every D and F distinct, D = 1 included; tiny, since only the wiring is tested.
@@ -107,20 +109,14 @@ def check_output(sol, seed, d, f, seed_arg, features_arg):
     assert_close(got, expected, what, NAME_HINT, mistakes=mistakes)
 
 
-def trace_learner(sol, seed=6, d=3, f=5):
-    """The jaxpr of the learner's function of x (seed and features fixed)."""
-    x = make_x(seed, d)
-    return jaxpr.trace(lambda x: call(sol, seed, x, f), x)
-
-
-@pytest.mark.points(3)
+@pytest.mark.points(2)
 def test_output_matches_unwrapped_mlp(sol):
     """The output equals the grader's unwrapped MLP with PRNGKey(seed), for three seeds, D and F."""
     for seed, d, f in INT_CASES:
         check_output(sol, seed, d, f, seed, f)
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_accepts_float_seed_and_features(sol):
     """Still right when seed or features arrives as a Python float (9.0, 3.0)."""
     for seed, d, f, seed_arg, features_arg in ((9, 3, 8, 9.0, 8), (14, 5, 3, 14, 3.0)):
@@ -135,7 +131,7 @@ def test_accepts_float_seed_and_features(sol):
                  "Hint: convert before use: jax.random.PRNGKey(int(seed)) and features=int(features).")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_parameter_tree_is_dense_0_dense_1(sol):
     """The applied parameters are Dense_0 (kernel (D, F), bias (F,)) and Dense_1 (kernel (F, F), bias (F,))."""
     seed, d, f = 8, 4, 3
@@ -199,30 +195,276 @@ def test_x_is_unchanged(sol):
              "Hint: leave x as it is; compute new arrays instead of writing into it.")
 
 
-@pytest.mark.points(3)
+# ----- what the checkpoint does -------------------------------------------------------------
+# Checkpointing changes no number, so the technique checks put probes into the learner's model
+# while it is applied (flax.linen.intercept_methods; init is left alone). A probe is an identity
+# with its own custom VJP that shows in a jaxpr as custom_vjp_call with its own name, so the
+# jaxpr says which Dense layers run inside which remat2, and whether they are still there once
+# dead code is removed. Then the probes of the checkpointed layers shift those layers' outputs
+# and scale their cotangents, and the returned output and its gradient must move exactly as the
+# grader's own MLP says: a checkpointed model whose result is thrown away, multiplied by zero,
+# masked out or cut off from the gradient cannot do that.
+
+# One small program; D != F tells the two layers apart by their input (only wiring is read here).
+PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
+PREFIX = "ex5_grader_probe_"
+FIRST, SECOND = "the first Dense layer", "the second Dense layer"
+# A probe scales its layer's cotangent by this; distinct primes, so the gradient says which
+# layers' cotangents went through a probe.
+CT_SCALE = {FIRST: 3.0, SECOND: 5.0}
+LIFTED_HINT = ("Hint: model = nn.checkpoint(MLP)(features=int(features)), then model.init and "
+               "model.apply as usual, and return that model's output.")
+
+
+def probe(name: str, shift=None, scale: float = 1.0):
+    """h -> h (+ shift), whose backward multiplies the cotangent by `scale`."""
+    def identity(h):
+        return h if shift is None else h + shift
+    identity.__name__ = identity.__qualname__ = name  # the name the jaxpr shows
+    fn = jax.custom_vjp(identity)
+    fn.defvjp(lambda h: (identity(h), None), lambda _, ct: (ct * scale,))
+    return fn
+
+
+class Probes:
+    """Interceptor for the applied model: each Dense layer's output goes through probe
+    `dense_<k>`; those whose k is in `perturb` shift it by shifts[role] and scale its cotangent.
+    It also reads how many of Linen's lifted checkpoints each layer runs in: Flax writes each
+    lifted transform into the layer scope's debug_path ('remat()' for nn.checkpoint)."""
+
+    def __init__(self, perturb=frozenset(), shifts=None):
+        self.perturb, self.shifts = perturb, shifts
+        self.layers = []  # k -> (role, number of Linen checkpoints it runs in)
+
+    def __call__(self, next_fun, args, kwargs, context):
+        module = context.module
+        out = next_fun(*args, **kwargs)
+        if (module.is_initializing() or not isinstance(module, nn.Dense)
+                or context.method_name != "__call__" or not args):
+            return out
+        k = len(self.layers)
+        role = FIRST if np.shape(args[0])[-1:] == (PROBE_D,) else SECOND
+        self.layers.append((role, sum(step.count("remat(") for step in module.scope.debug_path)))
+        if k in self.perturb:  # only the output layer is shifted (see run_probed)
+            return probe(f"{PREFIX}dense_{k}", self.shifts[role], CT_SCALE[role])(out)
+        return probe(f"{PREFIX}dense_{k}")(out)
+
+
+class Layer(NamedTuple):
+    k: int
+    role: str  # FIRST or SECOND
+    live: bool  # still there once dead code is removed
+    remats: tuple  # the remat2 equations it runs in, outermost first
+    recomputing: tuple  # those of them whose policy leaves something to recompute
+    lifted: tuple  # those recomputing ones that are Linen's nn.checkpoint
+
+
+class Program(NamedTuple):
+    layers: list
+    remats: int  # remat2 equations in the traced program, dead code included
+    saves: dict  # id(remat2) -> what its policy saves
+
+
+def read_program(sol) -> Program:
+    """Where the applied Dense layers run: in which remat2, live or dead, which of those are
+    Linen's, and what each remat2's policy saves."""
+    x = make_x(PROBE_SEED, PROBE_D)
+    probes = Probes()
+    with nn.intercept_methods(probes):
+        program = jax.make_jaxpr(lambda x: call(sol, PROBE_SEED, x, PROBE_F))(x).jaxpr
+    live = {jaxpr.custom_vjp_name(e) for e in jaxpr.walk(jaxpr.live(program))}
+    around = {jaxpr.custom_vjp_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
+              for e, outer in jaxpr.walk_nested(program)
+              if str(jaxpr.custom_vjp_name(e)).startswith(PREFIX)}
+    saves, recomputes = {}, {}
+    for eqn in {id(r): r for rs in around.values() for r in rs}.values():
+        saves[id(eqn)] = jaxpr.checkpoint_saves(eqn)
+        # A policy that saves all that everything_saveable saves leaves nothing to recompute.
+        everything = jaxpr.checkpoint_saves(eqn, jax.checkpoint_policies.everything_saveable)
+        recomputes[id(eqn)] = bool(set(everything) - set(saves[id(eqn)]))
+    layers = []
+    for k, (role, linen) in enumerate(probes.layers):
+        remats = around.get(f"{PREFIX}dense_{k}", ())
+        # Linen's checkpoints are the innermost ones: Flax allows no raw JAX transform around
+        # submodule calls inside a module, so jax.checkpoint can only enclose a whole model call.
+        lifted = {id(r) for r in remats[len(remats) - linen:]} if linen else set()
+        recomputing = tuple(r for r in remats if recomputes[id(r)])
+        layers.append(Layer(k, role, f"{PREFIX}dense_{k}" in live, remats, recomputing,
+                            tuple(r for r in recomputing if id(r) in lifted)))
+    return Program(layers, jaxpr.count(program, "checkpoint"), saves)
+
+
+class Probed(NamedTuple):
+    value: np.ndarray  # the output, probes shifting and scaling
+    grad: np.ndarray  # d<w, output>/dx, probes shifting and scaling
+    want_value: np.ndarray  # what they must be, from the same program without the probes at work
+    want_grad: np.ndarray
+    roles: tuple  # the layers probed
+
+
+def run_probed(sol, layers) -> Probed:
+    """The learner's output and its gradient with respect to x, first as they are, then with the
+    given layers' probes at work. What the probes do is known without the weights: a shift u of
+    the second layer's output (the model's output) shifts the output by u, and since the
+    gradient with respect to x crosses each layer's output once, scaling a layer's cotangent by
+    s scales that gradient by s."""
+    r = rng(PROBE_SEED + 1)
+    shift = r.normal(size=(PROBE_F,)).astype(np.float32)
+    w = r.normal(size=(PROBE_F,)).astype(np.float32)
+    x = make_x(PROBE_SEED, PROBE_D)
+    roles = tuple(sorted({layer.role for layer in layers}))
+
+    def weighted(x):
+        out = jnp.reshape(call(sol, PROBE_SEED, x, PROBE_F), (-1,))
+        if out.shape != (PROBE_F,):
+            fail(f"expected an output of shape ({PROBE_F},), got {out.shape}. "
+                 "Hint: return the model's output as a vector of length features.")
+        return jnp.vdot(w, out), out
+
+    runs = []
+    for perturb in (frozenset(), frozenset(layer.k for layer in layers)):
+        with nn.intercept_methods(Probes(perturb, {FIRST: None, SECOND: shift})):
+            (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
+        runs.append((np.asarray(out, np.float64), np.asarray(grad, np.float64)))
+    (value0, grad0), (value, grad) = runs
+    return Probed(value, grad, value0 + shift if SECOND in roles else value0,
+                  np.prod([CT_SCALE[role] for role in roles]) * grad0, roles)
+
+
+def no_checkpoint_message(program: Program, lifted: bool) -> str:
+    """Why no applied Dense layer is found inside a checkpoint that does work."""
+    layers = program.layers
+    if not layers:
+        return ("no nn.Dense layer was applied while your function ran. Hint: build the MLP from "
+                "nn.Dense layers and call model.apply(variables, x).")
+    live = [layer for layer in layers if layer.live]
+    if not any(layer.remats for layer in layers):
+        if program.remats:
+            return (f"your program holds {program.remats} remat2 equation(s), but no applied Dense "
+                    "layer runs inside one: only model.init (or something else) is checkpointed, "
+                    f"and the model you apply is not. {LIFTED_HINT}")
+        return ("the traced function holds no remat2 (the primitive nn.checkpoint binds): your model "
+                f"is not checkpointed, even if its numbers are right. {LIFTED_HINT}")
+    if not any(layer.remats for layer in live):
+        return ("the checkpointed model's output is thrown away: once dead code is removed, no "
+                "remat2 is left, and the output you return comes from a model that is not "
+                f"checkpointed. {LIFTED_HINT}")
+    if not any(layer.recomputing for layer in live):
+        remats = [r for layer in live for r in layer.remats]
+        if not any(program.saves[id(r)] for r in remats):
+            inside = sorted({layer.role for layer in live if layer.remats})
+            return (f"your checkpoint holds only {' and '.join(inside)}, and a lone Dense layer's "
+                    "backward pass needs only its input and kernel, which are kept anyway: the "
+                    "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
+                    "class, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
+        policies = sorted({show_policy(r) for r in remats})
+        return (f"your checkpoint's policy ({', '.join(policies)}) saves every intermediate value "
+                "for the backward pass, so nothing is recomputed: it does what no checkpoint does. "
+                "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
+    if lifted and not any(layer.lifted for layer in live):
+        return ("the checkpoint wraps a function around the whole model call (e.g. "
+                "jax.checkpoint(model.apply)), not the module: Linen's nn.checkpoint(MLP) makes a "
+                "module class whose own call is checkpointed, so init and apply and every use of "
+                f"the class are, and it composes with other Linen transforms. {LIFTED_HINT}")
+    return ""
+
+
+def show_policy(remat) -> str:
+    policy = remat.params["policy"]
+    return "policy=None" if policy is None else getattr(policy, "__name__", repr(policy))
+
+
+def working_layers(sol, lifted: bool):
+    """The live applied Dense layers inside a checkpoint that recomputes (Linen's own, if
+    `lifted`), with the run whose probes shift and scale them: or a failed check."""
+    program = read_program(sol)
+    chosen = [layer for layer in program.layers
+              if layer.live and (layer.lifted if lifted else layer.recomputing)]
+    if not chosen:
+        fail(no_checkpoint_message(program, lifted))
+    return program, chosen, run_probed(sol, chosen)
+
+
+def value_message(run: Probed, output_layer_inside: bool = True) -> str:
+    """Why the returned output is not the checkpointed model's ('' if it is). Only a checkpoint
+    that holds the output layer can be asked to make the output."""
+    if SECOND not in run.roles and not output_layer_inside:
+        return ""
+    if SECOND not in run.roles:
+        return (f"only {' and '.join(run.roles)} runs inside the checkpoint; the layer that makes "
+                f"the output, the second Dense layer, runs outside it. {LIFTED_HINT}")
+    if is_close(run.value, run.want_value):
+        return ""
+    return ("shifting the second Dense layer's output inside the checkpoint should shift your "
+            f"returned output by the same, to {fmt(run.want_value)}, but it came back as "
+            f"{fmt(run.value)}: the output you return is not the checkpointed model's (it is "
+            "computed beside it, or the checkpointed result is multiplied by zero, masked out or "
+            f"averaged with another). {LIFTED_HINT}")
+
+
+def gradient_message(run: Probed) -> str:
+    """Why the gradient does not all cross the checkpointed layers ('' if it does)."""
+    if is_close(run.grad, run.want_grad) and not np.allclose(run.want_grad, 0.0):
+        return ""
+    return (f"the gradient of your output with respect to x should flow, all of it, through the "
+            f"checkpointed layers ({' and '.join(run.roles)}): scaling their cotangents inside the "
+            f"checkpoint should turn it into {fmt(run.want_grad)}, but it came back as "
+            f"{fmt(run.grad)}. The backward pass is where a checkpoint recomputes; a stop_gradient "
+            "on its result, or a second model beside it that carries the gradient, leaves the "
+            f"checkpoint unused. {LIFTED_HINT}")
+
+
+@pytest.mark.points(1)
 def test_forward_holds_remat2(sol):
-    """The traced function holds a checkpoint (remat2); an unwrapped model has none."""
-    found = jaxpr.find(trace_learner(sol), "checkpoint")
-    if not found:
-        fail("the traced function holds no remat2 (the primitive nn.checkpoint binds): your model "
-             "is not checkpointed, even if its numbers are right. Hint: CheckpointMLP = "
-             "nn.checkpoint(MLP); model = CheckpointMLP(features=int(features)).")
+    """Dead code removed, a remat2 that recomputes holds Dense layers that your output and its gradient go through."""
+    _, _, run = working_layers(sol, lifted=False)
+    message = value_message(run, output_layer_inside=False) or gradient_message(run)
+    if message:
+        fail(message)
 
 
-@pytest.mark.points(2)
-def test_checkpoint_wraps_whole_mlp_class(sol):
-    """Init and apply each run the whole MLP (both Dense layers) inside one remat2, as wrapping the class does."""
-    found = jaxpr.find(trace_learner(sol), "checkpoint")
-    whole = [e for e in found if jaxpr.count_inside(e, "dot") >= 2]
-    if not found:
-        fail("the traced function holds no remat2 at all: nothing is checkpointed. "
-             "Hint: wrap the MLP class with nn.checkpoint before instantiating it.")
-    if not whole:
-        fail(f"found {len(found)} remat2 equation(s), but none holds both Dense layers: only part of "
-             "the model is checkpointed (e.g. one nn.Dense wrapped). Hint: wrap the whole MLP "
-             "class, nn.checkpoint(MLP), not a layer inside it.")
-    if len(whole) < 2:
-        fail("found one remat2 holding the MLP, expected two: one for model.init and one for "
-             "model.apply, as a wrapped class gives. You checkpointed a function (e.g. "
-             "jax.checkpoint(model.apply)) rather than the module class. Hint: "
-             "model = nn.checkpoint(MLP)(features=int(features)), then init and apply as usual.")
+@pytest.mark.points(1)
+def test_checkpoint_policy_saves_nothing(sol):
+    """Every remat2 around the applied layers saves nothing (the default policy), as measured by differentiating it."""
+    program = read_program(sol)
+    inside = [layer for layer in program.layers if layer.live and layer.remats]
+    if not inside:
+        fail(no_checkpoint_message(program, lifted=False))
+    run = run_probed(sol, inside)
+    message = value_message(run, output_layer_inside=False) or gradient_message(run)
+    if message:
+        fail(message)
+    for remat in {id(r): r for layer in inside for r in layer.remats}.values():
+        saved = program.saves[id(remat)]
+        if saved:
+            shown = ", ".join(saved[:6]) + (", ..." if len(saved) > 6 else "")
+            fail(f"your checkpoint's policy ({show_policy(remat)}) saves {len(saved)} value(s) for "
+                 f"the backward pass ({shown}), measured by differentiating it; the exercise asks for "
+                 "the default, which saves nothing and recomputes the MLP. Hint: drop policy=, "
+                 "nn.checkpoint(MLP).")
+
+
+@pytest.mark.points(4)
+def test_output_and_gradient_go_through_nn_checkpoint(sol):
+    """Shifting the output layer inside nn.checkpoint shifts your output, and all of the gradient crosses it."""
+    _, _, run = working_layers(sol, lifted=True)
+    message = value_message(run) or gradient_message(run)
+    if message:
+        fail(message)
+
+
+@pytest.mark.points(3)
+def test_nn_checkpoint_wraps_whole_mlp(sol):
+    """One nn.checkpoint holds both Dense layers (the MLP class is wrapped) and does the work."""
+    _, chosen, run = working_layers(sol, lifted=True)
+    message = value_message(run) or gradient_message(run)
+    if message:
+        fail(message)
+    both = [r for layer in chosen if layer.role == FIRST for r in layer.lifted
+            if any(other.role == SECOND and any(r is o for o in other.lifted) for other in chosen)]
+    if not both:
+        inside = sorted({layer.role for layer in chosen})
+        fail(f"only {' and '.join(inside)} runs inside nn.checkpoint: the checkpoint holds one layer, "
+             "not the MLP, so the other layer's activations are still stored for the backward pass. "
+             "Hint: wrap the whole MLP class, nn.checkpoint(MLP), and keep plain nn.Dense layers "
+             "inside it.")
