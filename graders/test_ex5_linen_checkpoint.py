@@ -198,19 +198,21 @@ def test_x_is_unchanged(sol):
 # ----- what the checkpoint does -------------------------------------------------------------
 # Checkpointing changes no number, so the technique checks put probes into the learner's model
 # while it is applied (flax.linen.intercept_methods; init is left alone). A probe is an identity
-# with its own custom VJP that shows in a jaxpr as custom_vjp_call with its own name, so the
-# jaxpr says which Dense layers run inside which remat2, and whether they are still there once
-# dead code is removed. Then the probes of the checkpointed layers shift those layers' outputs
-# and scale their cotangents, and the returned output and its gradient must move exactly as the
-# grader's own MLP says: a checkpointed model whose result is thrown away, multiplied by zero,
-# masked out or cut off from the gradient cannot do that.
+# with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own name, so the
+# jaxpr says which module calls run inside which remat2, and whether they are still there once
+# dead code is removed. Then the probes inside the checkpoint shift the output of the model call
+# made there and scale the Dense layers' cotangents, and the returned output and its gradient
+# must move exactly as that says: a checkpointed model whose result is thrown away, multiplied
+# by zero, masked out, averaged with a twin or cut off from the gradient cannot do that. Nothing
+# here depends on the learner's weights being right: the numbers checks judge those.
 
-# One small program; D != F tells the two layers apart by their input (only wiring is read here).
+# One small program; D != F tells the two Dense layers apart by their input.
 PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
 PREFIX = "ex5_grader_probe_"
 FIRST, SECOND = "the first Dense layer", "the second Dense layer"
-# A probe scales its layer's cotangent by this; distinct primes, so the gradient says which
-# layers' cotangents went through a probe.
+# A probe scales its layer's cotangent by this. The gradient with respect to x crosses each
+# Dense layer's output once, so it is scaled by the product of the probed layers' factors;
+# distinct primes, so the product says which layers the gradient crossed.
 CT_SCALE = {FIRST: 3.0, SECOND: 5.0}
 LIFTED_HINT = ("Hint: model = nn.checkpoint(MLP)(features=int(features)), then model.init and "
                "model.apply as usual, and return that model's output.")
@@ -227,32 +229,32 @@ def probe(name: str, shift=None, scale: float = 1.0):
 
 
 class Probes:
-    """Interceptor for the applied model: each Dense layer's output goes through probe
-    `dense_<k>`; those whose k is in `perturb` shift it by shifts[role] and scale its cotangent.
-    It also reads how many of Linen's lifted checkpoints each layer runs in: Flax writes each
-    lifted transform into the layer scope's debug_path ('remat()' for nn.checkpoint)."""
+    """Interceptor for the applied model: the output of each module call (a Dense layer, the
+    MLP, any module of the learner's) goes through probe `call_<k>`, k counting calls as they
+    return. perturb[k] = (shift, scale) puts probe k to work. It also reads how many of Linen's
+    lifted checkpoints each call runs in: Flax writes each lifted transform into the scope's
+    debug path ('remat()' for nn.checkpoint)."""
 
-    def __init__(self, perturb=frozenset(), shifts=None):
-        self.perturb, self.shifts = perturb, shifts
-        self.layers = []  # k -> (role, number of Linen checkpoints it runs in)
+    def __init__(self, perturb=None):
+        self.perturb = perturb or {}
+        self.calls = []  # k -> (role: FIRST, SECOND or None for other modules, Linen checkpoints)
 
     def __call__(self, next_fun, args, kwargs, context):
         module = context.module
         out = next_fun(*args, **kwargs)
-        if (module.is_initializing() or not isinstance(module, nn.Dense)
-                or context.method_name != "__call__" or not args):
+        if module.is_initializing() or context.method_name != "__call__" or not isinstance(out, jax.Array):
             return out
-        k = len(self.layers)
-        role = FIRST if np.shape(args[0])[-1:] == (PROBE_D,) else SECOND
-        self.layers.append((role, sum(step.count("remat(") for step in module.scope.debug_path)))
-        if k in self.perturb:  # only the output layer is shifted (see run_probed)
-            return probe(f"{PREFIX}dense_{k}", self.shifts[role], CT_SCALE[role])(out)
-        return probe(f"{PREFIX}dense_{k}")(out)
+        role = None
+        if isinstance(module, nn.Dense) and args:
+            role = FIRST if np.shape(args[0])[-1:] == (PROBE_D,) else SECOND
+        k = len(self.calls)
+        self.calls.append((role, sum(step.count("remat(") for step in module.scope.debug_path)))
+        return probe(f"{PREFIX}call_{k}", *self.perturb.get(k, ()))(out)
 
 
-class Layer(NamedTuple):
-    k: int
-    role: str  # FIRST or SECOND
+class Call(NamedTuple):
+    k: int  # calls are numbered as they return: a model's call after its layers'
+    role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer
     live: bool  # still there once dead code is removed
     remats: tuple  # the remat2 equations it runs in, outermost first
     recomputing: tuple  # those of them whose policy leaves something to recompute
@@ -260,13 +262,13 @@ class Layer(NamedTuple):
 
 
 class Program(NamedTuple):
-    layers: list
+    calls: list
     remats: int  # remat2 equations in the traced program, dead code included
     saves: dict  # id(remat2) -> what its policy saves
 
 
 def read_program(sol) -> Program:
-    """Where the applied Dense layers run: in which remat2, live or dead, which of those are
+    """Where the applied module calls run: in which remat2, live or dead, which of those are
     Linen's, and what each remat2's policy saves."""
     x = make_x(PROBE_SEED, PROBE_D)
     probes = Probes()
@@ -282,37 +284,42 @@ def read_program(sol) -> Program:
         # A policy that saves all that everything_saveable saves leaves nothing to recompute.
         everything = jaxpr.checkpoint_saves(eqn, jax.checkpoint_policies.everything_saveable)
         recomputes[id(eqn)] = bool(set(everything) - set(saves[id(eqn)]))
-    layers = []
-    for k, (role, linen) in enumerate(probes.layers):
-        remats = around.get(f"{PREFIX}dense_{k}", ())
+    calls = []
+    for k, (role, linen) in enumerate(probes.calls):
+        remats = around.get(f"{PREFIX}call_{k}", ())
         # Linen's checkpoints are the innermost ones: Flax allows no raw JAX transform around
         # submodule calls inside a module, so jax.checkpoint can only enclose a whole model call.
         lifted = {id(r) for r in remats[len(remats) - linen:]} if linen else set()
         recomputing = tuple(r for r in remats if recomputes[id(r)])
-        layers.append(Layer(k, role, f"{PREFIX}dense_{k}" in live, remats, recomputing,
-                            tuple(r for r in recomputing if id(r) in lifted)))
-    return Program(layers, jaxpr.count(program, "checkpoint"), saves)
+        calls.append(Call(k, role, f"{PREFIX}call_{k}" in live, remats, recomputing,
+                          tuple(r for r in recomputing if id(r) in lifted)))
+    return Program(calls, jaxpr.count(program, "checkpoint"), saves)
 
 
 class Probed(NamedTuple):
-    value: np.ndarray  # the output, probes shifting and scaling
-    grad: np.ndarray  # d<w, output>/dx, probes shifting and scaling
+    value: np.ndarray  # the output, probes at work
+    grad: np.ndarray  # d<w, output>/dx, probes at work
     want_value: np.ndarray  # what they must be, from the same program without the probes at work
     want_grad: np.ndarray
-    roles: tuple  # the layers probed
+    roles: tuple  # the Dense layers whose cotangents are scaled
+    shifted: Call  # the call whose output is shifted
 
 
-def run_probed(sol, layers) -> Probed:
+def run_probed(sol, inside: list) -> Probed:
     """The learner's output and its gradient with respect to x, first as they are, then with the
-    given layers' probes at work. What the probes do is known without the weights: a shift u of
-    the second layer's output (the model's output) shifts the output by u, and since the
-    gradient with respect to x crosses each layer's output once, scaling a layer's cotangent by
-    s scales that gradient by s."""
+    probes of the calls `inside` a checkpoint at work: the Dense layers among them have their
+    cotangents scaled; and if the output layer is among them, the last of them to return (the
+    model call made inside the checkpoint) has its output shifted by u, which must shift the
+    returned output by u."""
     r = rng(PROBE_SEED + 1)
     shift = r.normal(size=(PROBE_F,)).astype(np.float32)
     w = r.normal(size=(PROBE_F,)).astype(np.float32)
     x = make_x(PROBE_SEED, PROBE_D)
-    roles = tuple(sorted({layer.role for layer in layers}))
+    last = inside[-1]
+    roles = tuple(sorted({c.role for c in inside if c.role}))
+    perturb = {c.k: (None, CT_SCALE[c.role]) for c in inside if c.role}
+    if SECOND in roles:  # without the output layer, the checkpoint's last call is not the output
+        perturb[last.k] = (shift, CT_SCALE.get(last.role, 1.0))
 
     def weighted(x):
         out = jnp.reshape(call(sol, PROBE_SEED, x, PROBE_F), (-1,))
@@ -322,37 +329,37 @@ def run_probed(sol, layers) -> Probed:
         return jnp.vdot(w, out), out
 
     runs = []
-    for perturb in (frozenset(), frozenset(layer.k for layer in layers)):
-        with nn.intercept_methods(Probes(perturb, {FIRST: None, SECOND: shift})):
+    for at_work in ({}, perturb):
+        with nn.intercept_methods(Probes(at_work)):
             (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
         runs.append((np.asarray(out, np.float64), np.asarray(grad, np.float64)))
     (value0, grad0), (value, grad) = runs
-    return Probed(value, grad, value0 + shift if SECOND in roles else value0,
-                  np.prod([CT_SCALE[role] for role in roles]) * grad0, roles)
+    return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles, last)
 
 
-def no_checkpoint_message(program: Program, lifted: bool) -> str:
-    """Why no applied Dense layer is found inside a checkpoint that does work."""
-    layers = program.layers
-    if not layers:
+def no_checkpoint_message(program: Program, kind: str) -> str:
+    """Why no live applied Dense layer runs inside a checkpoint of `kind` (see calls_inside)
+    ('' if one does)."""
+    dense = [c for c in program.calls if c.role]
+    if not dense:
         return ("no nn.Dense layer was applied while your function ran. Hint: build the MLP from "
                 "nn.Dense layers and call model.apply(variables, x).")
-    live = [layer for layer in layers if layer.live]
-    if not any(layer.remats for layer in layers):
+    live = [c for c in dense if c.live]
+    if not any(c.remats for c in dense):
         if program.remats:
             return (f"your program holds {program.remats} remat2 equation(s), but no applied Dense "
                     "layer runs inside one: only model.init (or something else) is checkpointed, "
                     f"and the model you apply is not. {LIFTED_HINT}")
         return ("the traced function holds no remat2 (the primitive nn.checkpoint binds): your model "
                 f"is not checkpointed, even if its numbers are right. {LIFTED_HINT}")
-    if not any(layer.remats for layer in live):
+    if not any(c.remats for c in live):
         return ("the checkpointed model's output is thrown away: once dead code is removed, no "
                 "remat2 is left, and the output you return comes from a model that is not "
                 f"checkpointed. {LIFTED_HINT}")
-    if not any(layer.recomputing for layer in live):
-        remats = [r for layer in live for r in layer.remats]
+    if kind != "any" and not any(c.recomputing for c in live):
+        remats = [r for c in live for r in c.remats]
         if not any(program.saves[id(r)] for r in remats):
-            inside = sorted({layer.role for layer in live if layer.remats})
+            inside = sorted({c.role for c in live if c.remats})
             return (f"your checkpoint holds only {' and '.join(inside)}, and a lone Dense layer's "
                     "backward pass needs only its input and kernel, which are kept anyway: the "
                     "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
@@ -361,11 +368,13 @@ def no_checkpoint_message(program: Program, lifted: bool) -> str:
         return (f"your checkpoint's policy ({', '.join(policies)}) saves every intermediate value "
                 "for the backward pass, so nothing is recomputed: it does what no checkpoint does. "
                 "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
-    if lifted and not any(layer.lifted for layer in live):
+    if kind == "lifted" and not any(c.lifted for c in live):
         return ("the checkpoint wraps a function around the whole model call (e.g. "
-                "jax.checkpoint(model.apply)), not the module: Linen's nn.checkpoint(MLP) makes a "
-                "module class whose own call is checkpointed, so init and apply and every use of "
-                f"the class are, and it composes with other Linen transforms. {LIFTED_HINT}")
+                "jax.checkpoint(model.apply)), not the module: your Dense layers run inside a "
+                "remat2, but not inside Linen's nn.checkpoint, which checkpoints the module's own "
+                "call: Flax writes 'remat()' into the scope path of every layer inside it, and no "
+                "layer that your checkpoint recomputes has it. The exercise is Linen's lifted "
+                f"transform on the module class. {LIFTED_HINT}")
     return ""
 
 
@@ -374,28 +383,35 @@ def show_policy(remat) -> str:
     return "policy=None" if policy is None else getattr(policy, "__name__", repr(policy))
 
 
-def working_layers(sol, lifted: bool):
-    """The live applied Dense layers inside a checkpoint that recomputes (Linen's own, if
-    `lifted`), with the run whose probes shift and scale them: or a failed check."""
+def calls_inside(program: Program, kind: str, remats=None) -> list:
+    """The live calls inside a checkpoint: any remat2 ("any"), one that recomputes
+    ("recomputing") or Linen's own that recomputes ("lifted"); within `remats` if given."""
+    def chosen(c):
+        found = c.remats if kind == "any" else c.recomputing if kind == "recomputing" else c.lifted
+        return found if remats is None else [r for r in found if any(r is s for s in remats)]
+    return [c for c in program.calls if c.live and chosen(c)]
+
+
+def working(sol, kind: str):
+    """(program, the live Dense layers inside the checkpoints of `kind`, the probed run), or a
+    failed check if there are none."""
     program = read_program(sol)
-    chosen = [layer for layer in program.layers
-              if layer.live and (layer.lifted if lifted else layer.recomputing)]
-    if not chosen:
-        fail(no_checkpoint_message(program, lifted))
-    return program, chosen, run_probed(sol, chosen)
+    dense = [c for c in calls_inside(program, kind) if c.role]
+    if not dense:
+        fail(no_checkpoint_message(program, kind))
+    return program, dense, run_probed(sol, calls_inside(program, kind))
 
 
-def value_message(run: Probed, output_layer_inside: bool = True) -> str:
-    """Why the returned output is not the checkpointed model's ('' if it is). Only a checkpoint
-    that holds the output layer can be asked to make the output."""
-    if SECOND not in run.roles and not output_layer_inside:
-        return ""
+def value_message(run: Probed, required: bool = True) -> str:
+    """Why the returned output is not what the checkpoint computed ('' if it is). A checkpoint
+    without the output layer cannot be asked to make the output: unless `required`, it is not."""
     if SECOND not in run.roles:
-        return (f"only {' and '.join(run.roles)} runs inside the checkpoint; the layer that makes "
-                f"the output, the second Dense layer, runs outside it. {LIFTED_HINT}")
+        return "" if not required else (
+            "only the first Dense layer runs inside the checkpoint; the rest of the model, which "
+            f"makes the output, runs outside it. {LIFTED_HINT}")
     if is_close(run.value, run.want_value):
         return ""
-    return ("shifting the second Dense layer's output inside the checkpoint should shift your "
+    return ("shifting the output of the model call made inside the checkpoint should shift your "
             f"returned output by the same, to {fmt(run.want_value)}, but it came back as "
             f"{fmt(run.value)}: the output you return is not the checkpointed model's (it is "
             "computed beside it, or the checkpointed result is multiplied by zero, masked out or "
@@ -416,9 +432,9 @@ def gradient_message(run: Probed) -> str:
 
 @pytest.mark.points(1)
 def test_forward_holds_remat2(sol):
-    """Dead code removed, a remat2 that recomputes holds Dense layers that your output and its gradient go through."""
-    _, _, run = working_layers(sol, lifted=False)
-    message = value_message(run, output_layer_inside=False) or gradient_message(run)
+    """Dead code removed, a remat2 that recomputes holds Dense layers that your output and all of its gradient go through."""
+    _, _, run = working(sol, "recomputing")
+    message = value_message(run, required=False) or gradient_message(run)
     if message:
         fail(message)
 
@@ -426,28 +442,26 @@ def test_forward_holds_remat2(sol):
 @pytest.mark.points(1)
 def test_checkpoint_policy_saves_nothing(sol):
     """Every remat2 around the applied layers saves nothing (the default policy), as measured by differentiating it."""
-    program = read_program(sol)
-    inside = [layer for layer in program.layers if layer.live and layer.remats]
-    if not inside:
-        fail(no_checkpoint_message(program, lifted=False))
-    run = run_probed(sol, inside)
-    message = value_message(run, output_layer_inside=False) or gradient_message(run)
+    program, dense, run = working(sol, "any")
+    message = value_message(run, required=False) or gradient_message(run)
     if message:
         fail(message)
-    for remat in {id(r): r for layer in inside for r in layer.remats}.values():
+    for remat in {id(r): r for c in dense for r in c.remats}.values():
         saved = program.saves[id(remat)]
         if saved:
             shown = ", ".join(saved[:6]) + (", ..." if len(saved) > 6 else "")
+            every = (": everything its backward pass needs, so nothing is recomputed"
+                     if not any(r is remat for c in dense for r in c.recomputing) else "")
             fail(f"your checkpoint's policy ({show_policy(remat)}) saves {len(saved)} value(s) for "
-                 f"the backward pass ({shown}), measured by differentiating it; the exercise asks for "
-                 "the default, which saves nothing and recomputes the MLP. Hint: drop policy=, "
-                 "nn.checkpoint(MLP).")
+                 f"the backward pass ({shown}), measured by differentiating it{every}; the exercise "
+                 "asks for the default, which saves nothing and recomputes the MLP. Hint: drop "
+                 "policy=, nn.checkpoint(MLP).")
 
 
 @pytest.mark.points(4)
 def test_output_and_gradient_go_through_nn_checkpoint(sol):
-    """Shifting the output layer inside nn.checkpoint shifts your output, and all of the gradient crosses it."""
-    _, _, run = working_layers(sol, lifted=True)
+    """Shifting the model's output inside nn.checkpoint shifts yours, and all of the gradient crosses it."""
+    _, _, run = working(sol, "lifted")
     message = value_message(run) or gradient_message(run)
     if message:
         fail(message)
@@ -456,15 +470,15 @@ def test_output_and_gradient_go_through_nn_checkpoint(sol):
 @pytest.mark.points(3)
 def test_nn_checkpoint_wraps_whole_mlp(sol):
     """One nn.checkpoint holds both Dense layers (the MLP class is wrapped) and does the work."""
-    _, chosen, run = working_layers(sol, lifted=True)
+    program, dense, run = working(sol, "lifted")
     message = value_message(run) or gradient_message(run)
     if message:
         fail(message)
-    both = [r for layer in chosen if layer.role == FIRST for r in layer.lifted
-            if any(other.role == SECOND and any(r is o for o in other.lifted) for other in chosen)]
-    if not both:
-        inside = sorted({layer.role for layer in chosen})
-        fail(f"only {' and '.join(inside)} runs inside nn.checkpoint: the checkpoint holds one layer, "
-             "not the MLP, so the other layer's activations are still stored for the backward pass. "
-             "Hint: wrap the whole MLP class, nn.checkpoint(MLP), and keep plain nn.Dense layers "
-             "inside it.")
+    for remat in {id(r): r for c in dense for r in c.lifted}.values():
+        if {c.role for c in calls_inside(program, "lifted", [remat]) if c.role} == {FIRST, SECOND}:
+            return
+    inside = sorted({c.role for c in dense})
+    fail(f"only {' and '.join(inside)} runs inside nn.checkpoint: the checkpoint holds one layer, "
+         "not the MLP, so the other layer's activations are still stored for the backward pass. "
+         "Hint: wrap the whole MLP class, nn.checkpoint(MLP), and keep plain nn.Dense layers "
+         "inside it.")
