@@ -248,7 +248,11 @@ class Probes:
         if isinstance(module, nn.Dense) and args:
             role = FIRST if np.shape(args[0])[-1:] == (PROBE_D,) else SECOND
         k = len(self.calls)
-        self.calls.append((role, sum(step.count("remat(") for step in module.scope.debug_path)))
+        # The lift writes itself into the debug path only; a module merely named "remat(...)"
+        # is in the path too.
+        linen = sum(step.count("remat(") for step in module.scope.debug_path) - sum(
+            step.count("remat(") for step in module.scope.path)
+        self.calls.append((role, linen))
         return probe(f"{PREFIX}call_{k}", *self.perturb.get(k, ()))(out)
 
 
@@ -380,7 +384,10 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
 
 def show_policy(remat) -> str:
     policy = remat.params["policy"]
-    return "policy=None" if policy is None else getattr(policy, "__name__", repr(policy))
+    if policy is None:
+        return "policy=None"
+    # save_only_these_names(...) and its kin return a closure named "policy": its qualname says whose.
+    return getattr(policy, "__qualname__", None) or repr(policy)
 
 
 def calls_inside(program: Program, kind: str, remats=None) -> list:
