@@ -2,7 +2,11 @@
 
 Expected outputs come from the grader's own *unwrapped* Linen MLP, initialised with the same
 PRNGKey and evaluated in NumPy float64. Checkpointing changes no number, so the technique
-checks read the learner's traced program instead: nn.checkpoint binds the primitive remat2.
+checks read the learner's program with probes put into their model (see "what the checkpoint
+does" below): which Dense layers run inside which remat2 once dead code is removed, whether
+that remat2 is Linen's lifted nn.checkpoint, what its policy saves (measured), and whether the
+returned output and its gradient really go through it. Those checks compare the learner's
+program with itself, so wrong weights cost only the numbers checks.
 The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
 """
 
