@@ -101,7 +101,8 @@ def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
     body = eqn.params["jaxpr"]
     fun = jaxpr_as_fun(ClosedJaxpr(body, ()))
     args = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in body.invars]
-    found = saved_residuals(jax.checkpoint(lambda *a: fun(*a), policy=eqn.params["policy"] if policy is _OWN_POLICY else policy), *args)
+    policy = eqn.params["policy"] if policy is _OWN_POLICY else policy
+    found = saved_residuals(jax.checkpoint(lambda *a: fun(*a), policy=policy), *args)
     return [f"{aval.str_short()} {what.split(' from ')[0]}" for aval, what in found
             if not what.startswith("from the argument")]
 

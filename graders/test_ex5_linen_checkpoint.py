@@ -443,7 +443,7 @@ def gradient_message(run: Probed) -> str:
 
 @pytest.mark.points(1)
 def test_forward_holds_remat2(sol):
-    """Dead code removed, a remat2 that recomputes holds Dense layers that your output and all of its gradient go through."""
+    """Dead code removed, a remat2 that recomputes holds Dense layers your output and gradient go through."""
     _, _, run = working(sol, "recomputing")
     message = value_message(run, required=False) or gradient_message(run)
     if message:
@@ -452,7 +452,7 @@ def test_forward_holds_remat2(sol):
 
 @pytest.mark.points(1)
 def test_checkpoint_policy_saves_nothing(sol):
-    """Every remat2 around the applied layers saves nothing (the default policy), as measured by differentiating it."""
+    """Every remat2 around the applied layers saves nothing (the default policy), as measured."""
     program, dense, run = working(sol, "any")
     message = value_message(run, required=False) or gradient_message(run)
     if message:
