@@ -10,8 +10,11 @@ program with itself, so wrong weights cost only the numbers checks.
 The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
 """
 
+import os
 from typing import NamedTuple
 
+import flax.core.lift
+import flax.linen.transforms
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -260,6 +263,19 @@ class Probes:
         return probe(f"{PREFIX}call_{k}", *self.perturb.get(k, ()))(out)
 
 
+# The files of Flax's lifted transforms: the function nn.checkpoint hands to jax.checkpoint is
+# defined there (jax.checkpoint(model.apply) traces Module.apply, defined in flax/linen/module.py).
+LIFT_FILES = {os.path.realpath(m.__file__) for m in (flax.linen.transforms, flax.core.lift)}
+
+
+def traced_by_linen_lift(remat) -> bool:
+    """Whether JAX traced this remat2's body from a function of Flax's lifted transforms, as
+    its debug info ('core_fn at .../flax/linen/transforms.py:341') records."""
+    info = getattr(remat.params["jaxpr"], "debug_info", None)
+    where = getattr(info, "func_src_info", None) or ""
+    return " at " in where and os.path.realpath(where.rsplit(" at ", 1)[1].rsplit(":", 1)[0]) in LIFT_FILES
+
+
 class Call(NamedTuple):
     k: int  # calls are numbered as they return: a model's call after its layers'
     role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer
@@ -295,12 +311,10 @@ def read_program(sol) -> Program:
     calls = []
     for k, (role, linen) in enumerate(probes.calls):
         remats = around.get(f"{PREFIX}call_{k}", ())
-        # Linen's checkpoints are the innermost ones: Flax allows no raw JAX transform around
-        # submodule calls inside a module, so jax.checkpoint can only enclose a whole model call.
-        lifted = {id(r) for r in remats[len(remats) - linen:]} if linen else set()
         recomputing = tuple(r for r in remats if recomputes[id(r)])
-        calls.append(Call(k, role, f"{PREFIX}call_{k}" in live, remats, recomputing,
-                          tuple(r for r in recomputing if id(r) in lifted)))
+        # Linen's own: JAX traced its body from Flax's lift, and Flax's scope agrees.
+        lifted = tuple(r for r in recomputing if linen and traced_by_linen_lift(r))
+        calls.append(Call(k, role, f"{PREFIX}call_{k}" in live, remats, recomputing, lifted))
     return Program(calls, jaxpr.count(program, "checkpoint"), saves)
 
 
@@ -380,8 +394,8 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
         return ("the checkpoint wraps a function around the whole model call (e.g. "
                 "jax.checkpoint(model.apply)), not the module: your Dense layers run inside a "
                 "remat2, but not inside Linen's nn.checkpoint, which checkpoints the module's own "
-                "call: Flax writes 'remat()' into the scope path of every layer inside it, and no "
-                "layer that your checkpoint recomputes has it. The exercise is Linen's lifted "
+                "call (Flax marks the scope of every layer inside it with 'remat()' in its debug "
+                "path, and JAX records that it traced Flax's lift). The exercise is Linen's lifted "
                 f"transform on the module class. {LIFTED_HINT}")
     return ""
 
