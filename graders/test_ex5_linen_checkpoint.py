@@ -330,7 +330,6 @@ class Probed(NamedTuple):
     want_value: np.ndarray  # what they must be, from the same program without the probes at work
     want_grad: np.ndarray
     roles: tuple  # the Dense layers whose cotangents are scaled
-    shifted: Call  # the call whose output is shifted
 
 
 def run_probed(sol, inside: list) -> Probed:
@@ -362,7 +361,7 @@ def run_probed(sol, inside: list) -> Probed:
             (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
         runs.append((np.asarray(out, np.float64), np.asarray(grad, np.float64)))
     (value0, grad0), (value, grad) = runs
-    return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles, last)
+    return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles)
 
 
 def no_checkpoint_message(program: Program, kind: str) -> str:
