@@ -28,10 +28,18 @@ What is checked (`make grade EX=ex5`):
   * the parameter tree is {'params': {'Dense_0': {kernel (D, F), bias (F,)},
     'Dense_1': {kernel (F, F), bias (F,)}}};
   * x is unchanged after the call;
-  * checkpointing is really used: the traced function holds `remat2`, the checkpoint contains
-    the whole MLP (both Dense layers), and both init and apply run through it -- which is
-    what wrapping the module class does. An unwrapped model, a checkpointed single layer or
-    jax.checkpoint around model.apply alone do not pass these checks.
+  * checkpointing really does the work, read from your program while the grader's probes sit
+    inside your model: once dead code is removed, a remat2 holds both Dense layers; shifting
+    the model's output inside the checkpoint shifts what you return by the same, and all of
+    the gradient with respect to x crosses the checkpointed layers (a checkpoint whose result
+    is thrown away, multiplied by zero, masked out, averaged with a twin or put under
+    stop_gradient earns nothing);
+  * it is Linen's lifted checkpoint, nn.checkpoint on the module class, not jax.checkpoint
+    around model.apply or model.init (those lose the Linen checks even though their numbers
+    and their remat2 are right);
+  * the policy is the default, which saves nothing: what each remat2's policy saves is
+    measured, and a policy that saves everything counts as no checkpoint at all.
+  A solution with the right numbers and no working nn.checkpoint scores at most half.
 Sizes and seeds are chosen by the grader; do not assume any particular D or F.
 """
 

@@ -225,3 +225,33 @@ def scan_carry_count(eqn) -> int:
             break
         count += 1
     return count
+
+
+_OWN_POLICY = object()
+
+
+def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
+    """What a checkpoint (remat2) equation's `policy` (or the policy given) saves for the
+    backward pass, measured by differentiating its body under that policy: one
+    'f32[5] output of dot_general' per value kept that is not one of the checkpoint's own
+    inputs (so [] means: saves nothing, recomputes everything)."""
+    from jax._src.ad_checkpoint import saved_residuals  # what print_saved_residuals prints
+    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+    body = eqn.params["jaxpr"]
+    fun = jaxpr_as_fun(ClosedJaxpr(body, ()))
+    args = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in body.invars]
+    policy = eqn.params["policy"] if policy is _OWN_POLICY else policy
+    found = saved_residuals(jax.checkpoint(lambda *a: fun(*a), policy=policy), *args)
+    return [f"{aval.str_short()} {what.split(' from ')[0]}" for aval, what in found
+            if not what.startswith("from the argument")]
+
+
+def custom_vjp_name(eqn) -> str | None:
+    """The name of the function a custom_vjp_call equation calls (what the jaxpr shows as
+    name=...), e.g. to find a probe a grader put into the learner's program; None otherwise."""
+    if eqn.primitive.name != "custom_vjp_call":
+        return None
+    info = getattr(eqn.params.get("call_jaxpr"), "jaxpr", None)
+    info = getattr(info, "debug_info", None)
+    return getattr(info, "func_name", None)

@@ -2,10 +2,19 @@
 
 Expected outputs come from the grader's own *unwrapped* Linen MLP, initialised with the same
 PRNGKey and evaluated in NumPy float64. Checkpointing changes no number, so the technique
-checks read the learner's traced program instead: nn.checkpoint binds the primitive remat2.
+checks read the learner's program with probes put into their model (see "what the checkpoint
+does" below): which Dense layers run inside which remat2 once dead code is removed, whether
+that remat2 is Linen's lifted nn.checkpoint, what its policy saves (measured), and whether the
+returned output and its gradient really go through it. Those checks compare the learner's
+program with itself, so wrong weights cost only the numbers checks.
 The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
 """
 
+import os
+from typing import NamedTuple
+
+import flax.core.lift
+import flax.linen.transforms
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +24,7 @@ from flax.errors import TransformTargetError
 
 from graders import jaxpr
 from graders.learner import describe, fail, learner_frame
-from graders.numeric import as_array, assert_close, rng
+from graders.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.plugin import STATE
 
 # (seed, D, F): every D and F distinct, D = 1 included; tiny, since only the wiring is tested.
@@ -54,13 +63,18 @@ def forward_np(p: dict, x, relu_hidden=True):
     return h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
 
 
-def expected_and_mistakes(seed: int, x, f: int):
+def expected(seed: int, x, f: int):
+    return forward_np(plain_params(jax.random.PRNGKey(seed), x.shape[0], f), x)
+
+
+def mistakes(seed: int, x, f: int) -> list:
+    """(value, message) of the known wrong ideas, computed only when the answer is wrong."""
     d = x.shape[0]
     key = jax.random.PRNGKey(seed)
     p = plain_params(key, d, f)
     out = forward_np(p, x)
     split = jax.random.split(key)
-    mistakes = [
+    wrong = [
         (np.maximum(out, 0.0),
          "That is the MLP with a ReLU after the output layer too. Hint: ReLU goes only between the "
          "two Dense layers; the second layer's output is returned as it is."),
@@ -73,10 +87,10 @@ def expected_and_mistakes(seed: int, x, f: int):
           for i, k in enumerate(split)],
     ]
     if seed != 0:
-        mistakes.append((forward_np(plain_params(jax.random.PRNGKey(0), d, f), x),
-                         f"That is the model initialised with PRNGKey(0), not PRNGKey({seed}). "
-                         "Hint: build the key from the seed argument, jax.random.PRNGKey(int(seed))."))
-    return out, mistakes
+        wrong.append((forward_np(plain_params(jax.random.PRNGKey(0), d, f), x),
+                      f"That is the model initialised with PRNGKey(0), not PRNGKey({seed}). "
+                      "Hint: build the key from the seed argument, jax.random.PRNGKey(int(seed))."))
+    return wrong
 
 
 def call(sol, seed, x, features):
@@ -102,25 +116,20 @@ def output_of(got, f: int, what: str) -> np.ndarray:
 def check_output(sol, seed, d, f, seed_arg, features_arg):
     x = make_x(int(seed), d)
     what = f"output for seed={seed_arg!r}, D={d}, features={features_arg!r}"
-    expected, mistakes = expected_and_mistakes(int(seed), x, f)
+    want = expected(int(seed), x, f)
     got = output_of(call(sol, seed_arg, x, features_arg), f, what)
-    assert_close(got, expected, what, NAME_HINT, mistakes=mistakes)
+    if not is_close(got, want):  # the known mistakes cost four more inits: only for a wrong answer
+        assert_close(got, want, what, NAME_HINT, mistakes=mistakes(int(seed), x, f))
 
 
-def trace_learner(sol, seed=6, d=3, f=5):
-    """The jaxpr of the learner's function of x (seed and features fixed)."""
-    x = make_x(seed, d)
-    return jaxpr.trace(lambda x: call(sol, seed, x, f), x)
-
-
-@pytest.mark.points(3)
+@pytest.mark.points(2)
 def test_output_matches_unwrapped_mlp(sol):
     """The output equals the grader's unwrapped MLP with PRNGKey(seed), for three seeds, D and F."""
     for seed, d, f in INT_CASES:
         check_output(sol, seed, d, f, seed, f)
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_accepts_float_seed_and_features(sol):
     """Still right when seed or features arrives as a Python float (9.0, 3.0)."""
     for seed, d, f, seed_arg, features_arg in ((9, 3, 8, 9.0, 8), (14, 5, 3, 14, 3.0)):
@@ -135,7 +144,7 @@ def test_accepts_float_seed_and_features(sol):
                  "Hint: convert before use: jax.random.PRNGKey(int(seed)) and features=int(features).")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_parameter_tree_is_dense_0_dense_1(sol):
     """The applied parameters are Dense_0 (kernel (D, F), bias (F,)) and Dense_1 (kernel (F, F), bias (F,))."""
     seed, d, f = 8, 4, 3
@@ -199,30 +208,307 @@ def test_x_is_unchanged(sol):
              "Hint: leave x as it is; compute new arrays instead of writing into it.")
 
 
-@pytest.mark.points(3)
+# ----- what the checkpoint does -------------------------------------------------------------
+# Checkpointing changes no number, so the technique checks put probes into the learner's model
+# while it is applied (flax.linen.intercept_methods; init is left alone). A probe is an identity
+# with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own name, so the
+# jaxpr says which module calls run inside which remat2, and whether they are still there once
+# dead code is removed. Then the probes inside the checkpoint shift the output of the model call
+# made there and scale the Dense layers' cotangents, and the returned output and its gradient
+# must move exactly as that says: a checkpointed model whose result is thrown away, multiplied
+# by zero, masked out, averaged with a twin or cut off from the gradient cannot do that. Nothing
+# here depends on the learner's weights being right: the numbers checks judge those.
+
+# One small program; D != F tells the two Dense layers apart by their input.
+PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
+PREFIX = "ex5_grader_probe_"
+FIRST, SECOND = "the first Dense layer", "the second Dense layer"
+# A probe scales its layer's cotangent by this. The gradient with respect to x crosses each
+# Dense layer's output once, so it is scaled by the product of the probed layers' factors;
+# distinct primes, so the product says which layers the gradient crossed.
+CT_SCALE = {FIRST: 3.0, SECOND: 5.0}
+LIFTED_HINT = ("Hint: model = nn.checkpoint(MLP)(features=int(features)), then model.init and "
+               "model.apply as usual, and return that model's output.")
+
+
+def probe(name: str, shift=None, scale: float = 1.0):
+    """h -> h (+ shift), whose backward multiplies the cotangent by `scale`."""
+    def identity(h):
+        return h if shift is None else h + shift
+    identity.__name__ = identity.__qualname__ = name  # the name the jaxpr shows
+    fn = jax.custom_vjp(identity)
+    fn.defvjp(lambda h: (identity(h), None), lambda _, ct: (ct * scale,))
+    return fn
+
+
+class Probes:
+    """Interceptor for the applied model: the output of each module call (a Dense layer, the
+    MLP, any module of the learner's) goes through probe `call_<k>`, k counting calls as they
+    return. perturb[k] = (shift, scale) puts probe k to work. It also reads how many of Linen's
+    lifted checkpoints each call runs in: Flax writes each lifted transform into the scope's
+    debug path ('remat()' for nn.checkpoint)."""
+
+    def __init__(self, perturb=None):
+        self.perturb = perturb or {}
+        self.calls = []  # k -> (role: FIRST, SECOND or None for other modules, Linen checkpoints)
+
+    def __call__(self, next_fun, args, kwargs, context):
+        module = context.module
+        out = next_fun(*args, **kwargs)
+        if module.is_initializing() or context.method_name != "__call__" or not isinstance(out, jax.Array):
+            return out
+        role = None
+        if isinstance(module, nn.Dense) and args:
+            role = FIRST if np.shape(args[0])[-1:] == (PROBE_D,) else SECOND
+        k = len(self.calls)
+        # The lift writes itself into the debug path only; a module merely named "remat(...)"
+        # is in the path too.
+        linen = sum(step.count("remat(") for step in module.scope.debug_path) - sum(
+            step.count("remat(") for step in module.scope.path)
+        self.calls.append((role, linen))
+        return probe(f"{PREFIX}call_{k}", *self.perturb.get(k, ()))(out)
+
+
+# The files of Flax's lifted transforms: the function nn.checkpoint hands to jax.checkpoint is
+# defined there (jax.checkpoint(model.apply) traces Module.apply, defined in flax/linen/module.py).
+LIFT_FILES = {os.path.realpath(m.__file__) for m in (flax.linen.transforms, flax.core.lift)}
+
+
+def traced_by_linen_lift(remat) -> bool:
+    """Whether JAX traced this remat2's body from a function of Flax's lifted transforms, as
+    its debug info ('core_fn at .../flax/linen/transforms.py:341') records."""
+    info = getattr(remat.params["jaxpr"], "debug_info", None)
+    where = getattr(info, "func_src_info", None) or ""
+    return " at " in where and os.path.realpath(where.rsplit(" at ", 1)[1].rsplit(":", 1)[0]) in LIFT_FILES
+
+
+class Call(NamedTuple):
+    k: int  # calls are numbered as they return: a model's call after its layers'
+    role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer
+    live: bool  # still there once dead code is removed
+    remats: tuple  # the remat2 equations it runs in, outermost first
+    recomputing: tuple  # those of them whose policy leaves something to recompute
+    lifted: tuple  # those recomputing ones that are Linen's nn.checkpoint
+
+
+class Program(NamedTuple):
+    calls: list
+    remats: int  # remat2 equations in the traced program, dead code included
+    saves: dict  # id(remat2) -> what its policy saves
+
+
+def read_program(sol) -> Program:
+    """Where the applied module calls run: in which remat2, live or dead, which of those are
+    Linen's, and what each remat2's policy saves."""
+    x = make_x(PROBE_SEED, PROBE_D)
+    probes = Probes()
+    with nn.intercept_methods(probes):
+        program = jax.make_jaxpr(lambda x: call(sol, PROBE_SEED, x, PROBE_F))(x).jaxpr
+    live = {jaxpr.custom_vjp_name(e) for e in jaxpr.walk(jaxpr.live(program))}
+    around = {jaxpr.custom_vjp_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
+              for e, outer in jaxpr.walk_nested(program)
+              if str(jaxpr.custom_vjp_name(e)).startswith(PREFIX)}
+    saves, recomputes = {}, {}
+    for eqn in {id(r): r for rs in around.values() for r in rs}.values():
+        saves[id(eqn)] = jaxpr.checkpoint_saves(eqn)
+        # A policy that saves all that everything_saveable saves leaves nothing to recompute.
+        everything = jaxpr.checkpoint_saves(eqn, jax.checkpoint_policies.everything_saveable)
+        recomputes[id(eqn)] = bool(set(everything) - set(saves[id(eqn)]))
+    calls = []
+    for k, (role, linen) in enumerate(probes.calls):
+        remats = around.get(f"{PREFIX}call_{k}", ())
+        recomputing = tuple(r for r in remats if recomputes[id(r)])
+        # Linen's own: JAX traced its body from Flax's lift, and Flax's scope agrees.
+        lifted = tuple(r for r in recomputing if linen and traced_by_linen_lift(r))
+        calls.append(Call(k, role, f"{PREFIX}call_{k}" in live, remats, recomputing, lifted))
+    return Program(calls, jaxpr.count(program, "checkpoint"), saves)
+
+
+class Probed(NamedTuple):
+    value: np.ndarray  # the output, probes at work
+    grad: np.ndarray  # d<w, output>/dx, probes at work
+    want_value: np.ndarray  # what they must be, from the same program without the probes at work
+    want_grad: np.ndarray
+    roles: tuple  # the Dense layers whose cotangents are scaled
+
+
+def run_probed(sol, inside: list) -> Probed:
+    """The learner's output and its gradient with respect to x, first as they are, then with the
+    probes of the calls `inside` a checkpoint at work: the Dense layers among them have their
+    cotangents scaled; and if the output layer is among them, the last of them to return (the
+    model call made inside the checkpoint) has its output shifted by u, which must shift the
+    returned output by u."""
+    r = rng(PROBE_SEED + 1)
+    shift = r.normal(size=(PROBE_F,)).astype(np.float32)
+    w = r.normal(size=(PROBE_F,)).astype(np.float32)
+    x = make_x(PROBE_SEED, PROBE_D)
+    last = inside[-1]
+    roles = tuple(sorted({c.role for c in inside if c.role}))
+    perturb = {c.k: (None, CT_SCALE[c.role]) for c in inside if c.role}
+    if SECOND in roles:  # without the output layer, the checkpoint's last call is not the output
+        perturb[last.k] = (shift, CT_SCALE.get(last.role, 1.0))
+
+    def weighted(x):
+        out = jnp.reshape(call(sol, PROBE_SEED, x, PROBE_F), (-1,))
+        if out.shape != (PROBE_F,):
+            fail(f"expected an output of shape ({PROBE_F},), got {out.shape}. "
+                 "Hint: return the model's output as a vector of length features.")
+        return jnp.vdot(w, out), out
+
+    runs = []
+    for at_work in ({}, perturb):
+        with nn.intercept_methods(Probes(at_work)):
+            (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
+        runs.append((np.asarray(out, np.float64), np.asarray(grad, np.float64)))
+    (value0, grad0), (value, grad) = runs
+    return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles)
+
+
+def no_checkpoint_message(program: Program, kind: str) -> str:
+    """Why no live applied Dense layer runs inside a checkpoint of `kind` (see calls_inside)
+    ('' if one does)."""
+    dense = [c for c in program.calls if c.role]
+    if not dense:
+        return ("no nn.Dense layer was applied while your function ran. Hint: build the MLP from "
+                "nn.Dense layers and call model.apply(variables, x).")
+    live = [c for c in dense if c.live]
+    if not any(c.remats for c in dense):
+        if program.remats:
+            return (f"your program holds {program.remats} remat2 equation(s), but no applied Dense "
+                    "layer runs inside one: only model.init (or something else) is checkpointed, "
+                    f"and the model you apply is not. {LIFTED_HINT}")
+        return ("the traced function holds no remat2 (the primitive nn.checkpoint binds): your model "
+                f"is not checkpointed, even if its numbers are right. {LIFTED_HINT}")
+    if not any(c.remats for c in live):
+        return ("the checkpointed model's output is thrown away: once dead code is removed, no "
+                "remat2 is left, and the output you return comes from a model that is not "
+                f"checkpointed. {LIFTED_HINT}")
+    if kind != "any" and not any(c.recomputing for c in live):
+        remats = [r for c in live for r in c.remats]
+        if not any(program.saves[id(r)] for r in remats):
+            inside = sorted({c.role for c in live if c.remats})
+            return (f"your checkpoint holds only {' and '.join(inside)}, and a lone Dense layer's "
+                    "backward pass needs only its input and kernel, which are kept anyway: the "
+                    "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
+                    "class, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
+        policies = sorted({show_policy(r) for r in remats})
+        return (f"your checkpoint's policy ({', '.join(policies)}) saves every intermediate value "
+                "for the backward pass, so nothing is recomputed: it does what no checkpoint does. "
+                "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
+    if kind == "lifted" and not any(c.lifted for c in live):
+        return ("the checkpoint wraps a function around the whole model call (e.g. "
+                "jax.checkpoint(model.apply)), not the module: your Dense layers run inside a "
+                "remat2, but not inside Linen's nn.checkpoint, which checkpoints the module's own "
+                "call (Flax marks the scope of every layer inside it with 'remat()' in its debug "
+                "path, and JAX records that it traced Flax's lift). The exercise is Linen's lifted "
+                f"transform on the module class. {LIFTED_HINT}")
+    return ""
+
+
+def show_policy(remat) -> str:
+    policy = remat.params["policy"]
+    if policy is None:
+        return "policy=None"
+    # save_only_these_names(...) and its kin return a closure named "policy": its qualname says whose.
+    return getattr(policy, "__qualname__", None) or repr(policy)
+
+
+def calls_inside(program: Program, kind: str, remats=None) -> list:
+    """The live calls inside a checkpoint: any remat2 ("any"), one that recomputes
+    ("recomputing") or Linen's own that recomputes ("lifted"); within `remats` if given."""
+    def chosen(c):
+        found = c.remats if kind == "any" else c.recomputing if kind == "recomputing" else c.lifted
+        return found if remats is None else [r for r in found if any(r is s for s in remats)]
+    return [c for c in program.calls if c.live and chosen(c)]
+
+
+def working(sol, kind: str):
+    """(program, the live Dense layers inside the checkpoints of `kind`, the probed run), or a
+    failed check if there are none."""
+    program = read_program(sol)
+    dense = [c for c in calls_inside(program, kind) if c.role]
+    if not dense:
+        fail(no_checkpoint_message(program, kind))
+    return program, dense, run_probed(sol, calls_inside(program, kind))
+
+
+def value_message(run: Probed, required: bool = True) -> str:
+    """Why the returned output is not what the checkpoint computed ('' if it is). A checkpoint
+    without the output layer cannot be asked to make the output: unless `required`, it is not."""
+    if SECOND not in run.roles:
+        return "" if not required else (
+            "only the first Dense layer runs inside the checkpoint; the rest of the model, which "
+            f"makes the output, runs outside it. {LIFTED_HINT}")
+    if is_close(run.value, run.want_value):
+        return ""
+    return ("shifting the output of the model call made inside the checkpoint should shift your "
+            f"returned output by the same, to {fmt(run.want_value)}, but it came back as "
+            f"{fmt(run.value)}: the output you return is not the checkpointed model's (it is "
+            "computed beside it, or the checkpointed result is multiplied by zero, masked out or "
+            f"averaged with another). {LIFTED_HINT}")
+
+
+def gradient_message(run: Probed) -> str:
+    """Why the gradient does not all cross the checkpointed layers ('' if it does)."""
+    if is_close(run.grad, run.want_grad) and not np.allclose(run.want_grad, 0.0):
+        return ""
+    return (f"the gradient of your output with respect to x should flow, all of it, through the "
+            f"checkpointed layers ({' and '.join(run.roles)}): scaling their cotangents inside the "
+            f"checkpoint should turn it into {fmt(run.want_grad)}, but it came back as "
+            f"{fmt(run.grad)}. The backward pass is where a checkpoint recomputes; a stop_gradient "
+            "on its result, or a second model beside it that carries the gradient, leaves the "
+            f"checkpoint unused. {LIFTED_HINT}")
+
+
+@pytest.mark.points(1)
 def test_forward_holds_remat2(sol):
-    """The traced function holds a checkpoint (remat2); an unwrapped model has none."""
-    found = jaxpr.find(trace_learner(sol), "checkpoint")
-    if not found:
-        fail("the traced function holds no remat2 (the primitive nn.checkpoint binds): your model "
-             "is not checkpointed, even if its numbers are right. Hint: CheckpointMLP = "
-             "nn.checkpoint(MLP); model = CheckpointMLP(features=int(features)).")
+    """Dead code removed, a remat2 that recomputes holds Dense layers your output and gradient go through."""
+    _, _, run = working(sol, "recomputing")
+    message = value_message(run, required=False) or gradient_message(run)
+    if message:
+        fail(message)
 
 
-@pytest.mark.points(2)
-def test_checkpoint_wraps_whole_mlp_class(sol):
-    """Init and apply each run the whole MLP (both Dense layers) inside one remat2, as wrapping the class does."""
-    found = jaxpr.find(trace_learner(sol), "checkpoint")
-    whole = [e for e in found if jaxpr.count_inside(e, "dot") >= 2]
-    if not found:
-        fail("the traced function holds no remat2 at all: nothing is checkpointed. "
-             "Hint: wrap the MLP class with nn.checkpoint before instantiating it.")
-    if not whole:
-        fail(f"found {len(found)} remat2 equation(s), but none holds both Dense layers: only part of "
-             "the model is checkpointed (e.g. one nn.Dense wrapped). Hint: wrap the whole MLP "
-             "class, nn.checkpoint(MLP), not a layer inside it.")
-    if len(whole) < 2:
-        fail("found one remat2 holding the MLP, expected two: one for model.init and one for "
-             "model.apply, as a wrapped class gives. You checkpointed a function (e.g. "
-             "jax.checkpoint(model.apply)) rather than the module class. Hint: "
-             "model = nn.checkpoint(MLP)(features=int(features)), then init and apply as usual.")
+@pytest.mark.points(1)
+def test_checkpoint_policy_saves_nothing(sol):
+    """Every remat2 around the applied layers saves nothing (the default policy), as measured."""
+    program, dense, run = working(sol, "any")
+    message = value_message(run, required=False) or gradient_message(run)
+    if message:
+        fail(message)
+    for remat in {id(r): r for c in dense for r in c.remats}.values():
+        saved = program.saves[id(remat)]
+        if saved:
+            shown = ", ".join(saved[:6]) + (", ..." if len(saved) > 6 else "")
+            every = (": everything its backward pass needs, so nothing is recomputed"
+                     if not any(r is remat for c in dense for r in c.recomputing) else "")
+            fail(f"your checkpoint's policy ({show_policy(remat)}) saves {len(saved)} value(s) for "
+                 f"the backward pass ({shown}), measured by differentiating it{every}; the exercise "
+                 "asks for the default, which saves nothing and recomputes the MLP. Hint: drop "
+                 "policy=, nn.checkpoint(MLP).")
+
+
+@pytest.mark.points(4)
+def test_output_and_gradient_go_through_nn_checkpoint(sol):
+    """Shifting the model's output inside nn.checkpoint shifts yours, and all of the gradient crosses it."""
+    _, _, run = working(sol, "lifted")
+    message = value_message(run) or gradient_message(run)
+    if message:
+        fail(message)
+
+
+@pytest.mark.points(3)
+def test_nn_checkpoint_wraps_whole_mlp(sol):
+    """One nn.checkpoint holds both Dense layers (the MLP class is wrapped) and does the work."""
+    program, dense, run = working(sol, "lifted")
+    message = value_message(run) or gradient_message(run)
+    if message:
+        fail(message)
+    for remat in {id(r): r for c in dense for r in c.lifted}.values():
+        if {c.role for c in calls_inside(program, "lifted", [remat]) if c.role} == {FIRST, SECOND}:
+            return
+    inside = sorted({c.role for c in dense})
+    fail(f"only {' and '.join(inside)} runs inside nn.checkpoint: the checkpoint holds one layer, "
+         "not the MLP, so the other layer's activations are still stored for the backward pass. "
+         "Hint: wrap the whole MLP class, nn.checkpoint(MLP), and keep plain nn.Dense layers "
+         "inside it.")

@@ -3,15 +3,65 @@ what else they lose, and what they keep."""
 
 import pytest
 
+from graders import catalog
+from graders.spec import read_checks
 
 EX = "ex5"
+# The checks that read the program rather than the numbers; the rest are the numbers checks.
+TECHNIQUE = {"forward_holds_remat2", "checkpoint_policy_saves_nothing",
+             "output_and_gradient_go_through_nn_checkpoint", "nn_checkpoint_wraps_whole_mlp"}
+# Right numbers, and no nn.checkpoint doing the work: an unwrapped model, a function checkpointed
+# instead of the module, or a checkpoint present but discarded, multiplied by zero, masked out,
+# cut off from the gradient, averaged with a twin, saving everything, or around a lone Dense layer
+# (whose backward pass needs nothing but its input and kernel, so nothing is recomputed).
+WITHOUT_NN_CHECKPOINT = [
+    "no_checkpoint", "jax_checkpoint_apply", "jax_checkpoint_init_and_apply", "jax_checkpoint_init_only",
+    "jax_checkpoint_init_with_output",
+    "discarded_checkpoint", "checkpoint_times_zero", "checkpoint_masked_out", "checkpoint_stop_gradient",
+    "gradient_through_unwrapped_twin", "averaged_with_unwrapped", "policy_everything_saveable",
+    "checkpoint_one_dense",
+]
 
 
-@pytest.mark.parametrize("case", ["no_checkpoint", "jax_checkpoint_apply"])
-def test_right_numbers_without_nn_checkpoint_lose_only_technique_points(corpus, case):
-    # The unwrapped model computes the same numbers: only the remat2 checks may catch it.
+def points() -> dict[str, int]:
+    return {c.name: c.points for c in read_checks(catalog.grader_file(EX))}
+
+
+def test_technique_checks_are_the_ones_named_here():
+    assert TECHNIQUE < set(points())
+
+
+@pytest.mark.parametrize("case", WITHOUT_NN_CHECKPOINT)
+def test_right_numbers_without_nn_checkpoint_score_at_most_half(corpus, case):
+    declared = points()
+    run = corpus(EX)[case]
+    lost = run.lost(EX)
+    # Only the program is wrong: every numbers check keeps its points...
+    assert lost and set(lost) <= TECHNIQUE, sorted(lost)
+    # ...and the exercise as a whole gets at most half of what it is worth.
+    assert run.exercise(EX)["score"] <= sum(declared.values()) / 2
+
+
+@pytest.mark.parametrize("case", ["jax_checkpoint_apply", "jax_checkpoint_init_and_apply",
+                                  "jax_checkpoint_init_with_output"])
+def test_checkpointed_functions_lose_every_linen_check(corpus, case):
+    # Each holds remat2 around the whole MLP, in apply (and init): only Linen's lift is missing.
     lost = corpus(EX)[case].lost(EX)
-    assert lost and set(lost) <= {"forward_holds_remat2", "checkpoint_wraps_whole_mlp_class"}
+    assert set(lost) == {"output_and_gradient_go_through_nn_checkpoint", "nn_checkpoint_wraps_whole_mlp"}
+    assert all("not inside Linen's nn.checkpoint" in message for message in lost.values())
+
+
+def test_dots_saveable_loses_only_the_policy_check(corpus):
+    # It recomputes the ReLU and keeps the products: a real checkpoint, with another policy.
+    assert set(corpus(EX)["policy_dots_saveable"].lost(EX)) == {"checkpoint_policy_saves_nothing"}
+
+
+def test_checkpointing_the_second_half_keeps_the_output_check(corpus):
+    # The output layer is inside nn.checkpoint and the gradient crosses it: only "whole" is wrong.
+    lost = corpus(EX)["checkpoint_second_half"].lost(EX)
+    assert "nn_checkpoint_wraps_whole_mlp" in lost
+    assert not lost.keys() & {"forward_holds_remat2", "output_and_gradient_go_through_nn_checkpoint",
+                              "checkpoint_policy_saves_nothing"}
 
 
 def test_explicit_names_also_change_the_seeded_values(corpus):
@@ -23,3 +73,10 @@ def test_explicit_names_also_change_the_seeded_values(corpus):
 def test_no_bias_keeps_the_numbers(corpus):
     # Dense biases start at zero, so only the parameter tree can tell a missing bias.
     assert set(corpus(EX)["no_bias"].lost(EX)) == {"parameter_tree_is_dense_0_dense_1"}
+
+
+@pytest.mark.parametrize("case", ["split_key", "ignores_seed", "relu_on_output"])
+def test_wrong_numbers_keep_the_technique_points(corpus, case):
+    # The technique checks compare the learner's program with itself, not with the grader's
+    # numbers: a wrong init key or an extra ReLU costs the numbers checks only.
+    assert not set(corpus(EX)[case].lost(EX)) & TECHNIQUE

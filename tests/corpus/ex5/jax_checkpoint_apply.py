@@ -1,6 +1,7 @@
-"""Checkpoints the function model.apply with jax.checkpoint; init is not wrapped.
+"""Checkpoints the function model.apply with jax.checkpoint; the module is not wrapped.
 
-loses: checkpoint_wraps_whole_mlp_class: You checkpointed a function
+loses: output_and_gradient_go_through_nn_checkpoint: wraps a function around the whole model call
+loses: nn_checkpoint_wraps_whole_mlp: jax.checkpoint(model.apply)
 """
 import jax
 
