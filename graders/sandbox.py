@@ -80,7 +80,7 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
     """In the new namespaces: build the new root, enter it, and become nobody.
 
     `readable`: extra paths to show read-only at the same place (the interpreter, the venv, the
-    cache); `hidden`: files inside them to replace with an empty file (the quiz key)."""
+    cache); `hidden`: files inside them to cover, so that they cannot be read (the quiz key)."""
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     root = "/mnt" if os.path.isdir("/mnt") else "/tmp"
     # A tmpfs holds the new root: every directory on the way to a mount point is created here

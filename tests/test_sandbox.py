@@ -97,7 +97,8 @@ def test_reference_tests_and_secrets_are_not_there(probe):
     assert str(found["import_reference"]).startswith("denied")
     secrets = [p for p in catalog.SECRETS if p.exists()]
     assert secrets, "the package has a secret to hide (the quiz key)"
-    assert found["quiz_key"] == [""] * len(secrets), found["quiz_key"]
+    # each secret is covered by a device node that cannot be opened (or reads empty)
+    assert found["quiz_key"] == [""] * len(secrets) or str(found["quiz_key"]).startswith("denied"), found["quiz_key"]
 
 
 def test_other_students_are_not_there(probe):
