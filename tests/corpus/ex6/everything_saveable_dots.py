@@ -1,4 +1,4 @@
-""""dots" uses everything_saveable, which keeps every value: nothing is recomputed, nothing saved.
+""""dots" uses everything_saveable, which keeps every value: nothing is recomputed, no memory is saved.
 
 loses: dots_uses_dots_saveable: nothing is recomputed
 loses: dots_memory_lies_between: everything_saveable
