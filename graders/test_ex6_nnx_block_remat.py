@@ -413,6 +413,9 @@ def count_problem(sol, cfg: Config, remat) -> str:
         return ("one nnx.remat wraps the whole stack: the backward pass recomputes the whole forward pass "
                 "at once, so the activations of all blocks are live together again and the peak does not "
                 "drop. Hint: checkpoint each block separately -- call every block through nnx.remat.")
+    if any(not held for held in s.holds):
+        return ("some checkpoints hold no matmul or normalisation at all (a checkpoint around a no-op), and "
+                "the blocks run outside them. Hint: checkpoint a function that runs the whole block.")
     if s.live < n:
         return (f"only {s.live} of the {n} blocks are checkpointed: the others keep all their activations "
                 "for the backward pass. Hint: call every block through nnx.remat.")
@@ -451,7 +454,8 @@ def policy_problem(sol, cfg: Config, remat) -> str:
     for policy in policies(sol, cfg, remat):
         if remat == "full" and policy is not None and policy is not cp.nothing_saveable:
             return (f"remat='full' carries the policy {describe_policy(policy, cfg)}; full rematerialisation "
-                    "keeps only each block's input. Hint: nnx.remat without a policy.")
+                    "keeps only each block's input. Hint: nnx.remat without a policy (or "
+                    "policy=jax.checkpoint_policies.nothing_saveable).")
         if remat == "dots" and policy is not cp.dots_saveable:
             return (f"remat='dots' carries the policy {describe_policy(policy, cfg)}; dots_saveable keeps "
                     "every matmul result and nothing else. Hint: policy=jax.checkpoint_policies.dots_saveable.")
@@ -629,7 +633,7 @@ def test_full_saves_nothing(sol, seed):
     require_one_whole_block_per_checkpoint(sol, cfg, "full")
     problem = policy_problem(sol, cfg, "full")
     if problem:
-        fail(problem + " (or policy=jax.checkpoint_policies.nothing_saveable)")
+        fail(problem)
 
 
 @pytest.mark.points(2)
