@@ -71,7 +71,7 @@ LN_EPS = 1e-6  # nnx.LayerNorm's default epsilon
 MEMORY_AGREEMENT = 0.10  # temp_memory_bytes may differ from the grader's figure by 10%
 # The learner's checkpointed gradient goes through nnx.split/merge, the grader's own is a plain
 # function of the same parameters; XLA plans both within a few percent of each other, while a
-# checkpoint around only half of each block needs well over twice the memory.
+# checkpoint around only half of each block needs nearly twice the memory or more.
 OWN_MARGIN = 0.15
 # What a Transformer block is made of, by the primitives that only its forward pass binds.
 MARKERS = {"dot_general": "matmuls", "rsqrt": "LayerNorm normalisations",
