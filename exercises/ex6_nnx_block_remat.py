@@ -12,27 +12,41 @@ cheap elementwise work (LayerNorm, softmax, GELU) is recomputed.
 attribute names and recomputes the block itself, so leave them as they are. You write
 `Transformer` and `temp_memory_bytes`.
 
-Two bugs from a tutorial on this topic (do not copy them):
+Pitfalls from an NNX rematerialization tutorial (do not copy them):
   * `jax.checkpoint(lambda b, x: b(x), block, x)` raises `TypeError: checkpoint() takes 1
     positional argument but 3 were given`: `jax.checkpoint` (like `nnx.remat`) takes a function
     and *returns* a new, checkpointed function; it does not call anything. The idea behind the
     line is right: checkpoint a function that runs *one* block, then call it for every block.
+  * `@jax.remat(policy=...)` used as a decorator raises `TypeError: remat() missing 1 required
+    positional argument: 'fun'`: the function is a required argument. Write
+    `functools.partial(jax.remat, policy=...)` as the decorator, or call
+    `jax.remat(fun, policy=...)`.
   * `jax.checkpoint_policies.save_only_these_names('dot_general')` raises nothing, but saves
     nothing either: the names it matches are tags you put on values with
-    `jax.ad_checkpoint.checkpoint_name(value, "some_name")`, not primitive names. No value in the
-    block carries the tag 'dot_general', so the "policy" quietly turns into full recomputation.
+    `checkpoint_name(value, "some_name")` (`from jax.ad_checkpoint import checkpoint_name`;
+    `jax.ad_checkpoint.checkpoint_name` after a bare `import jax` raises AttributeError), not
+    primitive names. No value in the block carries the tag 'dot_general', so the "policy"
+    quietly turns into full recomputation.
+  * "checkpointing each block takes activation memory from O(layers) to O(1)" is wrong: each
+    block's *input* is still kept for the backward pass, so memory stays O(layers), with a much
+    smaller constant (one activation per block instead of all of its intermediates).
 
-What is checked (`make grade EX=ex6`):
+What is checked (`make grade EX=ex6`), on a configuration the grader draws at grading time
+(the report prints it; do not assume any particular shape):
   * every variant (remat=None, "full", "dots") built from the same `nnx.Rngs` holds the same
     parameters, and its outputs and its gradients with respect to every `nnx.Param` equal the
     grader's own plain (uncheckpointed) stack of the blocks, computed from those parameters;
-  * the gradient's jaxpr holds one `remat2` equation per block (exactly num_layers) for "full"
-    and "dots", and none for None; the policy on them is none (or nothing_saveable) for "full"
-    and `dots_saveable` for "dots";
-  * on an 8-layer model, measured by the grader: "full" needs at most half the temporary memory
-    of None, and "dots" lies strictly between the two (the report shows all three figures);
+  * the gradient of "full" and of "dots" holds exactly one working checkpoint (`remat2`) per
+    block (a checkpoint whose result is discarded, multiplied by zero or cut off by
+    stop_gradient does no work and is not counted), and none for None;
+  * each checkpoint holds all of one block -- both residual halves, every matmul and LayerNorm
+    -- and no block work runs outside the checkpoints;
+  * the policy of every checkpoint: none (or nothing_saveable) for "full", `dots_saveable` for
+    "dots";
+  * temporary memory, measured by the grader: "full" needs no more than the grader's own
+    gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
+    "full" and None (the report shows the figures);
   * `temp_memory_bytes` returns the grader's figure for each variant (within 10%).
-Sizes, seeds and data are chosen by the grader; do not assume any particular shape.
 """
 
 import jax

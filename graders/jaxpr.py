@@ -255,3 +255,86 @@ def custom_vjp_name(eqn) -> str | None:
     info = getattr(eqn.params.get("call_jaxpr"), "jaxpr", None)
     info = getattr(info, "debug_info", None)
     return getattr(info, "func_name", None)
+
+
+# ----- dataflow: which equations do work that reaches the outputs ---------------------------
+
+_SHAPE_ONLY = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "squeeze",
+                         "expand_dims", "transpose", "copy", "copy_p"})
+
+
+def _is_literal(v) -> bool:
+    from jax.extend.core import Literal
+    return isinstance(v, Literal)
+
+
+def _known_zero(jaxpr) -> set:
+    """Variables that are zero whatever the inputs: a literal 0 reshaped or broadcast, a
+    product with such a value, a sum of such values."""
+    import numpy as np
+
+    zero: set = set()
+
+    def is_zero(v) -> bool:
+        if _is_literal(v):
+            try:
+                return bool(np.all(np.asarray(v.val) == 0))
+            except Exception:  # a literal that is not an array
+                return False
+        return v in zero
+
+    for eqn in jaxpr.eqns:
+        name, ins = eqn.primitive.name, eqn.invars
+        if ((name == "mul" and any(map(is_zero, ins)))
+                or (name in _SHAPE_ONLY and ins and is_zero(ins[0]))
+                or (name in ("add", "add_any", "sub") and all(map(is_zero, ins)))):
+            zero.update(eqn.outvars)
+    return zero
+
+
+def _forwarded(eqn) -> dict[int, int]:
+    """output index -> input index, for the outputs of a jit or checkpoint that return one of
+    its inputs unchanged (nnx.remat hands the module's state back this way)."""
+    inner = eqn.params.get("jaxpr") if is_a(eqn, "jit") or is_a(eqn, "checkpoint") else None
+    inner = getattr(inner, "jaxpr", inner)
+    if inner is None or len(inner.invars) != len(eqn.invars):
+        return {}
+    position = {v: i for i, v in enumerate(inner.invars)}
+    return {j: position[v] for j, v in enumerate(inner.outvars) if not _is_literal(v) and v in position}
+
+
+def _live(jaxpr, used: list, out: set) -> list:
+    zero = _known_zero(jaxpr)
+    needed = {v for v, u in zip(jaxpr.outvars, used) if u and not _is_literal(v) and v not in zero}
+    for eqn in reversed(jaxpr.eqns):
+        outs_used = [v in needed for v in eqn.outvars]
+        forwarded = _forwarded(eqn)
+        for j, i in forwarded.items():
+            if outs_used[j]:
+                outs_used[j] = False  # an input passed through: the input is needed, not the work
+                if not _is_literal(eqn.invars[i]) and eqn.invars[i] not in zero:
+                    needed.add(eqn.invars[i])
+        if not any(outs_used):
+            continue
+        out.add(id(eqn))
+        inner = eqn.params.get("jaxpr") if is_a(eqn, "jit") else None
+        if inner is not None:
+            inner_in = _live(getattr(inner, "jaxpr", inner), outs_used, out)
+            needed.update(v for v, u in zip(eqn.invars, inner_in) if u and not _is_literal(v) and v not in zero)
+        else:
+            for sub in sub_jaxprs(eqn):
+                out.update(id(e) for e in walk(sub))
+            needed.update(v for v in eqn.invars if not _is_literal(v) and v not in zero)
+    return [v in needed for v in jaxpr.invars]
+
+
+def live_equations(jaxpr, used_outputs=None) -> set[int]:
+    """ids of the equations (at every depth) whose results reach the used outputs (all by
+    default): dead code, and values only ever multiplied by zero, are left out, so that
+    `out + 0 * f(x)` does not count f as doing work. Jits are followed inside; any other
+    equation holding sub-jaxprs (a checkpoint, a scan) is live or dead as a whole."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    used = [True] * len(jaxpr.outvars) if used_outputs is None else list(used_outputs)
+    out: set[int] = set()
+    _live(jaxpr, used, out)
+    return out

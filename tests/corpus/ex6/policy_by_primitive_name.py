@@ -1,6 +1,6 @@
-"""Seed 004's policy bug: save_only_these_names('dot_general') for "dots" (a primitive name, not a checkpoint_name tag).
+"""The policy bug of an NNX rematerialization tutorial: save_only_these_names('dot_general') for "dots" (a primitive name, not a checkpoint_name tag).
 
-loses: dots_uses_dots_saveable: seed 004's bug
+loses: dots_uses_dots_saveable: a bug in an NNX rematerialization tutorial
 loses: dots_memory_lies_between: save_only_these_names('dot_general')
 """
 

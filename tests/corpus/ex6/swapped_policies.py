@@ -1,6 +1,6 @@
 """The policies of "full" and "dots" are swapped.
 
-loses: full_saves_nothing: checkpointed with the policy dots_saveable
+loses: full_saves_nothing: carries the policy dots_saveable (it keeps 6 of
 """
 
 import jax

@@ -1,7 +1,7 @@
 """One nnx.remat around the whole stack of blocks instead of one per block.
 
 loses: each_block_is_checkpointed_separately: one nnx.remat wraps the whole stack
-loses: full_remat_halves_temp_memory: one nnx.remat wraps the whole stack
+loses: full_remat_matches_per_block_remat: one nnx.remat wraps the whole stack
 """
 
 import jax

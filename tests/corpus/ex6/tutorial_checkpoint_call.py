@@ -1,4 +1,4 @@
-"""Seed 004's call: jax.checkpoint(lambda b, x: b(x), block, x) -- jax.checkpoint takes only the function.
+"""The call from an NNX rematerialization tutorial: jax.checkpoint(lambda b, x: b(x), block, x) -- jax.checkpoint takes only the function.
 
 loses: outputs_match_a_plain_stack: checkpoint() takes 1 positional argument
 """
