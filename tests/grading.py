@@ -88,6 +88,15 @@ def grade_corpus(ex_id: str) -> dict[str, Run]:
         launcher.close()
 
 
+def technique_free(ex_id: str, case: str) -> bool:
+    """Whether a wrong solution declares `technique: none`: every number right, the technique not
+    doing the work. The README's grading policy says such a solution scores at most half."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((CORPUS / ex_id / f"{case}.py").read_text())) or ""
+    return any(line.startswith("technique: none") for line in doc.splitlines())
+
+
 def expectations(ex_id: str, case: str) -> list[tuple[str, str]]:
     """The (check, words) pairs a wrong solution declares in its docstring as
     `loses: <check>: <words its message must contain>`."""

@@ -3,7 +3,7 @@ the words meant to explain it. Each file says which, in its docstring: `loses: <
 
 import pytest
 
-from grading import corpus_cases, expectations
+from grading import corpus_cases, expectations, technique_free
 from graders import catalog
 from graders.spec import read_checks
 
@@ -26,3 +26,22 @@ def test_every_check_is_failed_by_some_wrong_solution(ex_id):
     named = {check for case in corpus_cases(ex_id) for check, _ in expectations(ex_id, case)}
     unproven = [c.name for c in read_checks(catalog.grader_file(ex_id)) if c.name not in named]
     assert not unproven, f"{ex_id}: no wrong solution in tests/corpus/{ex_id}/ is declared to fail {unproven}"
+
+
+FREE = [(ex_id, case) for ex_id, case in CASES if technique_free(ex_id, case)]
+# Exercises whose lesson is a technique (the quiz and ex4's arithmetic of rounding have none).
+TECHNIQUE_EXERCISES = [e for e in catalog.available() if e not in ("ex4", "quiz")]
+
+
+@pytest.mark.parametrize(("ex_id", "case"), FREE, ids=[f"{e}/{c}" for e, c in FREE])
+def test_technique_free_solution_scores_at_most_half(corpus, ex_id, case):
+    # The README's rule: every number right without the technique earns at most half.
+    ex = corpus(ex_id)[case].exercise(ex_id)
+    declared = sum(c.points for c in read_checks(catalog.grader_file(ex_id)))
+    assert ex["max_score"] == declared
+    assert ex["score"] <= declared / 2, f"{ex_id}/{case} scores {ex['score']}/{declared} without the technique"
+
+
+@pytest.mark.parametrize("ex_id", TECHNIQUE_EXERCISES)
+def test_every_technique_is_tried_without_it(ex_id):
+    assert any(e == ex_id for e, _ in FREE), f"tests/corpus/{ex_id}/ has no `technique: none` solution"

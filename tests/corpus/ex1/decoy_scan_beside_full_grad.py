@@ -3,6 +3,7 @@ times 0; the answer comes from a full-batch gradient beside it, with tanh spelle
 
 loses: accumulates_with_lax_scan: a decoy
 loses: nothing_outside_the_scan_touches_the_whole_batch: a decoy
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import jax.numpy as jnp

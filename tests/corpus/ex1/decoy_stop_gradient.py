@@ -1,6 +1,7 @@
 """A real accumulating scan added as (s - stop_gradient(s)), which is 0, to a full-batch gradient.
 
 loses: accumulates_with_lax_scan: a decoy
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import jax.numpy as jnp

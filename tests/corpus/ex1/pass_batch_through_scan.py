@@ -1,6 +1,7 @@
 """The scan only hands the micro-batches back (times 1.0); the gradient is computed on them after it.
 
 loses: accumulates_with_lax_scan: the batch is passed through the scan
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,7 @@
 """A real accumulating scan whose result is never used: dead code beside a full-batch gradient.
 
 loses: accumulates_with_lax_scan: it is dead code
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import jax.numpy as jnp

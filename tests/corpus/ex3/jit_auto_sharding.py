@@ -5,6 +5,7 @@ loses: loss_is_a_pmean_out_of_shard_map: there is no shard_map in the traced los
 loses: loss_is_computed_from_gathered_shards: there is no shard_map in the traced loss
 loses: gradient_all_gathers_and_reduce_scatters: sum a whole weight gradient
 loses: fsdp_loss_is_a_shard_map_right_on_every_mesh: not by a shard_map
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import jax.numpy as jnp

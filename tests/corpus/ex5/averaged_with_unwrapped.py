@@ -2,6 +2,7 @@
 but half of the output (and of the gradient) goes around the checkpoint.
 
 loses: output_and_gradient_go_through_nn_checkpoint: averaged with another
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import flax.linen as nn

@@ -2,6 +2,7 @@
 the checkpoint is live in the program, and never chosen.
 
 loses: output_and_gradient_go_through_nn_checkpoint: masked out
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import jax.numpy as jnp

@@ -3,6 +3,7 @@ a lone Dense layer's backward pass needs only its input and kernel, so nothing i
 
 loses: nn_checkpoint_wraps_whole_mlp: your checkpoint holds only the first Dense layer
 loses: forward_holds_remat2: recomputes nothing and saves no memory
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import flax.linen as nn

@@ -3,6 +3,7 @@ checkpoint survives dead-code removal but does no work.
 
 loses: output_and_gradient_go_through_nn_checkpoint: multiplied by zero
 loses: forward_holds_remat2: the output you return is not the checkpointed model's
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import flax.linen as nn

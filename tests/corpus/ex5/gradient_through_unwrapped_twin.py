@@ -3,6 +3,7 @@ stop_gradient(checkpointed) + twin - stop_gradient(twin). Forward through the ch
 backward around it.
 
 loses: output_and_gradient_go_through_nn_checkpoint: a second model beside it that carries the gradient
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import flax.linen as nn

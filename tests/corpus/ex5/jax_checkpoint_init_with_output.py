@@ -3,6 +3,7 @@ its init remat2 has the very outputs Linen's lifted init has (the model's output
 parameters), and its apply remat2 is the same program, yet no module is checkpointed.
 
 loses: output_and_gradient_go_through_nn_checkpoint: not inside Linen's nn.checkpoint
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 

@@ -3,6 +3,7 @@ pass, so nothing is recomputed; the checkpoint does no work.
 
 loses: checkpoint_policy_saves_nothing: (everything_saveable) saves 3 value(s)
 loses: nn_checkpoint_wraps_whole_mlp: nothing is recomputed
+technique: none (every number right, the technique not doing the work)
 """
 import jax
 import flax.linen as nn

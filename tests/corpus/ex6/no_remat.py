@@ -1,6 +1,7 @@
 """Stores `remat` but never checkpoints anything: every variant calls the blocks plainly.
 
 loses: each_block_is_checkpointed_separately: no block is checkpointed
+technique: none (every number right, the technique not doing the work)
 """
 
 from flax import nnx

@@ -2,6 +2,7 @@
 
 loses: each_checkpoint_holds_a_whole_block: a checkpoint around a no-op
 loses: full_remat_matches_per_block_remat: a checkpoint around a no-op
+technique: none (every number right, the technique not doing the work)
 """
 
 import jax

@@ -2,6 +2,7 @@
 jit or scan cannot be turned into a Python bool.
 
 loses: scale_step_runs_under_jit_and_inside_scan: converts a traced value to a Python bool
+technique: none (every number right, the technique not doing the work)
 """
 import jax.numpy as jnp
 
