@@ -21,7 +21,9 @@ class Exercise:
     # Typical cold grading seconds (make bench, 2 CPUs): the runner starts the longest first so
     # that, graded in parallel, the last one to finish is not the slowest.
     cost: float
-    needs_jax: bool = True  # whether its grading process imports JAX (the quiz does not)
+    # The libraries its grading process and its solution use: the fork server imports these
+    # (for every exercise of a run) once, before the first child is forked.
+    libraries: tuple[str, ...] = ("jax",)
     # An exercise whose answer is plain data (the quiz's ANSWERS): under --sandbox, a confined
     # process only reads these values, and the checks run where no learner code ever ran.
     data: tuple[str, ...] = ()
@@ -35,23 +37,28 @@ _ALL = (
     Exercise("ex3", "ex3_fsdp_shard_map", "FSDP by hand with shard_map",
              "the chapter's Exercise 3", cost=1.8),
     Exercise("ex4", "ex4_master_weights", "fp32 master weights",
-             "the chapter's Exercise 4", cost=1.5),
+             "the chapter's Exercise 4", cost=1.5, libraries=("jax", "ml_dtypes")),
     Exercise("ex5", "ex5_linen_checkpoint", "Linen nn.checkpoint",
-             "a Linen checkpointing task", cost=5.3),
+             "a Linen checkpointing task", cost=5.3, libraries=("jax", "flax.linen")),
     Exercise("ex6", "ex6_nnx_block_remat", "per-block nnx.remat",
-             "an NNX rematerialization tutorial and the chapter's section 6.10", cost=19.4),
+             "an NNX rematerialization tutorial and the chapter's section 6.10", cost=19.4,
+             libraries=("jax", "flax.nnx")),
     Exercise("ex7", "ex7_megatron_tp", "Megatron tensor parallelism",
-             "the chapter's section 6.8", cost=3.0),
+             "the chapter's section 6.8", cost=3.0, libraries=("jax", "optax")),
     Exercise("ex8", "ex8_loss_scaling", "dynamic loss scaling in fp16",
-             "the chapter's section 6.7", cost=3.0),
+             "the chapter's section 6.7", cost=3.0, libraries=("jax", "optax")),
     Exercise("quiz", "quiz", "quiz", "the chapter's quiz, the tutorial's bugs, bf16's range and Explicit-axis matmuls",
-             cost=0.5, needs_jax=False, data=("ANSWERS",)),
+             cost=0.5, libraries=(), data=("ANSWERS",)),
 )
 EXERCISES: dict[str, Exercise] = {e.id: e for e in _ALL}
 
 # Files of graders/ that only the trusted side may read: a release leaves them out, and a
 # sandboxed grading process sees them empty.
 SECRETS = (GRADERS_DIR / "quiz_key.json",)
+
+
+def needs_jax(ex_id: str) -> bool:
+    return "jax" in EXERCISES[ex_id].libraries
 
 
 def module_name(ex_id: str) -> str:

@@ -52,7 +52,7 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     # Time spent tracing, lowering and compiling, reported so `make bench` can say how much of
     # the grading time is compilation (and what the persistent cache saves).
     compile_seconds = {"trace": 0.0, "compile": 0.0}
-    if catalog.EXERCISES[ex_id].needs_jax:
+    if catalog.needs_jax(ex_id):
         import jax
 
         def on_duration(name, seconds, **_):

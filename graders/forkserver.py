@@ -1,7 +1,7 @@
 """The fork server: imports pytest, NumPy, JAX, Flax and Optax once per run, then forks one
 grading child per exercise, so that no exercise pays for those imports again.
 
-`python -m graders.forkserver FD [--jax]`, started by graders/process.py with the children's
+`python -m graders.forkserver FD [LIBRARY...]`, started by graders/process.py with the children's
 environment (so XLA_FLAGS and the cache settings are read by this one JAX import). FD is a
 SOCK_SEQPACKET socket: each request is a JSON message {"id", "ex", "solutions", "sandbox"} carrying two
 descriptors (the result pipe and the output file); the server answers {"id", "pid"} once the
@@ -20,18 +20,17 @@ import sys
 from pathlib import Path
 
 
-def _preload(with_jax: bool) -> None:
+def _preload(libraries: list[str]) -> None:
+    import importlib
+
     import numpy  # noqa: F401
     import pytest  # noqa: F401
 
     from graders import catalog, guard, learner, plugin, sandbox, spec  # noqa: F401
-    if with_jax:
-        import flax.linen  # noqa: F401
-        import jax  # noqa: F401
+    for name in libraries:  # what the run's exercises use (catalog.Exercise.libraries)
+        importlib.import_module(name)
+    if "jax" in libraries:
         import jax.numpy  # noqa: F401
-        import ml_dtypes  # noqa: F401
-        import optax  # noqa: F401
-        from flax import nnx  # noqa: F401
 
         from graders import hlo, jaxpr, memory, numeric  # noqa: F401
 
@@ -141,7 +140,7 @@ def serve(sock: socket.socket) -> None:
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
-    _preload("--jax" in sys.argv[2:])
+    _preload(sys.argv[2:])
     sock.send(b'{"ready": true}')
     serve(sock)
 

@@ -160,7 +160,7 @@ class ForkServer:
 
     START_TIMEOUT = 120.0
 
-    def __init__(self, env: dict[str, str], with_jax: bool, python: str = sys.executable,
+    def __init__(self, env: dict[str, str], libraries: list[str], python: str = sys.executable,
                  sandbox: dict | None = None):
         self.env = env
         # A sandboxed run never falls back to an unconfined interpreter.
@@ -176,7 +176,7 @@ class ForkServer:
         self._log = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen(
-                [python, "-m", "graders.forkserver", str(theirs.fileno())] + (["--jax"] if with_jax else []),
+                [python, "-m", "graders.forkserver", str(theirs.fileno()), *libraries],
                 cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
                 stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
         finally:
@@ -276,6 +276,9 @@ class ForkServer:
 
     def close(self) -> None:
         try:
+            # shutdown, not only close: the reader thread blocked in recv keeps the socket open,
+            # and the server would not see the end until the wait below ran out
+            self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
         except OSError:
             pass
@@ -304,9 +307,9 @@ def sandbox_spec(env: dict[str, str], python: str) -> dict:
 def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.executable, sandbox: bool = False):
     """The way to start the children of one run: a fork server unless told otherwise; with
     `sandbox`, always the fork server, each child confined (graders/sandbox.py)."""
-    with_jax = any(catalog.EXERCISES[i].needs_jax for i in ids)
+    libraries = sorted({lib for i in ids for lib in catalog.EXERCISES[i].libraries})
     if sandbox:
-        return ForkServer(env, with_jax, python, sandbox=sandbox_spec(env, python))
+        return ForkServer(env, libraries, python, sandbox=sandbox_spec(env, python))
     if not fork or os.environ.get("GRADERS_NO_FORK"):
         return Spawner(env, python)
-    return ForkServer(env, with_jax, python)
+    return ForkServer(env, libraries, python)
