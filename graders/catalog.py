@@ -31,24 +31,24 @@ class Exercise:
 
 _ALL = (
     Exercise("ex1", "ex1_token_accumulation", "token-weighted gradient accumulation",
-             "the chapter's Exercise 1", cost=2.1),
+             "the chapter's Exercise 1", cost=1.7),
     Exercise("ex2", "ex2_sqrt_checkpointing", "sqrt(L) grouped checkpointing",
-             "the chapter's Exercise 2", cost=7.1),
+             "the chapter's Exercise 2", cost=6.5),
     Exercise("ex3", "ex3_fsdp_shard_map", "FSDP by hand with shard_map",
-             "the chapter's Exercise 3", cost=1.8),
+             "the chapter's Exercise 3", cost=1.2),
     Exercise("ex4", "ex4_master_weights", "fp32 master weights",
-             "the chapter's Exercise 4", cost=1.5, libraries=("jax", "ml_dtypes")),
+             "the chapter's Exercise 4", cost=0.8, libraries=("jax", "ml_dtypes")),
     Exercise("ex5", "ex5_linen_checkpoint", "Linen nn.checkpoint",
-             "a Linen checkpointing task", cost=5.3, libraries=("jax", "flax.linen")),
+             "a Linen checkpointing task", cost=5.1, libraries=("jax", "flax.linen")),
     Exercise("ex6", "ex6_nnx_block_remat", "per-block nnx.remat",
-             "an NNX rematerialization tutorial and the chapter's section 6.10", cost=19.4,
+             "an NNX rematerialization tutorial and the chapter's section 6.10", cost=19.3,
              libraries=("jax", "flax.nnx")),
     Exercise("ex7", "ex7_megatron_tp", "Megatron tensor parallelism",
-             "the chapter's section 6.8", cost=3.0, libraries=("jax", "optax")),
+             "the chapter's section 6.8", cost=2.4, libraries=("jax", "optax")),
     Exercise("ex8", "ex8_loss_scaling", "dynamic loss scaling in fp16",
-             "the chapter's section 6.7", cost=3.0, libraries=("jax", "optax")),
+             "the chapter's section 6.7", cost=3.6, libraries=("jax", "optax")),
     Exercise("quiz", "quiz", "quiz", "the chapter's quiz, the tutorial's bugs, bf16's range and Explicit-axis matmuls",
-             cost=0.5, libraries=(), data=("ANSWERS",)),
+             cost=0.3, libraries=(), data=("ANSWERS",)),
 )
 EXERCISES: dict[str, Exercise] = {e.id: e for e in _ALL}
 
