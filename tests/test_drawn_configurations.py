@@ -8,7 +8,7 @@ import pytest
 from grading import ROOT, TEST_SEED, grade
 from graders import catalog
 
-OTHER_SEEDS = (TEST_SEED + 1, TEST_SEED + 2)
+OTHER_SEEDS = (TEST_SEED + 1,)  # with the tests' own seed: two draws of each configuration
 
 
 def draws_from_the_seed(ex_id: str) -> bool:

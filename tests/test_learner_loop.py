@@ -29,7 +29,7 @@ def _command(*args: str) -> list[str]:
 def test_rows_stream_as_exercises_finish_when_stdout_is_a_pipe(tmp_path):
     shutil.copy(ROOT / "reference" / "quiz.py", tmp_path)
     (tmp_path / "ex1_token_accumulation.py").write_text(LOOPING_EX1)
-    proc = subprocess.Popen(_command("ex1", "quiz", "--solutions", str(tmp_path), "--timeout", "30"),
+    proc = subprocess.Popen(_command("ex1", "quiz", "--solutions", str(tmp_path), "--timeout", "12"),
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     try:
