@@ -8,9 +8,9 @@ grades three submissions.)"""
 import json
 import os
 import shutil
-import sys
 import stat
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
