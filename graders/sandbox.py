@@ -92,7 +92,8 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
     _mount("proc", _make_point(root, "/proc", True), "proc", _MS_NOSUID | _MS_NODEV)
     shown = [p for p in SYSTEM if os.path.exists(p)]
     shown += [str(package_root / "graders"), str(solutions)]
-    shown += [os.path.realpath(p) for p in readable if os.path.exists(p)]
+    # each at the place it is reached by (a venv may be a link) and at its real place
+    shown += [q for p in readable if os.path.exists(p) for q in (p, os.path.realpath(p))]
     for path in dict.fromkeys(shown):
         real = os.path.realpath(path)
         _bind(real, _make_point(root, path, os.path.isdir(real)))
