@@ -136,7 +136,7 @@ def main() -> None:
           "exercise's process (of which tracing + compiling) while all exercises are graded. Edit loop: "
           "`make grade EX=<id>` after an edit, whole command.\n")
     print(f"floor (start Python, import JAX, run one op): {base:.1f} s\n")
-    print(f"| exercise | cold | warm | edit loop | edit loop / floor |")
+    print("| exercise | cold | warm | edit loop | edit loop / floor |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for i in ids:
         ratio = edits[i] / base

@@ -402,7 +402,7 @@ def count_problem(sol, cfg: Config, remat) -> str:
     if s.live == n:
         return ""
     if s.live == 0 and (s.dead or s.holds):
-        return (f"its checkpoints do no work: their result never reaches the loss or its gradient (it is "
+        return ("its checkpoints do no work: their result never reaches the loss or its gradient (it is "
                 "discarded, multiplied by zero, or behind stop_gradient), and the blocks run plainly beside "
                 "them. Hint: use the checkpointed call's result as the block's output.")
     if s.live == 0:

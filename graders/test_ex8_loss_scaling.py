@@ -661,7 +661,7 @@ def test_training_computes_in_fp16_inside_the_scan(sol, training):
     not_f16 = sorted({tuple(str(v.aval.dtype) for v in e.invars) for e in dots_all} - {("float16", "float16")})
     if not_f16 or len(dots_in) < 3 or len(dots_in) != len(dots_all):
         fail(f"the training program has {len(dots_all)} dot_general(s), {len(dots_in)} inside the scan"
-             + (f", some on {not_f16} operands" if not_f16 else "") + f": expected the model's forward and backward "
+             + (f", some on {not_f16} operands" if not_f16 else "") + ": expected the model's forward and backward "
              "passes inside the scan body, all in float16. Hint: each step differentiates fp16_loss * scale.")
     run = training["runs"]["recover"]
     _, finites, _ = per_step(run, "train_fp16_dynamic")

@@ -16,6 +16,7 @@ CORPUS = ROOT / "tests" / "corpus"
 
 sys.path.insert(0, str(ROOT))
 from graders import catalog, grading, process, report  # noqa: E402
+from graders.spec import read_checks  # noqa: E402
 
 
 @dataclass
@@ -57,6 +58,16 @@ def grade(solutions: Path, ids=(), *extra: str, timeout: float = 900) -> Run:
             cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         results = json.loads(out.read_text()) if out.exists() else {}
     return Run(proc.returncode, proc.stdout, proc.stderr, results)
+
+
+def declared(ex_id: str) -> dict[str, int]:
+    """check name -> points, as the exercise's grader declares them."""
+    return {c.name: c.points for c in read_checks(catalog.grader_file(ex_id))}
+
+
+def technique_free_cases(ex_id: str) -> list[str]:
+    """The wrong solutions of ex_id that declare `technique: none`."""
+    return [case for case in corpus_cases(ex_id) if technique_free(ex_id, case)]
 
 
 def corpus_cases(ex_id: str) -> list[str]:

@@ -23,7 +23,7 @@ def _paragraph(ex_id: str) -> str:
 @pytest.mark.parametrize("ex_id", CASES)
 def test_readme_states_what_the_chapters_interface_alone_scores(corpus, ex_id):
     ex = corpus(ex_id)["chapter_interface_only"].exercise(ex_id)
-    claim = f"A module with only the chapter's interface"
+    claim = "A module with only the chapter's interface"
     paragraph = _paragraph(ex_id)
     assert claim in paragraph
     assert f"scores {ex['score']}/{ex['max_score']} here" in paragraph, (ex["score"], ex["max_score"], paragraph)

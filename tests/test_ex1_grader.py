@@ -1,39 +1,18 @@
 """Exercise 1's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, and what they keep."""
 
-from grading import corpus_cases
-from graders import catalog
-from graders.spec import read_checks
+from grading import technique_free_cases
 
 EX = "ex1"
 TECHNIQUE = {"accumulates_with_lax_scan", "nothing_outside_the_scan_touches_the_whole_batch"}
-# Right numbers, no working scan: a Python loop, decoys beside a full-batch gradient, a scan over the
-# whole batch, a scan that only adds or only passes the batch through.
-NO_TECHNIQUE = ("python_loop", "decoy_scan_beside_full_grad", "decoy_selected_away", "decoy_stop_gradient",
-                "scan_result_discarded", "scan_over_full_batch", "scan_once_over_full_batch",
-                "vmap_outside_scan", "pass_batch_through_scan")
-
-
-def score(run) -> float:
-    return sum(t["score"] for t in run.results["tests"] if t["tags"] == [EX])
-
-
-def test_technique_free_solutions_score_at_most_half(corpus):
-    total = sum(c.points for c in read_checks(catalog.grader_file(EX)))
-    for case in NO_TECHNIQUE:
-        run = corpus(EX)[case]
-        assert score(run) <= total / 2, (case, score(run), total)
 
 
 def test_technique_free_solutions_keep_the_numeric_points(corpus):
-    # The numbers are right; only the technique checks take points away.
-    for case in NO_TECHNIQUE:
+    # The numbers are right; only the technique checks take points away (at most half:
+    # tests/test_wrong_solutions.py).
+    for case in technique_free_cases(EX):
         lost = corpus(EX)[case].lost(EX)
         assert set(lost) == TECHNIQUE, (case, sorted(lost))
-
-
-def test_no_technique_list_names_real_corpus_files():
-    assert set(NO_TECHNIQUE) <= set(corpus_cases(EX))
 
 
 def test_wasted_full_batch_work_keeps_the_scan_points(corpus):

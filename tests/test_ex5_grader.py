@@ -3,43 +3,24 @@ what else they lose, and what they keep."""
 
 import pytest
 
-from graders import catalog
-from graders.spec import read_checks
+from grading import declared, technique_free_cases
 
 EX = "ex5"
 # The checks that read the program rather than the numbers; the rest are the numbers checks.
 TECHNIQUE = {"forward_holds_remat2", "checkpoint_policy_saves_nothing",
              "output_and_gradient_go_through_nn_checkpoint", "nn_checkpoint_wraps_whole_mlp"}
-# Right numbers, and no nn.checkpoint doing the work: an unwrapped model, a function checkpointed
-# instead of the module, or a checkpoint present but discarded, multiplied by zero, masked out,
-# cut off from the gradient, averaged with a twin, saving everything, or around a lone Dense layer
-# (whose backward pass needs nothing but its input and kernel, so nothing is recomputed).
-WITHOUT_NN_CHECKPOINT = [
-    "no_checkpoint", "jax_checkpoint_apply", "jax_checkpoint_init_and_apply", "jax_checkpoint_init_only",
-    "jax_checkpoint_init_with_output",
-    "discarded_checkpoint", "checkpoint_times_zero", "checkpoint_masked_out", "checkpoint_stop_gradient",
-    "gradient_through_unwrapped_twin", "averaged_with_unwrapped", "policy_everything_saveable",
-    "checkpoint_one_dense",
-]
-
-
-def points() -> dict[str, int]:
-    return {c.name: c.points for c in read_checks(catalog.grader_file(EX))}
 
 
 def test_technique_checks_are_the_ones_named_here():
-    assert TECHNIQUE < set(points())
+    assert TECHNIQUE < set(declared(EX))
 
 
-@pytest.mark.parametrize("case", WITHOUT_NN_CHECKPOINT)
-def test_right_numbers_without_nn_checkpoint_score_at_most_half(corpus, case):
-    declared = points()
-    run = corpus(EX)[case]
-    lost = run.lost(EX)
-    # Only the program is wrong: every numbers check keeps its points...
+@pytest.mark.parametrize("case", technique_free_cases(EX))
+def test_right_numbers_without_nn_checkpoint_lose_only_technique_checks(corpus, case):
+    # Only the program is wrong: every numbers check keeps its points (and the whole at most
+    # half of them: tests/test_wrong_solutions.py).
+    lost = corpus(EX)[case].lost(EX)
     assert lost and set(lost) <= TECHNIQUE, sorted(lost)
-    # ...and the exercise as a whole gets at most half of what it is worth.
-    assert run.exercise(EX)["score"] <= sum(declared.values()) / 2
 
 
 @pytest.mark.parametrize("case", ["jax_checkpoint_apply", "jax_checkpoint_init_and_apply",

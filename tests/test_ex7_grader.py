@@ -3,36 +3,24 @@ what else they lose, and what they keep."""
 
 import pytest
 
-from graders import catalog
-from graders.spec import read_checks
+from grading import declared, technique_free_cases
 
 EX = "ex7"
 
 NUMBERS = {"tp_mlp_matches_numpy", "shard_map_mlp_matches_numpy",
            "sgd_training_matches_single_device", "adam_training_matches_single_device"}
-# Right numbers, no tensor parallelism: everything replicated; no sharding stated and no shard_map;
-# replicated work with real Megatron code beside it, multiplied by zero.
-WITHOUT_TECHNIQUE = ["everything_replicated", "no_stated_sharding_no_shard_map", "decoys_times_zero"]
 
 
-def points() -> dict[str, int]:
-    return {c.name: c.points for c in read_checks(catalog.grader_file(EX))}
-
-
-@pytest.mark.parametrize("case", WITHOUT_TECHNIQUE)
-def test_right_numbers_without_the_technique_score_at_most_half(corpus, case):
-    declared = points()
-    run = corpus(EX)[case]
-    lost = run.lost(EX)
+@pytest.mark.parametrize("case", technique_free_cases(EX))
+def test_right_numbers_without_the_technique_keep_the_numeric_points(corpus, case):
+    # ... and at most half of all points (tests/test_wrong_solutions.py).
+    lost = corpus(EX)[case].lost(EX)
     assert not NUMBERS & set(lost), f"{case}: its numbers are right, yet it lost {sorted(NUMBERS & set(lost))}"
-    score = sum(p for name, p in declared.items() if name not in lost)
-    assert run.exercise(EX)["score"] == score
-    assert score <= sum(declared.values()) / 2, f"{case} scores {score} of {sum(declared.values())}"
 
 
 def test_numbers_alone_are_at_most_half_of_the_points():
-    declared = points()
-    assert sum(declared[n] for n in NUMBERS) <= sum(declared.values()) / 2
+    points = declared(EX)
+    assert sum(points[n] for n in NUMBERS) <= sum(points.values()) / 2
 
 
 def test_hardcoded_axis_size_passes_where_it_happens_to_be_right(corpus):

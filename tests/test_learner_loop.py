@@ -10,10 +10,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
-from pathlib import Path
 
 from grading import ROOT, grade
 from graders import catalog
