@@ -73,6 +73,15 @@ def grader_file(ex_id: str) -> Path:
     return GRADERS_DIR / f"test_{module_name(ex_id)}.py"
 
 
+def probes_file(ex_id: str) -> Path:
+    """The exercise's probes (graders/worker.py): the only grader code that touches the learner's."""
+    return GRADERS_DIR / "probes" / f"{module_name(ex_id)}.py"
+
+
+def has_probes(ex_id: str) -> bool:
+    return probes_file(ex_id).is_file()
+
+
 def available() -> list[str]:
     """Exercise ids whose grader exists, in catalog order."""
     return [ex_id for ex_id in EXERCISES if grader_file(ex_id).is_file()]

@@ -35,10 +35,51 @@ def unplain(value):
     return value
 
 
+def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, check_timeout: float):
+    """Fork the confined worker that will run the learner's code (graders/worker.py); this
+    process stays the judge. Called before any JAX backend exists here, so the fork is safe."""
+    import socket
+
+    from graders import catalog, forkserver, worker
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ours.close()
+            os.close(result_fd)  # the judge's event channel is never in the worker's hands
+            os.environ.pop("GRADERS_SEED", None)  # the draw is the judge's: inputs arrive as arguments
+            # The grader files (and their bytecode) hold the checks and how they draw inputs:
+            # the worker sees the probes, never those.
+            hidden = [str(p) for p in catalog.GRADERS_DIR.rglob("test_*") if p.is_file()]
+            forkserver.sandboxed(dict(box, hidden=list(box["hidden"]) + hidden), None)
+            worker.serve(theirs, ex_id, solutions_dir, check_timeout)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()  # into the exercise's output, which the report shows
+        finally:
+            os._exit(0)
+    theirs.close()
+    return worker.Remote(ours, pid)
+
+
 def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | None = None,
-        data: dict | None = None) -> None:
+        data: dict | None = None, box: dict | None = None) -> None:
     """Grade ex_id. With `extract`, only import the learner's module and send those names' values
-    as plain data; with `data`, grade those values (a module of data, never the learner's code)."""
+    as plain data; with `data`, grade those values (a module of data, never the learner's code).
+    With `box` (--sandbox, an exercise with probes), this process is the judge: the learner's
+    module is imported only in a confined worker, which the checks reach through the probes."""
+    from graders import catalog
+
+    check_timeout = float(os.environ.get("GRADERS_CHECK_TIMEOUT", "120"))
+    remote = None
+    if box is not None and data is None and extract is None and catalog.has_probes(ex_id):
+        remote = _start_worker(ex_id, solutions_dir, result_fd, box, check_timeout)
+        import signal
+
+        # The runner stops a timed-out exercise with SIGTERM: the worker's namespace goes first.
+        signal.signal(signal.SIGTERM, lambda *_: (remote.close(), os._exit(1)))
     channel = os.fdopen(result_fd, "w", buffering=1)
 
     def emit(**event):
@@ -47,7 +88,7 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
 
     import pytest
 
-    from graders import catalog, guard, learner, plugin
+    from graders import guard, learner, plugin, worker
 
     # Time spent tracing, lowering and compiling, reported so `make bench` can say how much of
     # the grading time is compilation (and what the persistent cache saves).
@@ -64,9 +105,17 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
         from graders import hlo, jaxpr, memory, numeric  # noqa: F401
 
     module_name = catalog.module_name(ex_id)
-    before = guard.snapshot()
+    probes = worker.probe_module(ex_id) if remote is None and catalog.has_probes(ex_id) else None
+    before = guard.snapshot()  # after the probes' import, so that it covers them
     emit(event="importing")
-    if data is not None:
+    if remote is not None:
+        first = remote.start()
+        if "import_error" in first:
+            remote.close()
+            emit(event="import_error", message=first["import_error"])
+            os._exit(0)
+        module = None
+    elif data is not None:
         import types
 
         module = types.ModuleType(module_name)
@@ -98,7 +147,11 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
 
     state = plugin.STATE
     state.solution, state.solutions_dir, state.emit, state.guard_before = module, solutions_dir, emit, before
-    state.check_timeout = float(os.environ.get("GRADERS_CHECK_TIMEOUT", "120"))
+    state.check_timeout = check_timeout
+    if remote is not None:
+        state.backend = remote
+    elif probes is not None:
+        state.backend = worker.Local(probes, module, solutions_dir, check_timeout)
     state.seed = int(os.environ.get("GRADERS_SEED", "0"))
     args = [str(catalog.grader_file(ex_id)), "-p", "no:terminal", "-p", "no:cacheprovider",
             "-s", "--assert=plain", "--noconftest", "-c", os.devnull,
@@ -108,6 +161,8 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
         pytest.main(args, plugins=[plugin])
     except BaseException as exc:
         emit(event="child_error", message=learner.describe(exc, solutions_dir))
+    if remote is not None:
+        remote.close()  # every process of the submission is gone before "done"
     emit(event="timing", **compile_seconds)
     emit(event="done")
     os._exit(0)

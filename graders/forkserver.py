@@ -26,7 +26,7 @@ def _preload(libraries: list[str]) -> None:
     import numpy  # noqa: F401
     import pytest  # noqa: F401
 
-    from graders import catalog, guard, learner, plugin, sandbox, spec  # noqa: F401
+    from graders import catalog, guard, learner, plugin, sandbox, spec, wire, worker  # noqa: F401
     for name in libraries:  # what the run's exercises use (catalog.Exercise.libraries)
         importlib.import_module(name)
     if "jax" in libraries:
@@ -55,17 +55,20 @@ def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[
         for target in (1, 2):
             os.dup2(output_fd, target)
         os.close(output_fd)
-        box = request.get("sandbox")
-        if box and not request.get("trusted"):
-            _sandboxed(box, result_fd)
-        from graders import child
+        from graders import catalog, child
 
-        child.run(request["ex"], Path(request["solutions"]), result_fd, request.get("extract"), request.get("data"))
+        box = request.get("sandbox")
+        # With probes, this process is the trusted judge and confines only the worker it forks.
+        split = bool(box) and catalog.has_probes(request["ex"]) and not request.get("extract")
+        if box and not request.get("trusted") and not split:
+            sandboxed(box, result_fd)
+        child.run(request["ex"], Path(request["solutions"]), result_fd, request.get("extract"),
+                  request.get("data"), box if split else None)
     finally:
         os._exit(70)  # child.run ends with os._exit; reaching here means it failed to start
 
 
-def _sandboxed(box: dict, result_fd: int) -> None:
+def sandboxed(box: dict, result_fd: int | None) -> None:
     """Fork once more into new namespaces: this process stays outside and waits; its child,
     process 1 of the new PID namespace, returns from here confined and runs the grading."""
     from graders import sandbox
@@ -75,7 +78,8 @@ def _sandboxed(box: dict, result_fd: int) -> None:
     if pid == 0:
         sandbox.confine(Path(box["package_root"]), Path(box["solutions"]), box["readable"], box["hidden"])
         return
-    os.close(result_fd)  # the event pipe ends when the confined child ends
+    if result_fd is not None:
+        os.close(result_fd)  # the event pipe ends when the confined child ends
     # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
     # of the namespace, and with it everything the learner's code started.
     signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
@@ -86,7 +90,8 @@ def _sandboxed(box: dict, result_fd: int) -> None:
         except InterruptedError:
             continue
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        if os.WTERMSIG(status) not in (signal.SIGKILL, signal.SIGSTOP):  # these cannot be reset
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))
 

@@ -22,6 +22,20 @@ class NotAttempted(Exception):
     """Raised by a grader when the learner left a stub value (e.g. a module-level None) untouched."""
 
 
+class Verdict(Exception):
+    """An outcome already decided where the learner's code ran (graders/worker.py), carried to
+    the check as it is: `outcome` is failed or not_attempted."""
+
+    def __init__(self, outcome: str, message: str):
+        super().__init__(message)
+        self.outcome, self.message = outcome, message
+
+
+class ProbeTimeout(BaseException):
+    """Raised in a worker's learner code when a probe runs past the check's limit (a
+    BaseException, as pytest-timeout's is, so that `except Exception` does not swallow it)."""
+
+
 def fail(message: str) -> None:
     raise CheckFailed(message)
 
@@ -78,3 +92,36 @@ def describe(exc: BaseException, solutions_dir: Path) -> str:
         return f"SyntaxError: {_short(exc.msg)}{where(exc, solutions_dir)}"
     message = _short(str(exc))
     return f"{type(exc).__name__}{': ' + message if message else ''}{where(exc, solutions_dir)}"
+
+
+def classify(exc: BaseException, solution, solutions_dir: Path, check_timeout: float) -> tuple[str, str]:
+    """(outcome, message) for an exception that ended a check, or a probe of one."""
+    solutions_dir = Path(solutions_dir)
+    if isinstance(exc, Verdict):
+        return exc.outcome, exc.message
+    if isinstance(exc, NotImplementedError):
+        frame = learner_frame(exc, solutions_dir)
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        # Only the stub's own `raise NotImplementedError` counts as "not attempted": the
+        # innermost frame must be in the learner's file.
+        if frame and tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve().parent == solutions_dir.resolve():
+            return "not_attempted", f"not attempted yet: still raises NotImplementedError{where(exc, solutions_dir)}"
+    if isinstance(exc, AttributeError) and solution is not None and getattr(exc, "obj", None) is solution:
+        module = Path(getattr(solution, "__file__", "") or "your module").name
+        return "failed", (f"{module} defines no `{exc.name}`, which this check calls. "
+                          f"Hint: the stub names every function to write; keep `{exc.name}` with the stub's signature.")
+    if isinstance(exc, NotAttempted):
+        return "not_attempted", f"not attempted yet: {exc}"
+    if isinstance(exc, CheckFailed):
+        return "failed", str(exc)
+    if isinstance(exc, ProbeTimeout) or (type(exc).__name__ == "Failed" and "Timeout" in str(exc)):
+        return "failed", (f"stopped after {check_timeout:g} s{where(exc, solutions_dir)}. "
+                          "Hint: look for a loop that never ends, or a Python loop over many elements.")
+    if learner_frame(exc, solutions_dir) is not None:
+        return "failed", f"your code raised {describe(exc, solutions_dir)}"
+    if isinstance(exc, AssertionError):
+        return "failed", str(exc)
+    return "failed", (f"could not check what your code returned: {describe(exc, solutions_dir)}. "
+                      "Hint: compare the types and shapes you return with the docstring.")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graders import guard
-from graders.learner import CheckFailed, NotAttempted, describe, learner_frame, where
+from graders import learner
 
 
 
@@ -24,6 +24,7 @@ class _State:
     check_timeout = 0.0
     seed = 0
     explanation = ""  # what the running check says when it passes (see the `explain` fixture)
+    backend = None  # graders/worker.py's Local or Remote, for an exercise with probes
 
 
 STATE = _State()
@@ -35,8 +36,28 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def sol():
-    """The learner's module, imported from the folder being graded."""
+    """The learner's module, imported from the folder being graded (never in a judge: an
+    exercise with probes reaches the learner's code through `worker`)."""
+    if STATE.solution is None:
+        raise RuntimeError("the checks of an exercise with probes reach the learner's code through `worker`")
     return STATE.solution
+
+
+class _Probes:
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: STATE.backend.call(name, args, kwargs)
+
+
+@pytest.fixture(scope="session")
+def worker():
+    """The learner's code, reached through the exercise's probes: `worker.name(*args)` runs
+    graders/probes/<module>.py's `name(sol, *args)` where the learner's code runs, and returns
+    its value as plain data (or ends the check with the verdict reached there)."""
+    if STATE.backend is None:
+        raise RuntimeError("this exercise has no graders/probes/ module")
+    return _Probes()
 
 
 @pytest.fixture(scope="session")
@@ -72,32 +93,7 @@ def pytest_runtest_logstart(nodeid, location):
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """(outcome, message) for an exception that ended a check."""
-    if isinstance(exc, NotImplementedError):
-        frame = learner_frame(exc, STATE.solutions_dir)
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        # Only the stub's own `raise NotImplementedError` counts as "not attempted": the
-        # innermost frame must be in the learner's file.
-        if frame and tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve().parent == STATE.solutions_dir.resolve():
-            return "not_attempted", f"not attempted yet: still raises NotImplementedError{where(exc, STATE.solutions_dir)}"
-    if isinstance(exc, AttributeError) and STATE.solution is not None and getattr(exc, "obj", None) is STATE.solution:
-        module = Path(getattr(STATE.solution, "__file__", "") or "your module").name
-        return "failed", (f"{module} defines no `{exc.name}`, which this check calls. "
-                          f"Hint: the stub names every function to write; keep `{exc.name}` with the stub's signature.")
-    if isinstance(exc, NotAttempted):
-        return "not_attempted", f"not attempted yet: {exc}"
-    if isinstance(exc, CheckFailed):
-        return "failed", str(exc)
-    if type(exc).__name__ == "Failed" and "Timeout" in str(exc):
-        return "failed", (f"stopped after {STATE.check_timeout:g} s{where(exc, STATE.solutions_dir)}. "
-                          "Hint: look for a loop that never ends, or a Python loop over many elements.")
-    if learner_frame(exc, STATE.solutions_dir) is not None:
-        return "failed", f"your code raised {describe(exc, STATE.solutions_dir)}"
-    if isinstance(exc, AssertionError):
-        return "failed", str(exc)
-    return "failed", (f"could not check what your code returned: {describe(exc, STATE.solutions_dir)}. "
-                      "Hint: compare the types and shapes you return with the docstring.")
+    return learner.classify(exc, STATE.solution, STATE.solutions_dir, STATE.check_timeout)
 
 
 @pytest.hookimpl(hookwrapper=True)

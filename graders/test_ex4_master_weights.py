@@ -1,6 +1,7 @@
 """Grader for Exercise 4: bf16-stored parameter vs fp32 master weight.
 
-Expected values come from the grader's own step-by-step simulation with ml_dtypes (NumPy's
+The checks never call the learner's code: graders/probes/ex4_master_weights.py does, and hands
+back plain numbers. Expected values come from the grader's own step-by-step simulation with ml_dtypes (NumPy's
 bfloat16), rounding exactly once per step as a bf16-stored parameter does.
 """
 
@@ -11,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from graders.learner import NotAttempted, fail
+from graders.learner import fail
 from graders.numeric import as_scalar
 
 BF16 = ml_dtypes.bfloat16
@@ -90,16 +91,6 @@ def threshold_gap_above(w) -> float:
     return 2.0 ** (math.floor(math.log2(float(BF16(w)))) - 8)
 
 
-def module_value(sol, name):
-    value = getattr(sol, name, None)
-    if value is None:
-        raise NotAttempted(f"{name} is still None")
-    if callable(value):
-        fail(f"{name} should hold the result after 100 steps, but it is a function. "
-             f"Hint: {name} = your_function(1.0, 1e-3, 1.0, 100).")
-    return value
-
-
 def dtype_of(value, what: str):
     try:
         return jnp.asarray(value).dtype
@@ -108,10 +99,10 @@ def dtype_of(value, what: str):
 
 
 @pytest.mark.points(1)
-def test_bf16_result_is_bfloat16(sol):
+def test_bf16_result_is_bfloat16(worker):
     """sgd_bf16 and w_bf16 are bfloat16 scalars."""
-    for what, value in (("sgd_bf16(1.0, 1e-2, 1.0, 3)", sol.sgd_bf16(1.0, 1e-2, 1.0, 3)),
-                        ("w_bf16", module_value(sol, "w_bf16"))):
+    for what, value in (("sgd_bf16(1.0, 1e-2, 1.0, 3)", worker.sgd_bf16(1.0, 1e-2, 1.0, 3)),
+                        ("w_bf16", worker.module_value("w_bf16"))):
         dtype = dtype_of(value, what)
         if dtype != jnp.bfloat16:
             fail(f"{what} has dtype {dtype}, expected bfloat16: in scheme (a) the parameter is stored in bf16. "
@@ -119,10 +110,10 @@ def test_bf16_result_is_bfloat16(sol):
 
 
 @pytest.mark.points(1)
-def test_master_result_is_float32(sol):
+def test_master_result_is_float32(worker):
     """sgd_fp32_master and w_master are float32 scalars."""
-    for what, value in (("sgd_fp32_master(1.0, 1e-2, 1.0, 3)", sol.sgd_fp32_master(1.0, 1e-2, 1.0, 3)),
-                        ("w_master", module_value(sol, "w_master"))):
+    for what, value in (("sgd_fp32_master(1.0, 1e-2, 1.0, 3)", worker.sgd_fp32_master(1.0, 1e-2, 1.0, 3)),
+                        ("w_master", worker.module_value("w_master"))):
         dtype = dtype_of(value, what)
         if dtype != jnp.float32:
             fail(f"{what} has dtype {dtype}, expected float32: the master weight must keep fp32 precision "
@@ -130,10 +121,10 @@ def test_master_result_is_float32(sol):
 
 
 @pytest.mark.points(1)
-def test_chapter_case_values(sol):
+def test_chapter_case_values(worker):
     """w_bf16 is still 1.0 after 100 steps of 1e-3, w_master is about 0.9."""
-    w_bf16 = as_scalar(module_value(sol, "w_bf16"), "w_bf16")
-    w_master = as_scalar(module_value(sol, "w_master"), "w_master")
+    w_bf16 = as_scalar(worker.module_value("w_bf16"), "w_bf16")
+    w_master = as_scalar(worker.module_value("w_master"), "w_master")
     expected_master = min(fp32_steps(1.0, 1e-3, 1.0, 100))
     if w_bf16 != 1.0:
         fail(f"w_bf16 = {w_bf16:.8g}, expected 1.0: each 1e-3 step is under half the bf16 spacing just below 1.0 "
@@ -147,10 +138,10 @@ def test_chapter_case_values(sol):
 
 
 @pytest.mark.points(3)
-def test_bf16_matches_step_by_step_rounding(sol):
+def test_bf16_matches_step_by_step_rounding(worker):
     """sgd_bf16 equals the grader's simulation on a grid where bf16 sticks, moves, and overshoots."""
     for w0, lr, grad, steps in GRID:
-        got = as_scalar(sol.sgd_bf16(w0, lr, grad, steps), f"sgd_bf16({w0}, {lr}, {grad}, {steps})")
+        got = as_scalar(worker.sgd_bf16(w0, lr, grad, steps), f"sgd_bf16({w0}, {lr}, {grad}, {steps})")
         accepted = bf16_steps(w0, lr, grad, steps)
         if got in accepted:
             continue
@@ -165,11 +156,11 @@ def test_bf16_matches_step_by_step_rounding(sol):
 
 
 @pytest.mark.points(2)
-def test_master_matches_float32_simulation(sol):
+def test_master_matches_float32_simulation(worker):
     """sgd_fp32_master equals the grader's step-by-step float32 simulation bit for bit on the grid."""
     for w0, lr, grad, steps in GRID:
         call = f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})"
-        got = as_scalar(sol.sgd_fp32_master(w0, lr, grad, steps), call)
+        got = as_scalar(worker.sgd_fp32_master(w0, lr, grad, steps), call)
         accepted = fp32_steps(w0, lr, grad, steps)
         if got in accepted:
             continue
@@ -204,8 +195,8 @@ def threshold_mistake(got: dict, ws) -> str:
     return "Hint: find the next smaller bfloat16 number below bf16(w) (np.nextafter) and halve the gap."
 
 
-def check_thresholds(sol, ws, note=None):
-    got = {w: as_scalar(sol.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w!r})") for w in ws}
+def check_thresholds(worker, ws, note=None):
+    got = {w: as_scalar(worker.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w!r})") for w in ws}
     wrong = [w for w in ws if not np.isclose(got[w], threshold(w), rtol=THRESHOLD_RTOL, atol=0)]
     if wrong:
         w = wrong[0]
@@ -214,24 +205,24 @@ def check_thresholds(sol, ws, note=None):
 
 
 @pytest.mark.points(2)
-def test_rounding_threshold_matches_bf16_spacing(sol, note):
+def test_rounding_threshold_matches_bf16_spacing(worker, note):
     """bf16_rounding_threshold(w) is half the gap to the next smaller bf16 number, for many w."""
-    check_thresholds(sol, (1.5, 3.0, 0.1, 1000.0, 0.75, 6.5e-3, 1.0, 2.0))  # the last two are powers of two
+    check_thresholds(worker, (1.5, 3.0, 0.1, 1000.0, 0.75, 6.5e-3, 1.0, 2.0))  # the last two are powers of two
     note(f"Why (a) never moves: just below 1.0 bf16 numbers are 2**-8 = {2**-8:.4f} apart, so any update under "
          f"{threshold(1.0):.5f} (half of it) is rounded away; 1e-3 is, every step.")
 
 
 @pytest.mark.points(1)
-def test_rounding_threshold_rounds_w_to_bf16_first(sol):
+def test_rounding_threshold_rounds_w_to_bf16_first(worker):
     """For w that bf16 rounds onto a power of two, the gap is read below the stored value."""
     # 0.5 + 2**-10 is stored as 0.5 (rounded down), 1 - 2**-10 as 1.0 (rounded up), 3 - 2**-8 as 3.0:
     # below each stored value the gap is not the one at w's own power of two.
-    check_thresholds(sol, (0.5 + 2**-10, 1 - 2**-10, 3 - 2**-8, 1.5))
+    check_thresholds(worker, (0.5 + 2**-10, 1 - 2**-10, 3 - 2**-8, 1.5))
 
 
 @pytest.mark.points(1)
-def test_rounding_threshold_below_the_smallest_normal(sol):
+def test_rounding_threshold_below_the_smallest_normal(worker):
     """Subnormal bf16 numbers, and the smallest normal one, have the subnormal spacing 2**-133."""
     ws = (SMALLEST_SUBNORMAL, 5 * SMALLEST_SUBNORMAL, 100 * SMALLEST_SUBNORMAL,
           SMALLEST_NORMAL, SMALLEST_NORMAL - SMALLEST_SUBNORMAL / 4)  # the last rounds up to the smallest normal
-    check_thresholds(sol, ws)
+    check_thresholds(worker, ws)
