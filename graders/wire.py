@@ -28,7 +28,8 @@ class WireError(ValueError):
 def _to(value, depth: int):
     if depth > MAX_DEPTH:
         raise WireError("nested too deeply")
-    if value is None or isinstance(value, (bool, int, float, str)):
+    # NumPy scalars first: np.float64 is also a float, and should arrive as what it was.
+    if value is None or (isinstance(value, (bool, int, float, str)) and not isinstance(value, np.generic)):
         return value
     if isinstance(value, bytes):
         return {"b": base64.b64encode(value).decode()}
