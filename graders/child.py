@@ -48,10 +48,10 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
         try:
             ours.close()
             os.close(result_fd)  # the judge's event channel is never in the worker's hands
-            os.environ.pop("GRADERS_SEED", None)  # the draw is the judge's: inputs arrive as arguments
             # The grader files (and their bytecode) hold the checks and how they draw inputs:
             # the worker sees the probes, never those.
-            hidden = [str(p) for p in catalog.GRADERS_DIR.rglob("test_*") if p.is_file()]
+            # (graders/__pycache__ whole: the judge may write a check's bytecode after this point).
+            hidden = [str(p) for p in catalog.GRADERS_DIR.glob("test_*")] + [str(catalog.GRADERS_DIR / "__pycache__")]
             forkserver.sandboxed(dict(box, hidden=list(box["hidden"]) + hidden), None)
             worker.serve(theirs, ex_id, solutions_dir, check_timeout)
         except BaseException:

@@ -10,9 +10,10 @@ Called in a process forked by the fork server, before any learner code runs:
     folders, the results file and the rest of the machine are not there;
   * a private /tmp, then the unprivileged user `nobody`, with no way to gain privileges back.
 
-What it does not do: the checks still run in the same process as the learner's code, so code
-that patches its own process can still forge its own exercise's verdicts (see README,
-"What the graders can and cannot stop").
+Who is confined: for an exercise with probes (graders/worker.py), only the worker that imports
+the learner's module; the judge that runs the checks stays outside and never runs learner code,
+and the worker sees graders/ without any `test_*` file. The quiz's ANSWERS are read by a confined
+process and judged by one that runs no learner code (graders/grading.py).
 """
 
 import ctypes
@@ -80,7 +81,8 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
     """In the new namespaces: build the new root, enter it, and become nobody.
 
     `readable`: extra paths to show read-only at the same place (the interpreter, the venv, the
-    cache); `hidden`: files inside them to cover, so that they cannot be read (the quiz key)."""
+    cache); `hidden`: files or folders inside them to cover, so that they cannot be read (the quiz
+    key, the checks and their bytecode)."""
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     root = "/mnt" if os.path.isdir("/mnt") else "/tmp"
     # A tmpfs holds the new root: every directory on the way to a mount point is created here
@@ -98,7 +100,9 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
         real = os.path.realpath(path)
         _bind(real, _make_point(root, path, os.path.isdir(real)))
     for path in hidden:
-        if os.path.exists(root + path):
+        if os.path.isdir(root + path):  # an empty, read-only directory in its place
+            _mount("hidden", root + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "mode=0755")
+        elif os.path.exists(root + path):
             _bind("/dev/null", root + path)
     _mount("none", root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     os.chdir(root)

@@ -33,6 +33,9 @@ attempt("import_reference", lambda: __import__("reference.ex4_master_weights")._
 attempt("tests", lambda: sorted(os.listdir(ROOT / "tests")))
 attempt("quiz_key", lambda: [open(p).read() for p in {secrets!r} if os.path.exists(p)])
 attempt("sibling", lambda: Path({sibling!r}).read_text())
+attempt("checks_source", lambda: (ROOT / "graders" / "test_ex4_master_weights.py").read_text())
+attempt("checks_bytecode", lambda: os.listdir(ROOT / "graders" / "__pycache__"))
+attempt("checks_loaded", lambda: sorted(m for m in sys.modules if "test_" in m))
 attempt("write_grader", lambda: open(ROOT / "graders" / "test_quiz.py", "a").write("#"))
 attempt("write_cache", lambda: open(Path({cache!r}) / "poison", "w").write("x"))
 attempt("write_results", lambda: open({results!r}, "w").write("{{}}"))
@@ -83,7 +86,21 @@ def probe(tmp_path_factory):
         root=str(ROOT), secrets=[str(p) for p in catalog.SECRETS], sibling=str(other / "ex4_master_weights.py"),
         cache=str(cache), results=str(results), marker=str(marker)))
     before = {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")}
-    run = grade(student, ["ex4"], "--sandbox", "--seed", "424242")
+    # The checks' bytecode, as a maintainer's own pytest run may leave it: hidden too.
+    import importlib.util
+    import py_compile
+
+    grader = catalog.grader_file("ex4")
+    bytecode = Path(importlib.util.cache_from_source(str(grader)))
+    made = not bytecode.exists()
+    py_compile.compile(str(grader), cfile=str(bytecode))
+    try:
+        run = grade(student, ["ex4"], "--sandbox", "--seed", "424242")
+    finally:
+        if made:
+            bytecode.unlink()
+            if not any(bytecode.parent.iterdir()):
+                bytecode.parent.rmdir()
     left = alive_with_seed(424242)
     time.sleep(3)  # the daemon would have written by now
     reason = run.exercise("ex4")["reason"]
@@ -99,6 +116,16 @@ def test_reference_tests_and_secrets_are_not_there(probe):
     assert secrets, "the package has a secret to hide (the quiz key)"
     # each secret is covered by a device node that cannot be opened (or reads empty)
     assert found["quiz_key"] == [""] * len(secrets) or str(found["quiz_key"]).startswith("denied"), found["quiz_key"]
+
+
+def test_the_checks_are_not_there(probe):
+    # ex4 has probes: its learner code runs in a worker that never holds the checks, their
+    # bytecode or their module, and whose grader files read empty.
+    found = probe["found"]
+    assert catalog.has_probes("ex4")
+    assert found["checks_source"] == "" or str(found["checks_source"]).startswith("denied"), found["checks_source"]
+    assert found["checks_bytecode"] == [], found["checks_bytecode"]
+    assert found["checks_loaded"] == [], found["checks_loaded"]
 
 
 def test_other_students_are_not_there(probe):
