@@ -38,6 +38,7 @@ def unplain(value):
 def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, check_timeout: float):
     """Fork the confined worker that will run the learner's code (graders/worker.py); this
     process stays the judge. Called before any JAX backend exists here, so the fork is safe."""
+    import signal
     import socket
 
     from graders import catalog, forkserver, worker
@@ -48,6 +49,11 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
         try:
             ours.close()
             os.close(result_fd)  # the judge's event channel is never in the worker's hands
+            # Should the judge die without closing it, this process (the waiter outside the
+            # worker's namespace) gets SIGTERM and kills the namespace.
+            from graders import sandbox
+
+            sandbox.die_with_parent(signal.SIGTERM)
             # The grader files (and their bytecode) hold the checks and how they draw inputs:
             # the worker sees the probes, never those.
             # (graders/__pycache__ whole: the judge may write a check's bytecode after this point).

@@ -25,6 +25,7 @@ NOBODY = 65534
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
 # What a CPU-only JAX process reads from the system: shared libraries, the dynamic loader, /etc
 # (locale, passwd for getpwuid), /dev (null, urandom, shm) and /sys (the CPU topology).
 SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys")
@@ -69,6 +70,12 @@ def _make_point(root: str, path: str, is_dir: bool) -> str:
         if not os.path.exists(target):
             open(target, "w").close()
     return target
+
+
+def die_with_parent(sig: int) -> None:
+    """Have the kernel send `sig` to this process when its parent ends (PR_SET_PDEATHSIG)."""
+    if _libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        raise SandboxError("prctl(PR_SET_PDEATHSIG) failed")
 
 
 def enter_namespaces() -> None:
