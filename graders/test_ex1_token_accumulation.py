@@ -1,21 +1,19 @@
 """Grader for Exercise 1: token-weighted gradient accumulation.
 
-Expected values come from a float64 NumPy version of the loss and its analytic gradient.
-The technique checks read the learner's program with its jit calls inlined and its dead code
-removed (graders.jaxpr.flatten), follow the batch through it, and evaluate it once with the scan
-fed a different batch than the rest of the program: only a scan that computes the result passes.
+The checks never call the learner's code: graders/probes/ex1_token_accumulation.py does, on the
+batches drawn here, and hands back plain numbers and summaries. Expected values come from a
+float64 NumPy version of the loss and its analytic gradient. For the technique checks the probe
+reads the learner's program with its jit calls inlined and its dead code removed
+(graders.jaxpr.flatten), follows the batch through it, and evaluates it once with the scan fed a
+different batch than the rest of the program: only a scan that computes the result passes.
 """
 
-from functools import partial
-
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from graders import jaxpr
 from graders.learner import fail
 from graders.numeric import as_scalar, assert_close, fmt, is_close, rng
+from graders.probes.ex1_token_accumulation import DATA_NAMES
 
 # B, T, D all distinct, so a transposed or mis-reshaped axis cannot pass by accident.
 B, T, D = 12, 7, 5
@@ -30,10 +28,6 @@ def make_batch(seed: int, lengths):
     m = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float64)
     w = r.normal(size=(D,)) * 0.7
     return w, x, y, m
-
-
-def as_f32(*arrays):
-    return [jnp.asarray(a, jnp.float32) for a in arrays]
 
 
 def loss_sum_np(w, x, y, m):
@@ -77,26 +71,25 @@ RUNNING_MEAN = ("A running mean divides by the tokens seen so far, which is 0 wh
                 "empty: 0/0. Hint: carry the gradient *sum* and the token count; divide once, after the scan.")
 
 
-def check_gradient(sol, seed, lengths, n_micro, call=None):
+def check_gradient(worker, seed, lengths, n_micro, jit=False):
     w, x, y, m = make_batch(seed, lengths)
     expected, mistakes = expected_and_mistakes(w, x, y, m, n_micro)
     if m.reshape(n_micro, -1)[0].sum() == 0:
         mistakes = [(np.full_like(expected, np.nan), RUNNING_MEAN), *mistakes]
-    call = call or partial(sol.accum_token_weighted, n_micro=n_micro)
-    got = call(*as_f32(w, x, y, m))
     counts = m.reshape(n_micro, -1).sum(axis=1).astype(int).tolist()
-    assert_close(got, expected, f"gradient with n_micro={n_micro} (valid tokens per micro-batch: {counts})",
-                 mistakes=mistakes)
+    what = f"gradient with n_micro={n_micro} (valid tokens per micro-batch: {counts})"
+    got = worker.accum_token_weighted(w, x, y, m, n_micro, what, expected.shape, jit=jit)
+    assert_close(got, expected, what, mistakes=mistakes)
 
 
 @pytest.mark.points(1)
-def test_loss_sum_counts_only_valid_tokens(sol):
+def test_loss_sum_counts_only_valid_tokens(worker):
     """The first return value is the loss summed over valid tokens only."""
     w, x, y, m = make_batch(1, [7, 3, 0, 5, 1, 7, 2, 6, 4, 0, 7, 1])
-    got = sol.tok_loss_sum_count(*as_f32(w, x, y, m))
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        fail(f"tok_loss_sum_count should return a pair (loss_sum, n_valid), got {type(got).__name__}.")
-    s = as_scalar(got[0], "loss_sum")
+    got = worker.tok_loss_sum_count(w, x, y, m, 0, "loss_sum", require_pair=True)
+    if not got["pair"]:
+        fail(f"tok_loss_sum_count should return a pair (loss_sum, n_valid), got {got['type']}.")
+    s = as_scalar(got["value"], "loss_sum")
     expected = loss_sum_np(w, x, y, m)
     assert_close(s, expected, "loss_sum", mistakes=[
         (loss_sum_np(w, x, y, np.ones_like(m)),
@@ -106,13 +99,15 @@ def test_loss_sum_counts_only_valid_tokens(sol):
 
 
 @pytest.mark.points(1)
-def test_loss_sum_adds_up_over_batch_splits(sol):
+def test_loss_sum_adds_up_over_batch_splits(worker):
     """Each part of a split batch gets its own loss sum, and the parts add up to the whole."""
     w, x, y, m = make_batch(2, [1, 7, 7, 7, 2, 7, 0, 3, 7, 7, 5, 7])
-    whole = as_scalar(sol.tok_loss_sum_count(*as_f32(w, x, y, m))[0], "loss_sum of the whole batch")
+    what = "loss_sum of the whole batch"
+    whole = as_scalar(worker.tok_loss_sum_count(w, x, y, m, 0, what)["value"], what)
     parts = []
     for s in (slice(0, 4), slice(4, B)):
-        part = as_scalar(sol.tok_loss_sum_count(*as_f32(w, x[s], y[s], m[s]))[0], f"loss_sum of rows {s.start}:{s.stop}")
+        what = f"loss_sum of rows {s.start}:{s.stop}"
+        part = as_scalar(worker.tok_loss_sum_count(w, x[s], y[s], m[s], 0, what)["value"], what)
         expected = loss_sum_np(w, x[s], y[s], m[s])
         assert_close(part, expected, f"loss_sum of rows {s.start}:{s.stop}", mistakes=[
             (expected / m[s].sum(), "That is the part's per-token mean: means of parts do not add up to the "
@@ -123,26 +118,26 @@ def test_loss_sum_adds_up_over_batch_splits(sol):
 
 
 @pytest.mark.points(1)
-def test_count_is_number_of_valid_tokens(sol):
+def test_count_is_number_of_valid_tokens(worker):
     """The second return value is the number of valid tokens, sum(m)."""
     lengths = [0, 4, 7, 2, 2, 6, 1, 0, 3, 7, 5, 1]
     w, x, y, m = make_batch(3, lengths)
-    n = as_scalar(sol.tok_loss_sum_count(*as_f32(w, x, y, m))[1], "n_valid")
+    n = as_scalar(worker.tok_loss_sum_count(w, x, y, m, 1, "n_valid")["value"], "n_valid")
     assert_close(n, sum(lengths), "n_valid", mistakes=[
         (m.size, "That counts every position, padding included. Hint: count the valid tokens, sum(m).")])
 
 
 @pytest.mark.points(2)
-def test_gradient_matches_full_batch(sol):
+def test_gradient_matches_full_batch(worker):
     """Equals the full-batch gradient of the global per-token mean for n_micro = 1, 2, 3."""
     # Micro-batches hold very different numbers of valid tokens (none is empty here).
     lengths = [7, 7, 7, 7, 6, 7, 1, 1, 2, 1, 1, 1]
     for seed, n_micro in ((4, 1), (5, 2), (6, 3)):
-        check_gradient(sol, seed, lengths, n_micro)
+        check_gradient(worker, seed, lengths, n_micro)
 
 
 @pytest.mark.points(2)
-def test_gradient_with_empty_micro_batches(sol):
+def test_gradient_with_empty_micro_batches(worker):
     """Still right when micro-batches hold no valid token: in the middle, last, first, and for n_micro = B."""
     # Layouts with the first micro-batch empty come after the others, so that a running mean
     # (0/0 only when the first micro-batches are empty) is named as such.
@@ -150,15 +145,13 @@ def test_gradient_with_empty_micro_batches(sol):
                                    (8, 4, [0, 0, 0, 7, 5, 6, 0, 0, 0, 2, 1, 0]),   # first and middle
                                    (12, 6, [0, 0, 0, 0, 4, 7, 0, 0, 1, 0, 0, 0]),  # first three of six
                                    (13, B, [0, 7, 5, 0, 6, 0, 1, 2, 0, 7, 3, 0])):  # single rows, first to last
-        check_gradient(sol, seed, lengths, n_micro)
+        check_gradient(worker, seed, lengths, n_micro)
 
 
 @pytest.mark.points(1)
-def test_runs_under_jit(sol):
+def test_runs_under_jit(worker):
     """jax.jit of the function (n_micro fixed) gives the full-batch gradient too."""
-    n_micro = 3
-    jitted = jax.jit(partial(sol.accum_token_weighted, n_micro=n_micro))
-    check_gradient(sol, 11, [1, 7, 2, 7, 3, 0, 7, 7, 4, 2, 6, 5], n_micro, call=jitted)
+    check_gradient(worker, 11, [1, 7, 2, 7, 3, 0, 7, 7, 4, 2, 6, 5], 3, jit=True)
 
 
 # ---- technique: the scan does the work -------------------------------------------------------
@@ -168,12 +161,6 @@ def test_runs_under_jit(sol):
 # (a gradient and a count per step: N_MICRO * (D_ + 1) = 16).
 N_MICRO, ROWS, T_, D_ = 4, 2, 19, 3
 B_ = N_MICRO * ROWS
-
-# Primitives that only move the batch's numbers around (reshaping, slicing, joining, casting):
-# the batch may pass through these on its way into the scan, and nothing else outside the scan.
-MOVES = frozenset({"reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", "convert_element_type",
-                   "copy", "copy_p", "slice", "split", "concatenate", "stack", "dynamic_slice"})
-DATA_NAMES = ("x", "y", "m")
 
 
 def technique_batch(seed: int, lengths):
@@ -185,115 +172,22 @@ def technique_batch(seed: int, lengths):
     return x, y, m
 
 
-def trace_flat(sol, w, x, y, m):
-    return jaxpr.flatten(partial(sol.accum_token_weighted, n_micro=N_MICRO), w, x, y, m)
-
-
-def _size(v) -> int:
-    return int(np.prod(v.aval.shape, dtype=int))
-
-
-def follow_the_batch(program):
-    """Walk the top level of the program from x, y and m (invars 1..3).
-
-    Returns (scans, per_step, outside): the scans of length N_MICRO that receive the batch, how
-    many numbers of each of x, y, m one step of them reads, and a description of every equation
-    outside them that does arithmetic on the batch (or hands it whole to every step)."""
-    origin = {v: {k} for k, v in enumerate(program.invars[1:4])}  # value -> which of x, y, m it holds
-    scans, outside = [], []
-    per_step = [0, 0, 0]
-
-    def where(eqn, v):
-        return f"{eqn.primitive.name} on {'/'.join(DATA_NAMES[k] for k in sorted(origin[v]))}{list(v.aval.shape)}"
-
-    for eqn in program.eqns:
-        batch_in = [(i, v) for i, v in enumerate(eqn.invars) if not isinstance(v, jax.extend.core.Literal) and v in origin]
-        if not batch_in:
-            continue
-        name = eqn.primitive.name
-        if name == "scan" and eqn.params["length"] == N_MICRO:
-            scans.append(eqn)
-            consts, _, xs = scan_operands(eqn)
-            body = eqn.params["jaxpr"].jaxpr
-            for i, v in batch_in:
-                if i in xs:  # one slice per step
-                    for k in origin[v]:
-                        per_step[k] += _size(v) // N_MICRO
-                elif i in consts and (sliced := _sliced_in_body(body, body.invars[i], _size(v))) is not None:
-                    for k in origin[v]:
-                        per_step[k] += sliced
-                else:
-                    if i in consts:  # every step reads all of it
-                        for k in origin[v]:
-                            per_step[k] += _size(v)
-                    outside.append(f"scan (every step gets the whole {where(eqn, v).split(' on ')[1]})")
-        elif name in MOVES and not (name == "broadcast_in_dim" and _size(eqn.outvars[0]) > _size(batch_in[0][1])):
-            for out in eqn.outvars:
-                origin[out] = set().union(*(origin[v] for _, v in batch_in))
-        else:
-            outside.extend(where(eqn, v) for _, v in batch_in[:1])
-    outside.extend(f"returning {DATA_NAMES[min(origin[v])]}" for v in program.outvars
-                   if not isinstance(v, jax.extend.core.Literal) and v in origin)
-    return scans, per_step, outside
-
-
-def scan_operands(eqn) -> tuple[list[int], list[int], list[int]]:
-    """Positions of a scan's operands that are its constants, its initial carry and its xs."""
-    consts, carry, xs = eqn.params["ft_in"].update(list(range(len(eqn.invars)))).unpack()
-    return list(consts), list(carry), list(xs)
-
-
-def _sliced_in_body(body, var, size: int):
-    """Numbers of `var` one step reads when the scan gets the whole batch as a constant: only
-    dynamic_slices of at most one micro-batch may read it (else None)."""
-    total = 0
-    for eqn in body.eqns:
-        if var in eqn.invars:
-            if eqn.primitive.name != "dynamic_slice" or eqn.invars[0] is not var:
-                return None
-            total += _size(eqn.outvars[0])
-    return total if 0 < total <= size // N_MICRO else None
-
-
-def evaluate_feeding_the_scan(program, consts, scans, world_a, world_b):
-    """The program's result on world_a, on world_b, and on world_a with only the given scans fed
-    world_b's values instead. If the scans compute the result, the last equals the second."""
-    envs = {"a": {}, "b": {}, "mixed": {}}
-    for env, world in ((envs["a"], world_a), (envs["b"], world_b), (envs["mixed"], world_a)):
-        env.update(zip(program.constvars, consts))
-        env.update(zip(program.invars, world))
-
-    def read(env, v):
-        return v.val if isinstance(v, jax.extend.core.Literal) else env[v]
-
-    for eqn in program.eqns:
-        params = eqn.primitive.get_bind_params(eqn.params)
-        for name, env in envs.items():
-            source = envs["b"] if name == "mixed" and eqn in scans else env
-            outs = eqn.primitive.bind(*(read(source, v) for v in eqn.invars), **params)
-            env.update(zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]))
-    return [read(envs[name], program.outvars[0]) for name in ("a", "b", "mixed")]
-
-
 @pytest.fixture(scope="module")
-def scan_at_work(sol):
+def scan_at_work(worker):
     """The scans that compute the learner's gradient, and what touches the batch outside them;
     fails (for every technique check) when no scan of length n_micro does the work."""
     w = rng(20).normal(size=(D_,)) * 0.7
     x, y, m = technique_batch(21, [19, 3, 0, 0, 11, 19, 1, 7])
     xb, yb, mb = technique_batch(22, [2, 19, 19, 5, 0, 9, 13, 1])
-    world_a, world_b = as_f32(w, x, y, m), as_f32(w, xb, yb, mb)
-    traced = jaxpr.trace(partial(sol.accum_token_weighted, n_micro=N_MICRO), *world_a)
-    program, consts = trace_flat(sol, *world_a)
-    shapes = [tuple(getattr(v.aval, "shape", ())) for v in program.outvars]
+    summary = worker.scan_at_work([w, x, y, m], [w, xb, yb, mb], N_MICRO)
+    shapes = summary["shapes"]
     if shapes != [(D_,)]:
         fail(f"accum_token_weighted should return one array of shape (D,) = ({D_},), got {len(shapes)} value(s) of "
              f"shape(s) {shapes}. Hint: return the averaged gradient only.")
-    scans, per_step, outside = follow_the_batch(program)
+    per_step, outside = summary["per_step"], summary["outside"]
     hint = "Hint: reshape x, y and m to (n_micro, B // n_micro, ...) and pass them to lax.scan as xs."
-    if not scans:
-        lengths = jaxpr.scan_lengths(traced)
-        live = [e.params["length"] for e in jaxpr.walk(program) if e.primitive.name == "scan"]
+    if not summary["scans"]:
+        lengths, live = summary["scan_lengths"], summary["live_lengths"]
         if not lengths:
             found = ("no lax.scan at all (a Python loop over the micro-batches is no scan: tracing unrolls the loop "
                      "into n_micro copies of its body)")
@@ -307,9 +201,7 @@ def scan_at_work(sol):
                      f"and the batch is used outside it: {', '.join(outside[:3])})")
         fail(f"expected a lax.scan of length n_micro={N_MICRO} that takes the batch one micro-batch per step; "
              f"found {found}. {hint}")
-    # One compiled program for the three runs: the learner's program is new at every edit.
-    runs = jax.jit(partial(evaluate_feeding_the_scan, program, consts, scans))(world_a, world_b)
-    on_a, on_b, fed_b = (np.asarray(r, np.float64) for r in runs)
+    on_a, on_b, fed_b = (np.asarray(summary[k], np.float64) for k in ("on_a", "on_b", "fed_b"))
     if is_close(on_a, on_b):
         fail(f"the result is the same for two different batches ({fmt(on_a)}): it does not depend on the data, so "
              "the scan computes nothing that reaches it. Hint: compute each micro-batch's gradient in the scan body.")
@@ -331,7 +223,7 @@ def scan_at_work(sol):
         whole = [o.split("(", 1)[1].rstrip(")") for o in outside if o.startswith("scan (")]
         fail(f"each step of the scan should read one micro-batch of x, y and m; it reads {seen}"
              f"{' (' + '; '.join(whole) + ')' if whole else ''}. {hint}")
-    handed_back = sum(_size(v) for e in scans for v in e.outvars)
+    handed_back = summary["handed_back"]
     if handed_back >= ROWS * T_:
         fail(f"the scan hands back {handed_back} numbers, as many as the micro-batches themselves (one micro-batch "
              f"of y is {ROWS * T_}): the batch is passed through the scan and the gradient computed after it. "
@@ -340,13 +232,13 @@ def scan_at_work(sol):
 
 
 @pytest.mark.points(5)
-def test_accumulates_with_lax_scan(sol, scan_at_work):
+def test_accumulates_with_lax_scan(scan_at_work):
     """A live scan of length n_micro reads one micro-batch per step and computes the result: fed another batch, the result becomes that batch's gradient."""
     # The fixture is this check: it fails, with its own message, unless such a scan is there.
 
 
 @pytest.mark.points(3)
-def test_nothing_outside_the_scan_touches_the_whole_batch(sol, scan_at_work):
+def test_nothing_outside_the_scan_touches_the_whole_batch(scan_at_work):
     """Outside the scan the batch is only reshaped into micro-batches: no arithmetic on it, not even discarded."""
     if scan_at_work:
         fail(f"outside the scan, the program still computes with the whole batch: {', '.join(scan_at_work[:4])}. "
