@@ -176,7 +176,7 @@ def flatten(fn: Callable, *args):
     Dead-code removal is JAX's own (`dce_jaxpr`): it drops exactly the equations, scan carries and
     scan outputs that no returned value depends on, and keeps everything that does, even a
     `* 0`. So what is left is what the result is computed from, but not yet how much each part
-    contributes; a check that needs that evaluates the program (see test_ex1 for an example).
+    contributes; a check that needs that evaluates the program (see graders/probes/ex1_token_accumulation.py for an example).
     """
     from jax._src.interpreters import partial_eval as pe
 
