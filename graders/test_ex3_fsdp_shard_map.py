@@ -117,13 +117,14 @@ def problem_message(problem: dict, rebound: str) -> str:
 _REPLIES: dict = {}
 
 
-def ask(worker, name: str, *args, rebound: str = REBOUND_FACTORY):
-    """worker.name(*args), once per program (several checks read one), failing the check with
-    the problem's meaning if the probe met one."""
-    key = (name, args[0])  # every probe's first argument is the mesh size, and each draws one problem
-    if key not in _REPLIES:
-        _REPLIES[key] = getattr(worker, name)(*args)
-    reply = _REPLIES[key]
+def ask(worker, name: str, n: int, *args, rebound: str = REBOUND_FACTORY):
+    """worker.name(n, *args): the probe `name` on an n-device mesh, asked once (several checks
+    read one program; each probe and mesh size always gets the same inputs), failing the check
+    with the problem's meaning if the probe met one. A reply is kept only if it came back: code
+    that raised is asked again by the next check, as it is run again."""
+    if (name, n) not in _REPLIES:
+        _REPLIES[name, n] = getattr(worker, name)(n, *args)
+    reply = _REPLIES[name, n]
     if isinstance(reply, dict) and "problem" in reply:
         fail(problem_message(reply["problem"], rebound))
     return reply
