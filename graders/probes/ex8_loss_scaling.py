@@ -71,12 +71,17 @@ def reading(sol, fn, *args) -> dict:
         return {"verdict": learner.classify(exc, sol, learner_dir(sol), 0.0)}
 
 
-def read_value(value_reading: dict, what: str = ""):
-    """The judge's side of `reading`: the value, or the verdict with the check's own words."""
-    if set(value_reading) == {"ok"}:
+def read_value(value_reading, what: str = ""):
+    """The judge's side of `reading`: the value, or the verdict with the check's own words. The
+    reading came from the process that runs the learner's code: a verdict in it can only fail
+    the check (or say "not attempted"), as graders/worker.py's replies can."""
+    if isinstance(value_reading, dict) and set(value_reading) == {"ok"}:
         return value_reading["ok"]
-    outcome, message = value_reading["verdict"]
-    raise learner.Verdict(outcome, message.replace(WHAT, what))
+    verdict = value_reading.get("verdict") if isinstance(value_reading, dict) and len(value_reading) == 1 else None
+    if (isinstance(verdict, (tuple, list)) and len(verdict) == 2 and verdict[0] in ("failed", "not_attempted")
+            and isinstance(verdict[1], str)):
+        raise learner.Verdict(verdict[0], verdict[1].replace(WHAT, what)[:2000])
+    raise learner.Verdict("failed", "the process running your code sent back something no probe sends")
 
 
 # ---------------------------------------------------------------- reading results
