@@ -1,30 +1,29 @@
 """Grader for Exercise 8: dynamic loss scaling for fp16.
 
-Expected values come from the grader's own computations: float64 NumPy gradients of the model,
-the grader's own JAX copy of the fp16 model (to measure what fp16 does to the gradients), a
+The checks never call the learner's code: graders/probes/ex8_loss_scaling.py does, and hands back
+plain data (numbers, float64 arrays, dtype names, summaries of the traced programs). Expected
+values come from the grader's own computations: float64 NumPy gradients of the model, the
+grader's own JAX copy of the fp16 model (to measure what fp16 does to the gradients), a
 Python step-by-step simulation of the scale rule, and a Python loop of training steps with an
 explicit `if` for the skip.
 """
 
 from functools import partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from jax import lax
 
-from graders import jaxpr
-from graders.learner import CheckFailed, fail, where
-from graders.numeric import as_array, assert_close, fmt, is_close, rng
+from graders.learner import fail
+from graders.numeric import assert_close, fmt, is_close, rng
+from graders.probes.ex8_loss_scaling import KEYS, read_value
 
 # N is large so that one example's share of the loss (LOSS_WEIGHT / (N*K)) lies deep in fp16's
 # subnormal range; D, H, K are small to keep compiles short; every axis has a distinct size.
 N, D, H, K = 384, 5, 24, 2
 LOSS_WEIGHT = 5e-5  # the given model's weight (part of the model the exercise fixes)
-KEYS = ("w1", "b1", "w2", "b2")
 F16_TINY = float(np.finfo(np.float16).tiny)
 
 # At 2^15 the only error left is fp16's rounding in the forward pass (~5e-4 relative here);
@@ -100,51 +99,10 @@ def rel_err(got, true) -> float:
 
 # ---------------------------------------------------------------- reading the learner's results
 
-def learner_dir(sol) -> Path:
-    return Path(sol.__file__).resolve().parent
-
-
-def traced(sol, fn, *args):
-    """fn(*args), turning a Python decision on a traced value into a message that says so."""
-    try:
-        return fn(*args)
-    except (jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError,
-            jax.errors.TracerIntegerConversionError, jax.errors.TracerArrayConversionError) as exc:
-        fail(f"your code converts a traced value to a Python bool or number{where(exc, learner_dir(sol))}: "
-             "inside jax.jit and lax.scan, `finite` and the scale are tracers, so a Python `if` "
-             "(or `and`, `or`, `bool()`, `float()`, `np.asarray`) cannot decide on them. Hint: choose with "
-             "jnp.where(finite, a, b) or lax.select, and skip an update by selecting the old values.")
-
-
-def grads_of(result, what: str):
-    """(grads dict of float64 arrays, the leaves as returned, finite flag) from (grads, finite)."""
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        fail(f"{what} should return a pair (grads, finite), got {type(result).__name__}.")
-    grads, finite = result
-    if not isinstance(grads, dict) or set(grads) != set(KEYS):
-        fail(f"{what}: grads should be a dict with the keys of params {list(KEYS)}, got "
-             f"{sorted(grads) if isinstance(grads, dict) else type(grads).__name__}.")
-    shapes = {"w1": (D, H), "b1": (H,), "w2": (H, K), "b2": (K,)}
-    arrays = {k: as_array(grads[k], f"{what}: grads['{k}']", shapes[k]) for k in KEYS}
-    return arrays, grads, finite
-
-
-def as_flag(value, what: str) -> bool:
-    array = np.asarray(value) if not isinstance(value, (str, bytes, dict)) and value is not None else None
-    if array is None or array.shape != () or array.dtype != np.bool_:
-        fail(f"{what} should be a boolean array of shape (), got {type(value).__name__} "
-             f"{getattr(array, 'dtype', '')} {getattr(array, 'shape', '')}. "
-             "Hint: jnp.all(...) of jnp.isfinite(...) gives one.")
-    return bool(array)
-
-
-def scale_state(value, what: str) -> tuple[float, int, object, object]:
-    """(scale, good_steps, scale dtype, good_steps dtype) from a returned DynScale."""
-    if not isinstance(value, tuple) or len(value) != 2:
-        fail(f"{what} should return a DynScale(scale, good_steps), got {type(value).__name__}.")
-    scale, good = value
-    s_dtype, g_dtype = jnp.asarray(scale).dtype, jnp.asarray(good).dtype
-    return float(np.asarray(scale, np.float64)), int(np.asarray(good)), s_dtype, g_dtype
+def scale_state(value) -> tuple[float, int, object, object]:
+    """(scale, good_steps, scale dtype, good_steps dtype) from a probe's reading of a DynScale."""
+    scale, good, s_dtype, g_dtype = value
+    return scale, good, jnp.dtype(s_dtype), jnp.dtype(g_dtype)
 
 
 # ---------------------------------------------------------------- the scale rule, simulated
@@ -159,11 +117,7 @@ def rule(scale, good, finite, period, factor, min_scale):
     return float(scale), good + 1
 
 
-def state(sol, scale, good):
-    return sol.DynScale(jnp.float32(scale), jnp.int32(good))
-
-
-def check_transitions(sol, flags, scale, period, factor, min_scale):
+def check_transitions(worker, flags, scale, period, factor, min_scale):
     """Feed the learner's dyn_scale_step each of the simulation's states in turn, so a message
     names the one transition that went wrong."""
     good = 0
@@ -171,7 +125,7 @@ def check_transitions(sol, flags, scale, period, factor, min_scale):
         expected = rule(scale, good, finite, period, factor, min_scale)
         call = f"dyn_scale_step(DynScale({scale:g}, {good}), finite={finite}, period={period}, factor={factor}, min_scale={min_scale})"
         got_scale, got_good, s_dtype, _ = scale_state(
-            sol.dyn_scale_step(state(sol, scale, good), jnp.asarray(finite), period, factor, min_scale), call)
+            worker.dyn_scale_step(call, scale, good, finite, period, factor, min_scale))
         if (got_scale, got_good) != expected:
             fail(f"{call} (step {i} of the sequence {[int(f) for f in flags]}) returned "
                  f"({got_scale:g}, {got_good}), expected ({expected[0]:g}, {expected[1]}). "
@@ -207,29 +161,29 @@ def transition_mistake(scale, good, finite, period, factor, min_scale, got_scale
 # ---------------------------------------------------------------- dyn_scale_step
 
 @pytest.mark.points(2)
-def test_scale_grows_exactly_at_period(sol):
+def test_scale_grows_exactly_at_period(worker):
     """Finite steps count up; at `period` the scale grows by `factor` and the counter resets."""
-    check_transitions(sol, [True] * 7, 2.0 ** 10, period=3, factor=2.0, min_scale=1.0)
-    check_transitions(sol, [True] * 11, 1.5, period=5, factor=3.0, min_scale=1.0)
-    check_transitions(sol, [True] * 3, 4.0, period=1, factor=2.0, min_scale=1.0)
+    check_transitions(worker, [True] * 7, 2.0 ** 10, period=3, factor=2.0, min_scale=1.0)
+    check_transitions(worker, [True] * 11, 1.5, period=5, factor=3.0, min_scale=1.0)
+    check_transitions(worker, [True] * 3, 4.0, period=1, factor=2.0, min_scale=1.0)
 
 
 @pytest.mark.points(1)
-def test_scale_shrinks_and_counter_resets_on_overflow(sol):
+def test_scale_shrinks_and_counter_resets_on_overflow(worker):
     """A non-finite step divides the scale by `factor` and sends the counter back to 0."""
     # Three good steps, an overflow, then three more must not grow the scale (period 4).
     flags = [True, True, True, False, True, True, True, True, False, False, True]
-    check_transitions(sol, flags, 2.0 ** 12, period=4, factor=2.0, min_scale=1.0)
-    check_transitions(sol, [False, True, False], 3.0 * 2 ** 10, period=6, factor=4.0, min_scale=1.0)
+    check_transitions(worker, flags, 2.0 ** 12, period=4, factor=2.0, min_scale=1.0)
+    check_transitions(worker, [False, True, False], 3.0 * 2 ** 10, period=6, factor=4.0, min_scale=1.0)
 
 
 @pytest.mark.points(1)
-def test_scale_never_goes_below_min_scale(sol):
+def test_scale_never_goes_below_min_scale(worker):
     """Repeated overflows stop at min_scale, also when min_scale is not a power of the factor."""
-    check_transitions(sol, [False] * 4, 8.0, period=3, factor=2.0, min_scale=2.0)
-    check_transitions(sol, [False] * 3, 10.0, period=3, factor=2.0, min_scale=3.0)
-    got, good, _, _ = scale_state(sol.dyn_scale_step(state(sol, 1.5, 2), jnp.asarray(False)),
-                                  "dyn_scale_step(DynScale(1.5, 2), finite=False) with the default min_scale")
+    check_transitions(worker, [False] * 4, 8.0, period=3, factor=2.0, min_scale=2.0)
+    check_transitions(worker, [False] * 3, 10.0, period=3, factor=2.0, min_scale=3.0)
+    got, good, _, _ = scale_state(worker.dyn_scale_step(
+        "dyn_scale_step(DynScale(1.5, 2), finite=False) with the default min_scale", 1.5, 2, False))
     if got != 1.0:
         fail(f"dyn_scale_step(DynScale(1.5, 2), finite=False) with the defaults returned scale {got:g}, expected 1 "
              "(the default min_scale is 1.0). "
@@ -237,11 +191,11 @@ def test_scale_never_goes_below_min_scale(sol):
 
 
 @pytest.mark.points(1)
-def test_scale_is_held_in_float32(sol):
+def test_scale_is_held_in_float32(worker):
     """The scale stays float32 (2^16 and beyond are fine), the counter an integer."""
     for finite, scale, good in ((True, 2.0 ** 15, 2), (False, 2.0 ** 20, 1), (True, 2.0 ** 40, 0)):
         call = f"dyn_scale_step(DynScale(float32({scale:g}), int32({good})), finite={finite}, period=3)"
-        got, got_good, s_dtype, g_dtype = scale_state(sol.dyn_scale_step(state(sol, scale, good), jnp.asarray(finite), 3), call)
+        got, got_good, s_dtype, g_dtype = scale_state(worker.dyn_scale_step(call, scale, good, finite, 3))
         expected = rule(scale, good, finite, 3, 2.0, 1.0)
         if s_dtype != jnp.float32 or not np.isfinite(got):
             fail(f"{call} returned a {s_dtype} scale {got:g}, expected float32 {expected[0]:g}. "
@@ -255,7 +209,7 @@ def test_scale_is_held_in_float32(sol):
 
 
 @pytest.mark.points(2)
-def test_scale_step_runs_under_jit_and_inside_scan(sol):
+def test_scale_step_runs_under_jit_and_inside_scan(worker):
     """The rule decides with data, not Python: it runs under jax.jit and as the body of lax.scan."""
     flags = [True, True, True, False, True, True, False, False, False, True, True, True, True]
     period, factor, min_scale, s0 = 3, 2.0, 4.0, 64.0
@@ -264,18 +218,12 @@ def test_scale_step_runs_under_jit_and_inside_scan(sol):
         scale, good = rule(scale, good, f, period, factor, min_scale)
         expected.append((scale, good))
 
-    step = jax.jit(lambda ls, f: sol.dyn_scale_step(ls, f, period, factor, min_scale))
-    got = scale_state(traced(sol, step, state(sol, 16.0, 2), jnp.asarray(True)), "jax.jit(dyn_scale_step)")[:2]
+    got = scale_state(worker.dyn_scale_step_jit("jax.jit(dyn_scale_step)", 16.0, 2, True, period, factor, min_scale))[:2]
     if got != rule(16.0, 2, True, period, factor, min_scale):
         fail(f"under jax.jit, dyn_scale_step(DynScale(16, 2), finite=True, period=3) returned {got}, expected "
              f"{rule(16.0, 2, True, period, factor, min_scale)}.")
 
-    def body(ls, f):
-        new = sol.dyn_scale_step(ls, f, period, factor, min_scale)
-        new = sol.DynScale(jnp.asarray(new[0], jnp.float32), jnp.asarray(new[1], jnp.int32))
-        return new, (new.scale, new.good_steps)
-
-    _, (scales, goods) = traced(sol, lambda fs: lax.scan(body, state(sol, s0, 0), fs), jnp.asarray(flags))
+    scales, goods = worker.dyn_scale_step_scan(flags, s0, period, factor, min_scale)
     got = list(zip(np.asarray(scales, np.float64).tolist(), np.asarray(goods).tolist()))
     if got != expected:
         k = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
@@ -286,7 +234,7 @@ def test_scale_step_runs_under_jit_and_inside_scan(sol):
 # ---------------------------------------------------------------- all_finite
 
 @pytest.mark.points(1)
-def test_all_finite_checks_every_leaf(sol):
+def test_all_finite_checks_every_leaf(worker):
     """True only when every leaf is finite; an inf or a NaN in any one leaf (the last too) is found."""
     ok = {"a": jnp.ones((3, 2)), "b": (jnp.arange(5.0), jnp.zeros((), jnp.float16)), "c": jnp.full((4,), -2.5)}
     cases = [("every leaf finite", ok, True)]
@@ -299,10 +247,9 @@ def test_all_finite_checks_every_leaf(sol):
         else:
             tree[path[0]] = bad
         cases.append((f"a non-finite entry in leaf {path}", tree, False))
-    jitted = jax.jit(sol.all_finite)
     for what, tree, expected in cases:
-        for how, fn in (("all_finite", sol.all_finite), ("jax.jit(all_finite)", jitted)):
-            got = as_flag(traced(sol, fn, tree), f"{how} with {what}")
+        for how, jit in (("all_finite", False), ("jax.jit(all_finite)", True)):
+            got = worker.all_finite(tree, jit, f"{how} with {what}")
             if got != expected:
                 fail(f"{how} returned {got} with {what}, expected {expected}. "
                      "Hint: look at every leaf (jax.tree.leaves) and every entry (jnp.isfinite).")
@@ -310,17 +257,13 @@ def test_all_finite_checks_every_leaf(sol):
 
 # ---------------------------------------------------------------- scaled_grads
 
-@pytest.fixture(scope="module")
-def grads_fn(sol):
-    """scaled_grads compiled once for every scale and data set (it must work under jit anyway)."""
-    return jax.jit(sol.scaled_grads)
-
-
-def learner_grads(sol, grads_fn, seed: int, scale: float):
+def learner_grads(worker, seed: int, scale: float):
+    """(the gradients flattened, float64's, readings of their dtypes and of the finite flag, the
+    call): scaled_grads is compiled once, under jit, for every scale and data set."""
     p, x, y = problem(seed)
     call = f"scaled_grads(params, x, y, scale={scale:g})"
-    got, leaves, finite = grads_of(traced(sol, grads_fn, f32(p), *f32((x, y)), jnp.float32(scale)), call)
-    return flat(got), flat(grads_np(p, x, y)), leaves, finite, call
+    got = worker.scaled_grads(f32(p), *f32((x, y)), scale, call)
+    return flat(got["grads"]), flat(grads_np(p, x, y)), got["dtypes"], got["finite"], call
 
 
 def own_fp16_grads(seed: int, scale: float) -> np.ndarray:
@@ -329,25 +272,22 @@ def own_fp16_grads(seed: int, scale: float) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def grads_program(sol):
-    """The live traced scaled_grads (a decoy that is computed and discarded is not in it), or the
-    message saying why it cannot be traced."""
+def grads_program(worker):
+    """The operand dtypes of each dot_general of the live traced scaled_grads (a decoy that is
+    computed and discarded is not in it), or the message saying why it cannot be traced."""
     p, x, y = problem(TRACE_SEED)
-    try:
-        return jaxpr.live(jaxpr.trace(lambda q, s: traced(sol, sol.scaled_grads, q, *f32((x, y)), s),
-                                      f32(p), jnp.float32(2.0 ** 15)))
-    except CheckFailed as exc:
-        return str(exc)
+    program = worker.scaled_grads_program(f32(p), *f32((x, y)), 2.0 ** 15)
+    return program["error"] if "error" in program else [tuple(d) for d in program["dots"]]
 
 
 def fp16_verdict(program) -> str | None:
     """Why the program is not an fp16 computation of the gradients, or None when it is."""
     if isinstance(program, str):
         return program
-    dots = jaxpr.find(program, "dot")
-    not_f16 = sorted({tuple(str(v.aval.dtype) for v in e.invars) for e in dots} - {("float16", "float16")})
+    dots = program
+    not_f16 = sorted(set(dots) - {("float16", "float16")})
     if not_f16:
-        return (f"{sum(1 for e in dots if tuple(str(v.aval.dtype) for v in e.invars) != ('float16', 'float16'))} "
+        return (f"{sum(1 for d in dots if d != ('float16', 'float16'))} "
                 f"dot_general(s) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
                 "(the parameters are cast to float16 inside fp16_loss). Hint: differentiate the given fp16_loss; "
                 "do not write an fp32 copy of the model.")
@@ -357,14 +297,14 @@ def fp16_verdict(program) -> str | None:
     return None
 
 
-def fp16_failure(sol, grads_fn, grads_program) -> str | None:
+def fp16_failure(worker, grads_program) -> str | None:
     """Why scaled_grads is not an fp16 computation doing the work, or None when it is."""
     verdict = fp16_verdict(grads_program)
     if verdict:
         return verdict
     # The dots must also do the work: an fp32 model written without dot_general, plus the fp16
     # gradients times zero, has only float16 dots but none of fp16's underflow.
-    got, true, _, _, call = learner_grads(sol, grads_fn, GRAD_SEED, 1.0)
+    got, true, _, _, call = learner_grads(worker, GRAD_SEED, 1.0)
     own = zero_share(own_fp16_grads(GRAD_SEED, 1.0), true)
     if zero_share(got, true) < own / 2:
         return (f"the float16 dot_generals are there, but the gradients do not show fp16's underflow: {call} has "
@@ -373,18 +313,18 @@ def fp16_failure(sol, grads_fn, grads_program) -> str | None:
     return None
 
 
-def require_fp16(sol, grads_fn, grads_program):
+def require_fp16(worker, grads_program):
     """Gradients count only when computed in fp16, where loss scaling matters."""
-    failure = fp16_failure(sol, grads_fn, grads_program)
+    failure = fp16_failure(worker, grads_program)
     if failure:
         fail("these gradients are not computed in fp16, where loss scaling matters, so they do not show the "
              f"technique (see scaled_grads_compute_in_fp16): {failure}")
 
 
 @pytest.mark.points(1)
-def test_grads_at_scale_1_underflow_as_fp16_does(sol, grads_fn, note):
+def test_grads_at_scale_1_underflow_as_fp16_does(worker, note):
     """With scale 1, about as many entries underflow to 0 as in the grader's own fp16 gradient."""
-    got, true, _, _, call = learner_grads(sol, grads_fn, GRAD_SEED, 1.0)
+    got, true, _, _, call = learner_grads(worker, GRAD_SEED, 1.0)
     own = zero_share(own_fp16_grads(GRAD_SEED, 1.0), true)
     assert own > 0.05, f"grader: the model should underflow in fp16 at scale 1 (measured {own:.1%})"
     share = zero_share(got, true)
@@ -397,11 +337,11 @@ def test_grads_at_scale_1_underflow_as_fp16_does(sol, grads_fn, note):
 
 
 @pytest.mark.points(2)
-def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_fn, grads_program, note):
+def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(worker, grads_program, note):
     """With scale 2^15 no entry underflows and the unscaled gradients are within 1% of float64."""
     scale = 2.0 ** 15
     for seed in (GRAD_SEED, GRAD_SEED_2):
-        got, true, _, _, call = learner_grads(sol, grads_fn, seed, scale)
+        got, true, _, _, call = learner_grads(worker, seed, scale)
         share, err = zero_share(got, true), rel_err(got, true)
         if seed == GRAD_SEED:
             note(f"scale 2^15: {share:.1%} underflowed, relative error {err:.2e} (the chapter's bound: 1%).")
@@ -417,16 +357,16 @@ def test_grads_at_scale_2_15_keep_every_entry_within_1_percent(sol, grads_fn, gr
                  "lambda p: fp16_loss(p, x, y) * scale, then divide the gradients by scale.")
         fail(f"{call}: relative error {err:.2e} against the float64 gradient, expected under {REL_ERR_SCALED:.0%} "
              f"({fmt(got)} vs {fmt(true)}). Hint: grad of fp16_loss * scale, divided by scale.")
-    require_fp16(sol, grads_fn, grads_program)
+    require_fp16(worker, grads_program)
 
 
 @pytest.mark.points(1)
-def test_grads_at_scale_2_32_report_not_finite(sol, grads_fn):
+def test_grads_at_scale_2_32_report_not_finite(worker):
     """With scale 2^32 the fp16 backward overflows and finite is False; at 2^15 it is True."""
     assert not np.all(np.isfinite(own_fp16_grads(GRAD_SEED, 2.0 ** 32))), "grader: fp16 should overflow at 2^32 here"
     for scale, expected in ((2.0 ** 32, False), (2.0 ** 15, True)):
-        got, _, _, finite, call = learner_grads(sol, grads_fn, GRAD_SEED, scale)
-        flag = as_flag(finite, f"{call}: finite")
+        got, _, _, finite, call = learner_grads(worker, GRAD_SEED, scale)
+        flag = read_value(finite)
         if flag != expected:
             overflowed = not np.all(np.isfinite(got))
             fail(f"{call} reported finite={flag}, expected {expected}"
@@ -437,21 +377,21 @@ def test_grads_at_scale_2_32_report_not_finite(sol, grads_fn):
 
 
 @pytest.mark.points(1)
-def test_grads_come_back_in_float32(sol, grads_fn, grads_program):
+def test_grads_come_back_in_float32(worker, grads_program):
     """The gradients have the parameters' dtype, float32, whatever the compute dtype."""
-    _, _, leaves, _, call = learner_grads(sol, grads_fn, GRAD_SEED, 2.0 ** 15)
-    dtypes = {k: str(jnp.asarray(leaves[k]).dtype) for k in KEYS}
+    _, _, dtypes, _, call = learner_grads(worker, GRAD_SEED, 2.0 ** 15)
+    dtypes = read_value(dtypes)
     if set(dtypes.values()) != {"float32"}:
         fail(f"{call} returned gradients of dtypes {dtypes}, expected float32 for every leaf: the gradient of an "
              "fp32 parameter is fp32 (the transpose of the cast), and unscaling must happen in fp32, where "
              "g / scale cannot underflow. Hint: do not cast the gradients.")
-    require_fp16(sol, grads_fn, grads_program)
+    require_fp16(worker, grads_program)
 
 
 @pytest.mark.points(2)
-def test_scaled_grads_compute_in_fp16(sol, grads_fn, grads_program):
+def test_scaled_grads_compute_in_fp16(worker, grads_program):
     """Every dot_general that reaches the result is float16, and the result shows fp16's underflow."""
-    failure = fp16_failure(sol, grads_fn, grads_program)
+    failure = fp16_failure(worker, grads_program)
     if failure:
         fail(failure)
 
@@ -482,30 +422,16 @@ def simulate_training(p, x, y, scale, steps, tx, mistake=None):
 
 
 @pytest.fixture(scope="module")
-def training(sol):
+def training(worker):
     """The learner's loop run once from a scale far too large and once from a hopeless one (one
-    compile), the grader's simulation of the first, and the traced program."""
+    compile), the grader's simulation of the first, and summaries of the traced program (or the
+    message saying why it cannot be traced)."""
     p, x, y = problem(TRAIN_SEED)
     p, x, y = f32(p), *f32((x, y))
     tx = optax.adam(LR)
-    runs = {}
-    for name, s0 in (("recover", TOO_LARGE), ("hopeless", HOPELESS)):
-        result = traced(sol, sol.train_fp16_dynamic, p, x, y, state(sol, s0, 0), STEPS, tx)
-        if not isinstance(result, tuple) or len(result) != 5:
-            fail(f"train_fp16_dynamic should return (params, ls, scales, finites, losses), got {type(result).__name__}"
-                 f"{' of length ' + str(len(result)) if isinstance(result, tuple) else ''}.")
-        runs[name] = jax.device_get(result)
-    try:
-        programs = {n: traced(sol, jaxpr.trace, lambda q, ls: sol.train_fp16_dynamic(q, x, y, ls, n, tx), p,
-                              state(sol, TOO_LARGE, 0)) for n in (STEPS, STEPS + 13)}
-    except CheckFailed as exc:  # runs on concrete values, but cannot be traced: not one jitted scan
-        programs = str(exc)
-    return {"p": p, "x": x, "y": y, "tx": tx, "runs": runs, "programs": programs,
+    reply = worker.train(p, x, y, [("recover", TOO_LARGE), ("hopeless", HOPELESS)], STEPS, LR, [STEPS, STEPS + 13])
+    return {"p": p, "x": x, "y": y, "tx": tx, "runs": reply["runs"], "programs": reply["programs"],
             "expected": simulate_training(p, x, y, TOO_LARGE, STEPS, tx)}
-
-
-def loop_scans(program, steps):
-    return [(e, outer) for e, outer in jaxpr.walk_nested(program) if jaxpr.is_a(e, "scan") and e.params["length"] == steps]
 
 
 def programs(training) -> dict:
@@ -516,7 +442,7 @@ def programs(training) -> dict:
 
 def require_one_scan(training):
     """A loop's numbers count only when they come from the loop the exercise asks for."""
-    if isinstance(training["programs"], str) or len(loop_scans(programs(training)[STEPS], STEPS)) != 1:
+    if isinstance(training["programs"], str) or programs(training)[STEPS]["scans"] != 1:
         fail(f"the numbers of this loop are not produced by one lax.scan of length steps={STEPS}, so they do not "
              "show the technique (see train_is_one_scan_in_one_jit). Hint: write the step as a scan body "
              "carrying (params, optimizer state, DynScale).")
@@ -527,20 +453,19 @@ def pow2(scale: float) -> str:
 
 
 def per_step(run, what):
-    _, _, scales, finites, losses = run
-    return (as_array(scales, f"{what}: scales", (STEPS,)), np.asarray(finites).astype(bool).reshape(-1),
-            as_array(losses, f"{what}: losses", (STEPS,)))
+    """(scales, finites, losses) of a run, float64, bool and float64 arrays of shape (STEPS,)."""
+    return read_value(run["per_step"], what)
 
 
-def params_of(run, what):
-    params = run[0]
-    if not isinstance(params, dict) or set(params) != set(KEYS):
-        fail(f"{what}: the returned params should be a dict with keys {list(KEYS)}, got {type(params).__name__}.")
-    return params
+def params_of(run, what, part="params_f64"):
+    """The returned params, checked to be a dict with the keys of params: as float64 arrays, or
+    (part="params_dtypes") the names of their dtypes."""
+    read_value(run["params"], what)
+    return read_value(run[part])
 
 
 @pytest.mark.points(2)
-def test_training_matches_step_by_step_simulation(sol, training):
+def test_training_matches_step_by_step_simulation(worker, training):
     """Scales, finite flags, losses, final parameters and DynScale equal the grader's simulation."""
     exp, run = training["expected"], training["runs"]["recover"]
     what = f"train_fp16_dynamic(..., ls0=DynScale({pow2(TOO_LARGE)}, 0), steps={STEPS}, tx=optax.adam({LR}))"
@@ -558,7 +483,7 @@ def test_training_matches_step_by_step_simulation(sol, training):
     compare_with_simulation(training, flat(params_of(run, what)), "flat", f"{what}: final parameters", PARAM_RTOL)
     compare_with_simulation(training, losses, "losses", f"{what}: losses", LOSS_RTOL,
                             "Hint: record fp16_loss (unscaled) at the parameters the step starts from.")
-    got_scale, got_good, _, _ = scale_state(run[1], f"{what}: the returned DynScale")
+    got_scale, got_good, _, _ = scale_state(read_value(run["ls"], what))
     if (got_scale, got_good) != (exp["scale"], exp["good"]):
         fail(f"{what}: final DynScale ({got_scale:g}, {got_good}), expected ({exp['scale']:g}, {exp['good']}).")
     require_one_scan(training)
@@ -586,15 +511,15 @@ def compare_with_simulation(training, got, key, what, rtol, hint=""):
 
 
 @pytest.mark.points(2)
-def test_skipped_steps_leave_params_and_adam_state_unchanged(sol, training):
+def test_skipped_steps_leave_params_and_adam_state_unchanged(worker, training):
     """Every step skipped: parameters bit for bit unchanged; skips first: Adam starts as if fresh."""
     what = f"train_fp16_dynamic from ls0=DynScale({pow2(HOPELESS)}, 0) (every one of the {STEPS} steps overflows)"
     run = training["runs"]["hopeless"]
     _, finites, _ = per_step(run, what)
     params = params_of(run, what)
-    changed = [k for k in KEYS if not np.array_equal(np.asarray(params[k]), np.asarray(training["p"][k]))]
+    changed = [k for k in KEYS if not np.array_equal(params[k], np.asarray(training["p"][k]))]
     if finites.any() or changed:
-        nan = any(not np.all(np.isfinite(np.asarray(params[k]))) for k in changed)
+        nan = any(not np.all(np.isfinite(params[k])) for k in changed)
         fail(f"{what}: " + (f"finite was True at steps {np.flatnonzero(finites).tolist()}; " if finites.any() else "")
              + (f"parameters {changed} changed although no step was finite. " if changed else "")
              + ("They are inf/NaN: that is updating on an overflow. " if nan else "")
@@ -607,7 +532,7 @@ def test_skipped_steps_leave_params_and_adam_state_unchanged(sol, training):
 
 
 @pytest.mark.points(1)
-def test_training_recovers_from_a_too_large_scale(sol, training, note):
+def test_training_recovers_from_a_too_large_scale(worker, training, note):
     """From a scale far too large, the scale halves until the gradients are finite, then the loss falls."""
     what = f"train_fp16_dynamic from ls0=DynScale({pow2(TOO_LARGE)}, 0)"
     scales, finites, losses = per_step(training["runs"]["recover"], what)
@@ -630,37 +555,33 @@ def test_training_recovers_from_a_too_large_scale(sol, training, note):
 
 
 @pytest.mark.points(4)
-def test_train_is_one_scan_in_one_jit(sol, training):
+def test_train_is_one_scan_in_one_jit(worker, training):
     """The loop is one lax.scan of length steps inside jax.jit; the program does not grow with steps."""
     program = programs(training)[STEPS]
-    scans = loop_scans(program, STEPS)
-    if len(scans) != 1:
-        lengths = jaxpr.scan_lengths(program)
+    if program["scans"] != 1:
+        lengths = program["scan_lengths"]
         fail(f"expected one lax.scan of length steps={STEPS} in the traced train_fp16_dynamic, found "
              f"{'scans of lengths ' + str(lengths) if lengths else 'no scan'}. Hint: lax.scan(step, (params, "
              "tx.init(params), ls0), None, length=steps); a Python loop unrolls every step into the program.")
-    sizes = {n: sum(1 for _ in jaxpr.walk(p)) for n, p in programs(training).items()}
+    sizes = {n: p["equations"] for n, p in programs(training).items()}
     if sizes[STEPS + 13] != sizes[STEPS]:
         fail(f"the traced program has {sizes[STEPS]} equations for steps={STEPS} but {sizes[STEPS + 13]} for "
              f"steps={STEPS + 13}: part of the loop is unrolled in Python. Hint: every step belongs in the scan body.")
-    _, outer = scans[0]
-    if not any(jaxpr.is_a(e, "jit") for e in outer):
+    if not program["in_jit"]:
         fail("the scan is not inside jax.jit: train_fp16_dynamic should be one compiled program. "
              "Hint: decorate it with @partial(jax.jit, static_argnames=('steps', 'tx')).")
 
 
 @pytest.mark.points(3)
-def test_training_computes_in_fp16_inside_the_scan(sol, training):
+def test_training_computes_in_fp16_inside_the_scan(worker, training):
     """Inside the scan every dot_general is float16 and overflows like fp16; params and scale stay float32."""
-    program = jaxpr.live(programs(training)[STEPS])
-    scans = loop_scans(program, STEPS)
-    if len(scans) != 1:
+    live = read_value(programs(training)[STEPS]["live"])
+    if live["scans"] != 1:
         fail(f"no single lax.scan of length steps={STEPS} whose result is used; the training steps must run in it.")
-    dots_in = [e for e in jaxpr.inside(scans[0][0]) if jaxpr.is_a(e, "dot")]
-    dots_all = jaxpr.find(program, "dot")
-    not_f16 = sorted({tuple(str(v.aval.dtype) for v in e.invars) for e in dots_all} - {("float16", "float16")})
-    if not_f16 or len(dots_in) < 3 or len(dots_in) != len(dots_all):
-        fail(f"the training program has {len(dots_all)} dot_general(s), {len(dots_in)} inside the scan"
+    dots_in, dots_all = live["dots_in_scan"], [tuple(d) for d in live["dots"]]
+    not_f16 = sorted(set(dots_all) - {("float16", "float16")})
+    if not_f16 or dots_in < 3 or dots_in != len(dots_all):
+        fail(f"the training program has {len(dots_all)} dot_general(s), {dots_in} inside the scan"
              + (f", some on {not_f16} operands" if not_f16 else "") + ": expected the model's forward and backward "
              "passes inside the scan body, all in float16. Hint: each step differentiates fp16_loss * scale.")
     run = training["runs"]["recover"]
@@ -669,8 +590,8 @@ def test_training_computes_in_fp16_inside_the_scan(sol, training):
         fail(f"the dots in the scan are float16, but the first step at scale {pow2(TOO_LARGE)} was finite, where fp16 "
              "overflows on this data: the parameters are updated from gradients computed some other way. "
              "Hint: each step's gradients are scaled_grads(p, x, y, ls.scale) of the fp16 model.")
-    dtypes = {k: str(jnp.asarray(v).dtype) for k, v in params_of(run, "train_fp16_dynamic").items()}
-    scale_dtype = str(jnp.asarray(run[1][0]).dtype)
+    dtypes = params_of(run, "train_fp16_dynamic", "params_dtypes")
+    scale_dtype = read_value(run["ls_scale_dtype"])
     if set(dtypes.values()) != {"float32"} or scale_dtype != "float32":
         fail(f"train_fp16_dynamic returned parameters of dtypes {dtypes} and a {scale_dtype} scale; both should stay "
              "float32: the master weights take updates too small for fp16"
@@ -678,20 +599,16 @@ def test_training_computes_in_fp16_inside_the_scan(sol, training):
 
 
 @pytest.mark.points(3)
-def test_skip_is_decided_inside_the_scan_from_the_steps_finite_flag(sol, training):
+def test_skip_is_decided_inside_the_scan_from_the_steps_finite_flag(worker, training):
     """In the scan body, the new parameters and optimizer moments depend on that step's isfinite check."""
-    program = jaxpr.live(programs(training)[STEPS])
-    scans = loop_scans(program, STEPS)
-    if len(scans) != 1:
+    live = read_value(programs(training)[STEPS]["live"])
+    if live["scans"] != 1:
         fail(f"no single lax.scan of length steps={STEPS}: the skip must be decided inside the loop, step by step.")
-    scan = scans[0][0]
-    body = scan.params["jaxpr"].jaxpr
-    n_carry = jaxpr.scan_carry_count(scan)
-    depends = jaxpr.depends_on(body, lambda e: e.primitive.name == "is_finite")[:n_carry]
+    # Per carried output of the scan body: (shape, floating, depends on that step's is_finite).
     shapes = {tuple(v.shape) for v in training["p"].values()}
-    carried = [(i, v.aval) for i, v in enumerate(body.outvars[:n_carry])
-               if tuple(v.aval.shape) in shapes and jnp.issubdtype(v.aval.dtype, jnp.floating)]
-    blind = [i for i, _ in carried if not depends[i]]
+    carried = [(i, depends) for i, (shape, floating, depends) in enumerate(live["carry"])
+               if tuple(shape) in shapes and floating]
+    blind = [i for i, depends in carried if not depends]
     if not carried or blind:
         fail(f"in the scan body, {len(blind) if carried else 'all'} of the {len(carried)} carried parameter/moment "
              "arrays do not depend on that step's finite check (jnp.isfinite): the update is applied whatever the "
