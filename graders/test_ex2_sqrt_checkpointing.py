@@ -2,11 +2,11 @@
 
 The checks never call the learner's code: graders/probes/ex2_sqrt_checkpointing.py traces and
 compiles it, and hands back plain data (the layout of each traced program, and the temporary
-memory, loss and gradient of each compiled one). Expected values come from the grader's own programs: a float64 NumPy forward and backward pass,
-and `memory_analysis()` of the grouped checkpoint the exercise asks for, written and compiled
-here (never the learner's own curve). The layout of checkpoints, scans and remat policies is
-read from the traced jaxpr (in the probes). The memory configurations are drawn from the grading seed, so no
-figure can be looked up.
+memory, loss and gradient of each compiled one). Expected values come from the grader's own
+programs: a float64 NumPy forward and backward pass, and `memory_analysis()` of the grouped
+checkpoint the exercise asks for, written and compiled here (never the learner's own curve). The
+layout of checkpoints, scans and remat policies is read from the traced jaxpr, in the probes.
+The memory configurations are drawn from the grading seed, so no figure can be looked up.
 
 Speed: each of the learner's programs is compiled once (value_and_grad: the loss, the gradient
 and the memory come from one executable), by one probe call for all of them, in which
@@ -26,7 +26,7 @@ import pytest
 from graders import memory
 from graders.learner import fail
 from graders.numeric import as_int, as_scalar, assert_close, rng
-from graders.probes.ex2_sqrt_checkpointing import residual_bytes, shapes
+from graders.probes.ex2_sqrt_checkpointing import residual_bytes, saves_nothing, shapes
 
 # A fixed small configuration whose jaxprs are read (tracing only, nothing is compiled), for every
 # k a solution can get wrong: 1, L, and two middle k with k != L/k, so groups taken the wrong way
@@ -241,12 +241,6 @@ def describe_layout(checkpoints) -> str:
     counts = Counter((c["times"], c["per_run"]) for c in checkpoints)
     return "; ".join(f"{'a checkpoint' if n == 1 else f'{n} checkpoints each'} run {r} time(s) around {m} layer(s)"
                      for (r, m), n in counts.items())
-
-
-def saves_nothing(checkpoint) -> bool:
-    """The default policy (None) or jax.checkpoint_policies.nothing_saveable."""
-    policy = checkpoint["policy"]
-    return policy is None or (checkpoint["policy_is_jax"] and policy == "nothing_saveable")
 
 
 # What a policy keeps, named for the learner; each was measured (saved residuals and

@@ -64,8 +64,11 @@ def is_jax_policy(policy) -> bool:
     return any(getattr(jax.checkpoint_policies, name) is policy for name in dir(jax.checkpoint_policies))
 
 
-def saves_nothing(policy) -> bool:
-    return policy is None or policy is jax.checkpoint_policies.nothing_saveable
+def saves_nothing(checkpoint: dict) -> bool:
+    """Whether a checkpoint of a layout keeps nothing for the backward pass: the default policy
+    (None) or jax.checkpoint_policies.nothing_saveable. The checks decide with this function too."""
+    policy = checkpoint["policy"]
+    return policy is None or (checkpoint["policy_is_jax"] and policy == "nothing_saveable")
 
 
 def layout(program) -> dict:
@@ -97,7 +100,7 @@ def summary(sol, program, k, L, B, D) -> dict:
     bytes the backward pass of grouped_loss(k) keeps from its forward pass."""
     out = layout(program)
     out["residual_bytes"] = None
-    if not all(saves_nothing(e.params.get("policy")) for e in jaxpr.find(program, "checkpoint")):
+    if not all(saves_nothing(c) for c in out["checkpoints"]):
         out["residual_bytes"] = residual_bytes(partial(sol.grouped_loss, k=k), L, B, D)
     return out
 
