@@ -96,6 +96,15 @@ def received(value, what: str, shape=None):
     return value
 
 
+def source_of(program: dict, key: str):
+    """The primitive a probe says makes a traced program's output (None: an input), or the failed
+    check a grader error gets if the probe could not read it."""
+    if program[f"{key}_error"]:
+        fail(f"could not check what your code returned: {program[f'{key}_error']}. "
+             "Hint: compare the types and shapes you return with the docstring.")
+    return program[key]
+
+
 def forward_inputs(seed: int):
     w1, w2, x, _ = problem(seed)
     return w1, w2, x
@@ -210,8 +219,8 @@ def test_tp_mlp_states_the_output_sharding(worker, seed):
         fail(f"the second matmul, which adds partial sums over 'model', states out_sharding {shown}; expected "
              "P('data', None): the sum stays split by batch rows, whole along D. Hint: "
              "jnp.matmul(h, w2, out_sharding=P('data', None)).")
+    source = source_of(program, "output_source")
     if not any(dot["is_output"] for dot in split):
-        source = program["output_source"]
         made = "an input" if source is None else f"the result of {source}"
         fail(f"tp_mlp returns {made}, not the result of its second matmul: a tensor-parallel matmul whose result is "
              "only combined with a value computed some other way does not do the work. Hint: return "
@@ -276,7 +285,7 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
         fail(f"there is no shard_map in your shard_map version (it holds: {seen}). Hint: return "
              "jax.shard_map(f, mesh=mesh, in_specs=..., out_specs=P('data', None)), where f works on one "
              "device's blocks and adds the partial sums with lax.psum(partial, 'model').")
-    source = program["output_source"]
+    source = source_of(program, "output_source")
     if source is None or source not in jaxpr.ALIASES["shard_map"] or program["body"] is None:
         made = "an input" if source is None else f"the result of {source}"
         fail(f"your function returns {made}, not the result of its shard_map: a shard_map whose output is only "
@@ -306,8 +315,8 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
         fail(f"your psum adds an array of shape {shape}; on this {shape} mesh each device's partial sum "
              f"relu(x_blk @ w1_blk) @ w2_blk has shape {block} (B/data, D), and that is what must be added. "
              "Hint: compute the whole local MLP first, then psum its output over 'model'.")
+    last = source_of(program, "body_output_source")
     if not eqn["is_output"]:
-        last = program["body_output_source"]
         made = "an input" if last is None else f"the result of {last}"
         fail(f"your shard_map body returns {made}, computed after the psum, not the psum itself: in Megatron's MLP the "
              "sum over 'model' is the last step (relu comes before the second matmul, on each device's own hidden "

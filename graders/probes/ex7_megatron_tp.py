@@ -167,16 +167,31 @@ def spec_entries(var):
                  else tuple(str(a) for a in e) if isinstance(e, tuple) else str(e) for e in spec)
 
 
+def output_source(program) -> tuple:
+    """(jaxpr.output_source(program), None), or (None, what it raised): the check that reads the
+    output's source says that, at the point where it reads it, and not before."""
+    try:
+        return jaxpr.output_source(program), None
+    except Exception as exc:  # e.g. a program with no output at all
+        message = " ".join(str(exc).split())[:600]
+        return None, f"{type(exc).__name__}{': ' + message if message else ''}"
+
+
+def _source_name(eqn):
+    return None if eqn is None else eqn.primitive.name
+
+
 @probe
 def tp_mlp_program(sol, shape, w1, w2, x):
     """tp_mlp traced on one mesh, its dead code removed: every matmul's contracting dims, how its
     operands' types are split, the out_sharding it states (as given, and as a sharding_key on this
-    mesh), whether its result is what tp_mlp returns; and the primitive that makes the output."""
+    mesh), whether its result is what tp_mlp returns; and the primitive that makes the output (or
+    why it could not be read)."""
     m = mesh(shape)
     args = forward_args(m, w1, w2, x)
     with on_mesh(m):
         program = jaxpr.live(jaxpr.trace(sol.tp_mlp, *args))
-    source = jaxpr.output_source(program)
+    source, source_error = output_source(program)
     dots = []
     for eqn in jaxpr.find(program, "dot"):
         (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
@@ -189,38 +204,43 @@ def tp_mlp_program(sol, shape, w1, w2, x):
                      "rhs_contracting": tuple(int(d) for d in rhs_c),
                      "lhs_spec": spec_entries(eqn.invars[0]), "rhs_spec": spec_entries(eqn.invars[1]),
                      "stated": str(stated), "stated_key": stated_key, "is_output": source is eqn})
-    return {"dots": dots, "output_source": None if source is None else source.primitive.name}
+    return {"dots": dots, "output_source": _source_name(source), "output_source_error": source_error}
 
 
-def _plain_axis(a):
-    return a if isinstance(a, (str, int)) else str(a)
+def _axes(eqn):
+    """An equation's `axes` parameter (a psum's axis names) as plain data, None if not a sequence."""
+    axes = eqn.params.get("axes", ())
+    if not isinstance(axes, (tuple, list)):
+        return None
+    return tuple(a if isinstance(a, (str, int)) else str(a) for a in axes)
 
 
 @probe
 def shard_map_program(sol, shape, w1, w2, x):
     """The shard_map version traced on one mesh, its dead code removed: how many shard_maps it
     holds, its primitives, what makes its output; when that is a shard_map, every equation of the
-    body (primitive, `axes` parameter, first operand's shape, whether it makes the body's output)."""
+    body (primitive, `axes` parameter, first operand's shape, whether it makes the body's output)
+    and what makes the body's output (or why it could not be read)."""
     m = mesh(shape)
     args = forward_args(m, w1, w2, x)
     with on_mesh(m):
         program = jaxpr.live(jaxpr.trace(learner_forward(sol, "shard_map", m), *args))
-    source = jaxpr.output_source(program)
+    source, source_error = output_source(program)
     summary = {"shard_maps": len(jaxpr.find(program, "shard_map")),
                "primitives": sorted(jaxpr.primitive_names(program)),
-               "output_source": None if source is None else source.primitive.name,
-               "body": None, "body_output_source": None}
+               "output_source": _source_name(source), "output_source_error": source_error,
+               "body": None, "body_output_source": None, "body_output_source_error": None}
     if source is not None and jaxpr.is_a(source, "shard_map"):
         body = source.params["jaxpr"]
-        last = jaxpr.output_source(body)
+        last, summary["body_output_source_error"] = output_source(body)
         summary["body"] = [
             {"primitive": e.primitive.name,
-             "axes": tuple(_plain_axis(a) for a in e.params.get("axes", ())),
+             "axes": _axes(e),
              "operand_shape": (tuple(int(d) for d in e.invars[0].aval.shape)
                                if e.invars and hasattr(e.invars[0].aval, "shape") else None),
              "is_output": e is last}
             for e in jaxpr.walk(body)]
-        summary["body_output_source"] = None if last is None else last.primitive.name
+        summary["body_output_source"] = _source_name(last)
     return summary
 
 
