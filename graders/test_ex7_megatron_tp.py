@@ -310,9 +310,9 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
                else "over 'data' only: the partial sums lie along 'model'")
         fail(f"your psum runs over {axes}, expected ('model',) only: {why}. Hint: lax.psum(partial, 'model').")
     block = (B // shape[0], D)
-    shape = eqn["operand_shape"]
-    if shape != block:
-        fail(f"your psum adds an array of shape {shape}; on this {shape} mesh each device's partial sum "
+    added = eqn["operand_shape"]
+    if added != block:
+        fail(f"your psum adds an array of shape {added}; on this {shape} mesh each device's partial sum "
              f"relu(x_blk @ w1_blk) @ w2_blk has shape {block} (B/data, D), and that is what must be added. "
              "Hint: compute the whole local MLP first, then psum its output over 'model'.")
     last = source_of(program, "body_output_source")
