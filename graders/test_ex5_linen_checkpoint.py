@@ -14,6 +14,7 @@ traces and differentiates it with its taps in the learner's model) and hands bac
 and a summary of the traced program. Inputs, expected values and verdicts are all here.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -51,10 +52,17 @@ def make_x(seed: int, d: int) -> np.ndarray:
     return np.asarray(rng(100 + seed).normal(size=(d,)), np.float32)
 
 
+@functools.cache
+def init_program(d: int, f: int):
+    """key -> the unwrapped MLP's parameters on a (D,) input, compiled once per D and F: the
+    checks run in a process of their own under --sandbox, which shares no compiled op with the
+    learner's init, and one program costs less there than Flax's init op by op."""
+    return jax.jit(lambda key: PlainMLP(features=f).init(key, jnp.zeros((d,), jnp.float32))["params"])
+
+
 def plain_params(key, d: int, f: int) -> dict:
     """Dense_0/Dense_1 parameters of the unwrapped MLP, as float64 NumPy arrays."""
-    params = PlainMLP(features=f).init(key, jnp.zeros((d,), jnp.float32))["params"]
-    return jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    return jax.tree.map(lambda a: np.asarray(a, np.float64), init_program(d, f)(key))
 
 
 def forward_np(p: dict, x, relu_hidden=True):
