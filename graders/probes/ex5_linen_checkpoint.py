@@ -106,7 +106,8 @@ def x_after_call(sol, seed, x, features):
 
 
 def _plain_tree(tree):
-    """A parameter tree's shapes as nested dicts of shape tuples."""
+    """A parameter tree's shapes as nested dicts of shape tuples (a FrozenDict, the tree of
+    variables a learner froze with flax.core.freeze, is sent as the dict it holds)."""
     if isinstance(tree, Mapping):
         return {k: _plain_tree(v) for k, v in tree.items()}
     return tree
