@@ -8,24 +8,24 @@ that remat2 is Linen's lifted nn.checkpoint, what its policy saves (measured), a
 returned output and its gradient really go through it. Those checks compare the learner's
 program with itself, so wrong weights cost only the numbers checks.
 The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
+
+The checks never call the learner's code: graders/probes/ex5_linen_checkpoint.py does (calls,
+traces and differentiates it with its taps in the learner's model) and hands back arrays, shapes
+and a summary of the traced program. Inputs, expected values and verdicts are all here.
 """
 
-import os
+import functools
 from typing import NamedTuple
 
-import flax.core.lift
-import flax.linen.transforms
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import flax.linen as nn
-from flax.errors import TransformTargetError
 
-from graders import jaxpr
-from graders.learner import describe, fail, learner_frame
+from graders.learner import fail
 from graders.numeric import as_array, assert_close, fmt, is_close, rng
-from graders.plugin import STATE
+from graders.probes.ex5_linen_checkpoint import FIRST, SECOND, TRANSFORM_TARGET, TYPE_OR_VALUE
 
 # (seed, D, F): every D and F distinct, D = 1 included; tiny, since only the wiring is tested.
 INT_CASES = ((3, 4, 6), (11, 1, 5), (25, 7, 2))
@@ -47,14 +47,22 @@ class PlainMLP(nn.Module):
         return nn.Dense(self.features)(x)
 
 
-def make_x(seed: int, d: int):
-    return jnp.asarray(rng(100 + seed).normal(size=(d,)), jnp.float32)
+def make_x(seed: int, d: int) -> np.ndarray:
+    """The x given to the learner's function (the probes pass it on as a float32 JAX array)."""
+    return np.asarray(rng(100 + seed).normal(size=(d,)), np.float32)
+
+
+@functools.cache
+def init_program(d: int, f: int):
+    """key -> the unwrapped MLP's parameters on a (D,) input, compiled once per D and F: the
+    checks run in a process of their own under --sandbox, which shares no compiled op with the
+    learner's init, and one program costs less there than Flax's init op by op."""
+    return jax.jit(lambda key: PlainMLP(features=f).init(key, jnp.zeros((d,), jnp.float32))["params"])
 
 
 def plain_params(key, d: int, f: int) -> dict:
     """Dense_0/Dense_1 parameters of the unwrapped MLP, as float64 NumPy arrays."""
-    params = PlainMLP(features=f).init(key, jnp.zeros((d,), jnp.float32))["params"]
-    return jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    return jax.tree.map(lambda a: np.asarray(a, np.float64), init_program(d, f)(key))
 
 
 def forward_np(p: dict, x, relu_hidden=True):
@@ -93,15 +101,25 @@ def mistakes(seed: int, x, f: int) -> list:
     return wrong
 
 
-def call(sol, seed, x, features):
-    """The learner's output; wrapping an instance instead of the class gets its own hint."""
-    try:
-        return sol.nn_checkpoint_forward(seed, x, features)
-    except TransformTargetError as exc:
-        if learner_frame(exc, STATE.solutions_dir) is None:
-            raise
-        fail(f"your code raised {describe(exc, STATE.solutions_dir)} Hint: nn.checkpoint takes the "
+def answer(reply, floats: str = ""):
+    """What a probe sent back, or the verdict on the error of the learner's code it reports:
+    wrapping an instance instead of the class gets its own hint, and so does a TypeError or
+    ValueError when seed or features arrived as a float (`floats` says which)."""
+    if not (isinstance(reply, dict) and "raised" in reply):
+        return reply
+    described = reply["described"]
+    if reply["raised"] == TRANSFORM_TARGET:
+        fail(f"your code raised {described} Hint: nn.checkpoint takes the "
              "module class, not an instance: model = nn.checkpoint(MLP)(features=int(features)).")
+    if reply["raised"] == TYPE_OR_VALUE and floats:
+        fail(f"called with {floats} (a float), your code raised {described}. "
+             "Hint: convert before use: jax.random.PRNGKey(int(seed)) and features=int(features).")
+    fail(f"your code raised {described}")
+
+
+def call(worker, seed, x, features, what: str, floats: str = "") -> np.ndarray:
+    """The learner's output for nn_checkpoint_forward(seed, x, features), as a float64 array."""
+    return answer(worker.forward(seed, x, features, what), floats)["out"]
 
 
 def output_of(got, f: int, what: str) -> np.ndarray:
@@ -113,57 +131,42 @@ def output_of(got, f: int, what: str) -> np.ndarray:
     return array
 
 
-def check_output(sol, seed, d, f, seed_arg, features_arg):
+def check_output(worker, seed, d, f, seed_arg, features_arg, floats: str = ""):
     x = make_x(int(seed), d)
     what = f"output for seed={seed_arg!r}, D={d}, features={features_arg!r}"
     want = expected(int(seed), x, f)
-    got = output_of(call(sol, seed_arg, x, features_arg), f, what)
+    got = output_of(call(worker, seed_arg, x, features_arg, what, floats), f, what)
     if not is_close(got, want):  # the known mistakes cost four more inits: only for a wrong answer
         assert_close(got, want, what, NAME_HINT, mistakes=mistakes(int(seed), x, f))
 
 
 @pytest.mark.points(2)
-def test_output_matches_unwrapped_mlp(sol):
+def test_output_matches_unwrapped_mlp(worker):
     """The output equals the grader's unwrapped MLP with PRNGKey(seed), for three seeds, D and F."""
     for seed, d, f in INT_CASES:
-        check_output(sol, seed, d, f, seed, f)
+        check_output(worker, seed, d, f, seed, f)
 
 
 @pytest.mark.points(1)
-def test_accepts_float_seed_and_features(sol):
+def test_accepts_float_seed_and_features(worker):
     """Still right when seed or features arrives as a Python float (9.0, 3.0)."""
     for seed, d, f, seed_arg, features_arg in ((9, 3, 8, 9.0, 8), (14, 5, 3, 14, 3.0)):
         floats = " and ".join(f"{n}={v!r}" for n, v in (("seed", seed_arg), ("features", features_arg))
                               if isinstance(v, float))
-        try:
-            check_output(sol, seed, d, f, seed_arg, features_arg)
-        except (TypeError, ValueError) as exc:
-            if learner_frame(exc, STATE.solutions_dir) is None:
-                raise
-            fail(f"called with {floats} (a float), your code raised {describe(exc, STATE.solutions_dir)}. "
-                 "Hint: convert before use: jax.random.PRNGKey(int(seed)) and features=int(features).")
+        # A TypeError or ValueError of the learner's code comes back as such (see answer).
+        check_output(worker, seed, d, f, seed_arg, features_arg, floats)
 
 
 @pytest.mark.points(1)
-def test_parameter_tree_is_dense_0_dense_1(sol):
+def test_parameter_tree_is_dense_0_dense_1(worker):
     """The applied parameters are Dense_0 (kernel (D, F), bias (F,)) and Dense_1 (kernel (F, F), bias (F,))."""
     seed, d, f = 8, 4, 3
-    seen = []
-
-    def record(next_fun, args, kwargs, context):
-        module = context.module
-        if module.scope is not None and module.path == () and not module.is_initializing():
-            params = module.variables.get("params")
-            if params:
-                seen.append(jax.tree.map(lambda a: tuple(np.shape(a)), dict(params)))
-        return next_fun(*args, **kwargs)
-
-    with nn.intercept_methods(record):
-        call(sol, seed, make_x(seed, d), f)
-    if not seen:
+    # The shapes of the parameters the top-level module was last applied to (not initialised
+    # with), read with flax.linen.intercept_methods while the learner's code ran.
+    tree = answer(worker.parameter_tree(seed, make_x(seed, d), f))["tree"]
+    if tree is None:
         fail("no Flax Linen module was applied to parameters while your function ran. Hint: build "
              "the MLP as a flax.linen Module, then call model.init(...) and model.apply(variables, x).")
-    tree = seen[-1]
     expected = {"Dense_0": {"kernel": (d, f), "bias": (f,)}, "Dense_1": {"kernel": (f, f), "bias": (f,)}}
     layers = sorted(tree)
     if layers != ["Dense_0", "Dense_1"]:
@@ -191,102 +194,49 @@ def test_parameter_tree_is_dense_0_dense_1(sol):
 
 
 @pytest.mark.points(1)
-def test_x_is_unchanged(sol):
+def test_x_is_unchanged(worker):
     """x still holds its values afterwards (not modified, donated or deleted)."""
     # D = F on purpose: only then could a donated x be reused for the output (and deleted).
     seed, d, f = 5, 6, 6
     x = make_x(seed, d)
-    copy = np.array(x, np.float64)  # a NumPy-backed copy, independent of x's buffer
-    call(sol, seed, x, f)
-    if x.is_deleted():
+    copy = np.array(x, np.float64)  # what x held before the call
+    after = answer(worker.x_after_call(seed, x, f))  # the caller's x (a JAX array) after the call
+    if after["deleted"]:
         fail("after your function returned, the caller's x was deleted: it was donated (e.g. "
              "jax.jit(..., donate_argnums=...)) and its buffer reused. Hint: do not donate x; the "
              "caller still owns it.")
-    now = np.asarray(x, np.float64)
+    now = np.asarray(after["now"], np.float64)
     if not np.array_equal(now, copy):
         fail(f"x changed during the call: it held {copy[:4]} and now holds {now[:4]}. "
              "Hint: leave x as it is; compute new arrays instead of writing into it.")
 
 
 # ----- what the checkpoint does -------------------------------------------------------------
-# Checkpointing changes no number, so the technique checks put probes into the learner's model
-# while it is applied (flax.linen.intercept_methods; init is left alone). A probe is an identity
-# with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own name, so the
-# jaxpr says which module calls run inside which remat2, and whether they are still there once
-# dead code is removed. Then the probes inside the checkpoint shift the output of the model call
-# made there and scale the Dense layers' cotangents, and the returned output and its gradient
-# must move exactly as that says: a checkpointed model whose result is thrown away, multiplied
-# by zero, masked out, averaged with a twin or cut off from the gradient cannot do that. Nothing
-# here depends on the learner's weights being right: the numbers checks judge those.
+# Checkpointing changes no number, so the technique checks have the probes put taps into the
+# learner's model while it is applied (flax.linen.intercept_methods; init is left alone). A tap
+# is an identity with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own
+# name, so the jaxpr says which module calls run inside which remat2, and whether they are still
+# there once dead code is removed. Then the taps inside the checkpoint shift the output of the
+# model call made there and scale the Dense layers' cotangents, and the returned output and its
+# gradient must move exactly as that says: a checkpointed model whose result is thrown away,
+# multiplied by zero, masked out, averaged with a twin or cut off from the gradient cannot do
+# that. Nothing here depends on the learner's weights being right: the numbers checks judge those.
 
 # One small program; D != F tells the two Dense layers apart by their input.
 PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
-PREFIX = "ex5_grader_probe_"
-FIRST, SECOND = "the first Dense layer", "the second Dense layer"
-# A probe scales its layer's cotangent by this. The gradient with respect to x crosses each
-# Dense layer's output once, so it is scaled by the product of the probed layers' factors;
+# A tap scales its layer's cotangent by this. The gradient with respect to x crosses each
+# Dense layer's output once, so it is scaled by the product of the tapped layers' factors;
 # distinct primes, so the product says which layers the gradient crossed.
 CT_SCALE = {FIRST: 3.0, SECOND: 5.0}
 LIFTED_HINT = ("Hint: model = nn.checkpoint(MLP)(features=int(features)), then model.init and "
                "model.apply as usual, and return that model's output.")
 
 
-def probe(name: str, shift=None, scale: float = 1.0):
-    """h -> h (+ shift), whose backward multiplies the cotangent by `scale`."""
-    def identity(h):
-        return h if shift is None else h + shift
-    identity.__name__ = identity.__qualname__ = name  # the name the jaxpr shows
-    fn = jax.custom_vjp(identity)
-    fn.defvjp(lambda h: (identity(h), None), lambda _, ct: (ct * scale,))
-    return fn
-
-
-class Probes:
-    """Interceptor for the applied model: the output of each module call (a Dense layer, the
-    MLP, any module of the learner's) goes through probe `call_<k>`, k counting calls as they
-    return. perturb[k] = (shift, scale) puts probe k to work. It also reads how many of Linen's
-    lifted checkpoints each call runs in: Flax writes each lifted transform into the scope's
-    debug path ('remat()' for nn.checkpoint)."""
-
-    def __init__(self, perturb=None):
-        self.perturb = perturb or {}
-        self.calls = []  # k -> (role: FIRST, SECOND or None for other modules, Linen checkpoints)
-
-    def __call__(self, next_fun, args, kwargs, context):
-        module = context.module
-        out = next_fun(*args, **kwargs)
-        if module.is_initializing() or context.method_name != "__call__" or not isinstance(out, jax.Array):
-            return out
-        role = None
-        if isinstance(module, nn.Dense) and args:
-            role = FIRST if np.shape(args[0])[-1:] == (PROBE_D,) else SECOND
-        k = len(self.calls)
-        # The lift writes itself into the debug path only; a module merely named "remat(...)"
-        # is in the path too.
-        linen = sum(step.count("remat(") for step in module.scope.debug_path) - sum(
-            step.count("remat(") for step in module.scope.path)
-        self.calls.append((role, linen))
-        return probe(f"{PREFIX}call_{k}", *self.perturb.get(k, ()))(out)
-
-
-# The files of Flax's lifted transforms: the function nn.checkpoint hands to jax.checkpoint is
-# defined there (jax.checkpoint(model.apply) traces Module.apply, defined in flax/linen/module.py).
-LIFT_FILES = {os.path.realpath(m.__file__) for m in (flax.linen.transforms, flax.core.lift)}
-
-
-def traced_by_linen_lift(remat) -> bool:
-    """Whether JAX traced this remat2's body from a function of Flax's lifted transforms, as
-    its debug info ('core_fn at .../flax/linen/transforms.py:341') records."""
-    info = getattr(remat.params["jaxpr"], "debug_info", None)
-    where = getattr(info, "func_src_info", None) or ""
-    return " at " in where and os.path.realpath(where.rsplit(" at ", 1)[1].rsplit(":", 1)[0]) in LIFT_FILES
-
-
 class Call(NamedTuple):
     k: int  # calls are numbered as they return: a model's call after its layers'
     role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer
     live: bool  # still there once dead code is removed
-    remats: tuple  # the remat2 equations it runs in, outermost first
+    remats: tuple  # the remat2 equations it runs in (their indices), outermost first
     recomputing: tuple  # those of them whose policy leaves something to recompute
     lifted: tuple  # those recomputing ones that are Linen's nn.checkpoint
 
@@ -294,47 +244,33 @@ class Call(NamedTuple):
 class Program(NamedTuple):
     calls: list
     remats: int  # remat2 equations in the traced program, dead code included
-    saves: dict  # id(remat2) -> what its policy saves
+    saves: list  # remat2 index -> what its policy saves
+    policies: list  # remat2 index -> its policy's name
 
 
-def read_program(sol) -> Program:
+def read_program(worker) -> Program:
     """Where the applied module calls run: in which remat2, live or dead, which of those are
-    Linen's, and what each remat2's policy saves."""
-    x = make_x(PROBE_SEED, PROBE_D)
-    probes = Probes()
-    with nn.intercept_methods(probes):
-        program = jax.make_jaxpr(lambda x: call(sol, PROBE_SEED, x, PROBE_F))(x).jaxpr
-    live = {jaxpr.custom_vjp_name(e) for e in jaxpr.walk(jaxpr.live(program))}
-    around = {jaxpr.custom_vjp_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
-              for e, outer in jaxpr.walk_nested(program)
-              if str(jaxpr.custom_vjp_name(e)).startswith(PREFIX)}
-    saves, recomputes = {}, {}
-    for eqn in {id(r): r for rs in around.values() for r in rs}.values():
-        saves[id(eqn)] = jaxpr.checkpoint_saves(eqn)
-        # A policy that saves all that everything_saveable saves leaves nothing to recompute.
-        everything = jaxpr.checkpoint_saves(eqn, jax.checkpoint_policies.everything_saveable)
-        recomputes[id(eqn)] = bool(set(everything) - set(saves[id(eqn)]))
-    calls = []
-    for k, (role, linen) in enumerate(probes.calls):
-        remats = around.get(f"{PREFIX}call_{k}", ())
-        recomputing = tuple(r for r in remats if recomputes[id(r)])
-        # Linen's own: JAX traced its body from Flax's lift, and Flax's scope agrees.
-        lifted = tuple(r for r in recomputing if linen and traced_by_linen_lift(r))
-        calls.append(Call(k, role, f"{PREFIX}call_{k}" in live, remats, recomputing, lifted))
-    return Program(calls, jaxpr.count(program, "checkpoint"), saves)
+    Linen's, and what each remat2's policy saves (the probe traces the learner's function)."""
+    summary = answer(worker.program(PROBE_SEED, make_x(PROBE_SEED, PROBE_D), PROBE_F))
+    calls = [Call(k, c["role"], bool(c["live"]), tuple(c["remats"]), tuple(c["recomputing"]),
+                  tuple(c["lifted"]))
+             for k, c in enumerate(summary["calls"])]
+    checkpoints = summary["checkpoints"]
+    return Program(calls, int(summary["remats"]), [list(c["saves"]) for c in checkpoints],
+                   [str(c["policy"]) for c in checkpoints])
 
 
 class Probed(NamedTuple):
-    value: np.ndarray  # the output, probes at work
-    grad: np.ndarray  # d<w, output>/dx, probes at work
-    want_value: np.ndarray  # what they must be, from the same program without the probes at work
+    value: np.ndarray  # the output, taps at work
+    grad: np.ndarray  # d<w, output>/dx, taps at work
+    want_value: np.ndarray  # what they must be, from the same program without the taps at work
     want_grad: np.ndarray
     roles: tuple  # the Dense layers whose cotangents are scaled
 
 
-def run_probed(sol, inside: list) -> Probed:
+def run_probed(worker, inside: list) -> Probed:
     """The learner's output and its gradient with respect to x, first as they are, then with the
-    probes of the calls `inside` a checkpoint at work: the Dense layers among them have their
+    taps of the calls `inside` a checkpoint at work: the Dense layers among them have their
     cotangents scaled; and if the output layer is among them, the last of them to return (the
     model call made inside the checkpoint) has its output shifted by u, which must shift the
     returned output by u."""
@@ -348,18 +284,11 @@ def run_probed(sol, inside: list) -> Probed:
     if SECOND in roles:  # without the output layer, the checkpoint's last call is not the output
         perturb[last.k] = (shift, CT_SCALE.get(last.role, 1.0))
 
-    def weighted(x):
-        out = jnp.reshape(call(sol, PROBE_SEED, x, PROBE_F), (-1,))
-        if out.shape != (PROBE_F,):
-            fail(f"expected an output of shape ({PROBE_F},), got {out.shape}. "
-                 "Hint: return the model's output as a vector of length features.")
-        return jnp.vdot(w, out), out
-
-    runs = []
-    for at_work in ({}, perturb):
-        with nn.intercept_methods(Probes(at_work)):
-            (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
-        runs.append((np.asarray(out, np.float64), np.asarray(grad, np.float64)))
+    reply = answer(worker.tapped_runs(PROBE_SEED, x, PROBE_F, w, perturb))
+    if "shape" in reply:
+        fail(f"expected an output of shape ({PROBE_F},), got {tuple(reply['shape'])}. "
+             "Hint: return the model's output as a vector of length features.")
+    runs = [(np.asarray(out, np.float64), np.asarray(grad, np.float64)) for out, grad in reply["runs"]]
     (value0, grad0), (value, grad) = runs
     return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles)
 
@@ -385,13 +314,13 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
                 f"checkpointed. {LIFTED_HINT}")
     if kind != "any" and not any(c.recomputing for c in live):
         remats = [r for c in live for r in c.remats]
-        if not any(program.saves[id(r)] for r in remats):
+        if not any(program.saves[r] for r in remats):
             inside = sorted({c.role for c in live if c.remats})
             return (f"your checkpoint holds only {' and '.join(inside)}, and a lone Dense layer's "
                     "backward pass needs only its input and kernel, which are kept anyway: the "
                     "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
                     "class, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
-        policies = sorted({show_policy(r) for r in remats})
+        policies = sorted({program.policies[r] for r in remats})
         return (f"your checkpoint's policy ({', '.join(policies)}) saves every intermediate value "
                 "for the backward pass, so nothing is recomputed: it does what no checkpoint does. "
                 "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
@@ -405,31 +334,23 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
     return ""
 
 
-def show_policy(remat) -> str:
-    policy = remat.params["policy"]
-    if policy is None:
-        return "policy=None"
-    # save_only_these_names(...) and its kin return a closure named "policy": its qualname says whose.
-    return getattr(policy, "__qualname__", None) or repr(policy)
-
-
 def calls_inside(program: Program, kind: str, remats=None) -> list:
     """The live calls inside a checkpoint: any remat2 ("any"), one that recomputes
     ("recomputing") or Linen's own that recomputes ("lifted"); within `remats` if given."""
     def chosen(c):
         found = c.remats if kind == "any" else c.recomputing if kind == "recomputing" else c.lifted
-        return found if remats is None else [r for r in found if any(r is s for s in remats)]
+        return found if remats is None else [r for r in found if r in remats]
     return [c for c in program.calls if c.live and chosen(c)]
 
 
-def working(sol, kind: str):
+def working(worker, kind: str):
     """(program, the live Dense layers inside the checkpoints of `kind`, the probed run), or a
     failed check if there are none."""
-    program = read_program(sol)
+    program = read_program(worker)
     dense = [c for c in calls_inside(program, kind) if c.role]
     if not dense:
         fail(no_checkpoint_message(program, kind))
-    return program, dense, run_probed(sol, calls_inside(program, kind))
+    return program, dense, run_probed(worker, calls_inside(program, kind))
 
 
 def value_message(run: Probed, required: bool = True) -> str:
@@ -461,50 +382,50 @@ def gradient_message(run: Probed) -> str:
 
 
 @pytest.mark.points(1)
-def test_forward_holds_remat2(sol):
+def test_forward_holds_remat2(worker):
     """Dead code removed, a remat2 that recomputes holds Dense layers your output and gradient go through."""
-    _, _, run = working(sol, "recomputing")
+    _, _, run = working(worker, "recomputing")
     message = value_message(run, required=False) or gradient_message(run)
     if message:
         fail(message)
 
 
 @pytest.mark.points(1)
-def test_checkpoint_policy_saves_nothing(sol):
+def test_checkpoint_policy_saves_nothing(worker):
     """Every remat2 around the applied layers saves nothing (the default policy), as measured."""
-    program, dense, run = working(sol, "any")
+    program, dense, run = working(worker, "any")
     message = value_message(run, required=False) or gradient_message(run)
     if message:
         fail(message)
-    for remat in {id(r): r for c in dense for r in c.remats}.values():
-        saved = program.saves[id(remat)]
+    for remat in dict.fromkeys(r for c in dense for r in c.remats):
+        saved = program.saves[remat]
         if saved:
             shown = ", ".join(saved[:6]) + (", ..." if len(saved) > 6 else "")
             every = (": everything its backward pass needs, so nothing is recomputed"
-                     if not any(r is remat for c in dense for r in c.recomputing) else "")
-            fail(f"your checkpoint's policy ({show_policy(remat)}) saves {len(saved)} value(s) for "
+                     if not any(remat in c.recomputing for c in dense) else "")
+            fail(f"your checkpoint's policy ({program.policies[remat]}) saves {len(saved)} value(s) for "
                  f"the backward pass ({shown}), measured by differentiating it{every}; the exercise "
                  "asks for the default, which saves nothing and recomputes the MLP. Hint: drop "
                  "policy=, nn.checkpoint(MLP).")
 
 
 @pytest.mark.points(4)
-def test_output_and_gradient_go_through_nn_checkpoint(sol):
+def test_output_and_gradient_go_through_nn_checkpoint(worker):
     """Shifting the model's output inside nn.checkpoint shifts yours, and all of the gradient crosses it."""
-    _, _, run = working(sol, "lifted")
+    _, _, run = working(worker, "lifted")
     message = value_message(run) or gradient_message(run)
     if message:
         fail(message)
 
 
 @pytest.mark.points(3)
-def test_nn_checkpoint_wraps_whole_mlp(sol):
+def test_nn_checkpoint_wraps_whole_mlp(worker):
     """One nn.checkpoint holds both Dense layers (the MLP class is wrapped) and does the work."""
-    program, dense, run = working(sol, "lifted")
+    program, dense, run = working(worker, "lifted")
     message = value_message(run) or gradient_message(run)
     if message:
         fail(message)
-    for remat in {id(r): r for c in dense for r in c.lifted}.values():
+    for remat in dict.fromkeys(r for c in dense for r in c.lifted):
         if {c.role for c in calls_inside(program, "lifted", [remat]) if c.role} == {FIRST, SECOND}:
             return
     inside = sorted({c.role for c in dense})
