@@ -49,8 +49,27 @@ def test_libraries_are_those_the_grader_and_the_solution_import(ex_id):
     # in every child, one listed but unused slows every run.
     declared = {lib.split(".")[0] for lib in catalog.EXERCISES[ex_id].libraries}
     module = catalog.module_name(ex_id)
-    used = (_imports(catalog.grader_file(ex_id)) | _imports(ROOT / "reference" / f"{module}.py"))
+    used = (_imports(catalog.grader_file(ex_id)) | _imports(ROOT / "reference" / f"{module}.py")
+            | (_imports(catalog.probes_file(ex_id)) if catalog.has_probes(ex_id) else set()))
     assert declared == used & {"jax", "flax", "optax", "ml_dtypes"}, (declared, used)
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_checks_reach_the_learner_only_through_probes(ex_id):
+    # Under --sandbox the checks run in a judge that never imports the learner's module, and the
+    # worker that does cannot read the checks. The quiz's answers are data (Exercise.data).
+    if catalog.EXERCISES[ex_id].data:
+        assert not catalog.has_probes(ex_id)
+        return
+    assert catalog.has_probes(ex_id), f"{ex_id} has no graders/probes/{catalog.module_name(ex_id)}.py"
+    tree = ast.parse(catalog.grader_file(ex_id).read_text())
+    names = ({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+             | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)})
+    assert "sol" not in names, f"{catalog.grader_file(ex_id).name} still takes the learner's module"
+    probes = ast.parse(catalog.probes_file(ex_id).read_text())
+    imported = {getattr(n, "module", None) or "" for n in ast.walk(probes) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(probes) if isinstance(n, ast.Import) for a in n.names}
+    assert not any("test_" in name for name in imported), "a probe imports checks the worker cannot read"
 
 
 def _readme_rows() -> dict[str, list[str]]:
