@@ -89,6 +89,11 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
     # /tmp first: what is shown below it (a staged submission, a cache) is mounted over it.
     _mount("tmpfs", _make_point(root, "/tmp", True), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
     _bind("/dev", _make_point(root, "/dev", True), writable=True)
+    # /dev/shm (and /dev/mqueue) of the machine are writable by anyone and outlive the run: a
+    # submission could leave files there for a later grading to find. A fresh one of its own.
+    for path, mode in (("/dev/shm", "1777"), ("/dev/mqueue", "0755")):
+        if os.path.isdir(root + path):
+            _mount("tmpfs", root + path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode}")
     _mount("proc", _make_point(root, "/proc", True), "proc", _MS_NOSUID | _MS_NODEV)
     shown = [p for p in SYSTEM if os.path.exists(p)]
     shown += [str(package_root / "graders"), str(solutions)]
