@@ -186,6 +186,10 @@ def leftovers() -> list[str]:
 def graded(tmp_path_factory):
     """Every attack under --sandbox, and without it where it is safe; the honest modules both ways."""
     base = tmp_path_factory.mktemp("attacks")
+    # As an autograder's setup does: the reference solutions graded once, with the compilation
+    # cache, before any submission (so the cache holds their programs and the checks').
+    subprocess.run([sys.executable, "-m", "graders", *EXERCISES, "--solutions", str(ROOT / "reference"),
+                    "--seed", str(SEED_BASE - 1), "--jobs", "1"], cwd=ROOT, capture_output=True, timeout=300)
     jobs = [(None, True), (None, False)]
     jobs += [(a, True) for a in ATTACKS]
     # Without the sandbox only what shows an attack is real, and never what is unsafe there.

@@ -1,7 +1,9 @@
 """Looks for what it must not see, then says what it found as the message of a failed import
 (the one channel it has out): other processes, their environment or memory (the judge's, the
 runner's), the grader file of its exercise, reference/, a user namespace (the way out of a
-chroot), and the grading seed left in its own memory after the environment variable was removed.
+chroot), the programs in the compilation cache that were compiled from reference/ (an autograder
+warms the cache up with the reference solutions) or under a grader's checks, and the grading seed
+left in its own memory after the environment variable was removed.
 """
 import ctypes as _ctypes
 import json as _json
@@ -36,6 +38,23 @@ try:
     _found["reference"] = _os.path.exists(_os.path.join(_root, "reference", f"{_MODULE}.py"))
 except OSError:
     _found["grader_file"] = False
+_reference_programs = _grader_programs = 0
+try:
+    import zlib as _zlib
+
+    _cache = _os.environ.get("JAX_COMPILATION_CACHE_DIR") or "/nonexistent"
+    for _name in _os.listdir(_cache):
+        try:
+            with open(_os.path.join(_cache, _name), "rb") as _f:
+                _raw = _zlib.decompress(_f.read())
+        except Exception:
+            continue
+        _reference_programs += b"/reference/" in _raw
+        _grader_programs += b"/graders/test_" in _raw
+except OSError:
+    pass
+_found["cache_reference_programs"] = _reference_programs > 0
+_found["cache_grader_programs"] = _grader_programs > 0
 _libc = _ctypes.CDLL(None, use_errno=True)
 _found["user_namespace"] = _libc.unshare(0x10000000) == 0
 _found["seed_in_environ"] = "GRADERS_SEED" in _os.environ
