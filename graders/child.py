@@ -40,7 +40,7 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
     process stays the judge. Called before any JAX backend exists here, so the fork is safe."""
     import socket
 
-    from graders import catalog, forkserver, worker
+    from graders import catalog, forkserver, sandbox, worker
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
@@ -52,7 +52,8 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
             # The grader files (and their bytecode) hold the checks and how they draw inputs:
             # the worker sees the probes, never those.
             hidden = [str(p) for p in catalog.GRADERS_DIR.rglob("test_*") if p.is_file()]
-            forkserver.sandboxed(dict(box, hidden=list(box["hidden"]) + hidden), None)
+            box = sandbox.without_cache(dict(box, hidden=list(box["hidden"]) + hidden))
+            forkserver.sandboxed(box, None)
             worker.serve(theirs, ex_id, solutions_dir, check_timeout)
         except BaseException:
             import traceback

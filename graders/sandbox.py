@@ -76,6 +76,23 @@ def enter_namespaces() -> None:
     os.unshare(os.CLONE_NEWPID | os.CLONE_NEWNS | os.CLONE_NEWNET | os.CLONE_NEWIPC)
 
 
+def without_cache(box: dict) -> dict:
+    """`box` for a process that runs learner code and no check (a worker, or the process that
+    reads the quiz's answers): the compilation cache is neither shown nor used. It holds what was
+    compiled outside the sandbox, that is the checks' own programs and, once an autograder has
+    warmed it up, the reference solutions' (their HLO, their constants, runnable as they are);
+    a confined process cannot write it, so it would never hold the learner's programs anyway."""
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if "jax" in sys.modules:
+        import jax
+
+        jax.config.update("jax_enable_compilation_cache", False)
+    if not cache:
+        return box
+    real = os.path.realpath(cache)
+    return dict(box, readable=[p for p in box["readable"] if os.path.realpath(p) != real])
+
+
 def confine(package_root: Path, solutions: Path, readable: list[str], hidden: list[str]) -> None:
     """In the new namespaces: build the new root, enter it, and become nobody.
 
