@@ -294,3 +294,11 @@ def test_without_the_sandbox_the_attack_is_real(graded, attack, ex):
 def test_without_the_sandbox_the_quiz_points_are_rewritten(graded):
     outcome = graded[("quiz_points", False)]
     assert "points(50)" in (outcome.scratch / "graders" / "test_quiz.py").read_text()
+
+
+def test_under_the_sandbox_too_long_answers_are_graded_and_the_fork_server_lives_on(graded):
+    """The quiz's values travel to the fork server in one message: one longer than the server
+    read would kill it (and every exercise graded after it) with a misleading reason."""
+    quiz = graded[("quiz_big_answers", True)].results["extra_data"]["exercises"]["quiz"]
+    assert quiz["status"] == "partial", quiz["reason"]
+    assert "written out" in quiz["checks"]["question_1"]["message"]
