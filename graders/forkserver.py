@@ -20,6 +20,11 @@ import sys
 from pathlib import Path
 
 
+# Bytes a request may hold: more than a SOCK_SEQPACKET message can carry here (the socket's send
+# buffer), so that none arrives cut short.
+MAX_REQUEST = 1 << 22
+
+
 def _preload(libraries: list[str]) -> None:
     import importlib
 
@@ -126,10 +131,19 @@ def serve(sock: socket.socket) -> None:
             reap()
         if sock not in ready:
             continue
-        data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        data, fds, flags, _ = socket.recv_fds(sock, MAX_REQUEST, 4)
         if not data:  # the runner is gone
             return
-        request = json.loads(data)
+        try:
+            request = None if flags & socket.MSG_TRUNC else json.loads(data)
+        except ValueError:
+            request = None
+        if not isinstance(request, dict) or "id" not in request:
+            # A request carries a learner's values (the quiz's answers): one too long for a
+            # message is not graded, and the server lives on for the other exercises.
+            for fd in fds:
+                os.close(fd)
+            continue
         if backend_started() or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
