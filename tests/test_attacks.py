@@ -64,9 +64,14 @@ def meta(attack: str) -> dict[str, list[str]]:
     out = {}
     for line in doc.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key in ("beats-without-sandbox", "plain", "kind"):
+        if sep and key in ("beats-without-sandbox", "plain", "links"):
             out[key] = value.split()
     return out
+
+
+def links(attack: str) -> dict[str, str]:
+    """ex -> the file of the package its module is a symbolic link to (`links: ex=path ...`)."""
+    return dict(item.split("=", 1) for item in meta(attack).get("links", []))
 
 
 def honest(ex_id: str) -> str:
@@ -83,8 +88,8 @@ def submission(attack: str | None, into: Path) -> Path:
         target = into / f"{catalog.module_name(ex)}.py"
         if attack is None:
             target.write_text(honest(ex))
-        elif "symlink" in meta(attack).get("kind", []):
-            target.symlink_to(ROOT / "reference" / target.name)
+        elif ex in links(attack):
+            target.symlink_to(ROOT / links(attack)[ex])
         else:
             text = (ATTACKS_DIR / f"{attack}.py").read_text()
             text = text.replace("# @HONEST@", honest(ex)) if "# @HONEST@" in text else text + "\n" + honest(ex)
@@ -302,3 +307,16 @@ def test_under_the_sandbox_too_long_answers_are_graded_and_the_fork_server_lives
     quiz = graded[("quiz_big_answers", True)].results["extra_data"]["exercises"]["quiz"]
     assert quiz["status"] == "partial", quiz["reason"]
     assert "written out" in quiz["checks"]["question_1"]["message"]
+
+
+def test_under_the_sandbox_a_linked_module_does_not_reveal_the_quiz_key(graded):
+    """A module that is a symbolic link to a file of the package must not bring that file's
+    contents to the learner's code (here the quiz key, shown in the report for the next try)."""
+    outcome = graded[("symlink_key", True)]
+    salt = json.loads((ROOT / "graders" / "quiz_key.json").read_text())["salt"]
+    assert salt not in outcome.notes["stdout"] and salt not in outcome.raw.decode()
+
+
+def test_without_the_sandbox_a_linked_module_does_reveal_the_quiz_key(graded):
+    salt = json.loads((ROOT / "graders" / "quiz_key.json").read_text())["salt"]
+    assert salt in graded[("symlink_key", False)].raw.decode()
