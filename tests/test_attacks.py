@@ -9,7 +9,10 @@ than its honest content, and leave the run as it found it:
 Without --sandbox the same attack is shown to be real where that is cheap: it scores more than
 its honest content (tests/attacks/README.md says how an attack declares that).
 
-Every attack is graded on EXERCISES at once, one run of the command per attack.
+Every attack is graded on EXERCISES at once, one run of the command per attack, after the
+reference solutions have been graded once with the compilation cache (as an autograder's setup
+does). To try the attacks on another exercise, add it to EXERCISES (and, if its stub is not a
+fair honest module, tests/attacks/honest_<ex>.py).
 """
 
 import ast
@@ -21,7 +24,6 @@ import shutil
 import site
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
