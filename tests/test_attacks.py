@@ -66,7 +66,7 @@ def meta(attack: str) -> dict[str, list[str]]:
     out = {}
     for line in doc.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key in ("beats-without-sandbox", "plain", "links"):
+        if sep and key in ("beats-without-sandbox", "plain", "links", "args"):
             out[key] = value.split()
     return out
 
@@ -169,10 +169,16 @@ def run(attack: str | None, seed: int, sandboxed: bool, work: Path) -> Outcome:
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "graders", *EXERCISES, "--solutions", str(folder), "--json", str(out),
-         "--seed", str(seed), "--jobs", "1", "--timeout", "60", *(("--sandbox",) if sandboxed else ("--no-cache",))],
+         "--seed", str(seed), "--jobs", "1", "--timeout", "60", *(meta(attack).get("args", []) if attack else []),
+         *(("--sandbox",) if sandboxed else ("--no-cache",))],
         cwd=cwd, capture_output=True, text=True, timeout=300)
     ended = time.monotonic()
     alive = alive_with_seed(seed)
+    for pid in alive:  # recorded, and not left running on the machine
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
     after = package_files(ROOT)
     raw = out.read_bytes() if out.exists() else b""
     total, points = printed(proc.stdout)
