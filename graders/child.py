@@ -53,6 +53,13 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
             # the worker sees the probes, never those.
             hidden = [str(p) for p in catalog.GRADERS_DIR.rglob("test_*") if p.is_file()]
             box = sandbox.without_cache(dict(box, hidden=list(box["hidden"]) + hidden))
+            # This process will hold the worker's namespace. The judge may die without a word
+            # (the runner kills its process group when it does not answer SIGTERM in time, e.g.
+            # stuck for seconds in one C call decoding a reply the worker made huge): it leaves
+            # that group, which the worker may also have left, and follows the judge's death.
+            judge = os.getppid()
+            os.setsid()
+            sandbox.follow_parent(judge)
             forkserver.sandboxed(box, None)
             worker.serve(theirs, ex_id, solutions_dir, check_timeout)
         except BaseException:

@@ -92,8 +92,11 @@ def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = N
     sandbox.enter_namespaces()
     if relay is not None:
         relay_read, relay_write = os.pipe()
+    # SIGTERM waits until the handler that kills the namespace is in place (below).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if relay is not None:
             os.close(relay_read)
             os.dup2(relay_write, result_fd)
@@ -103,6 +106,7 @@ def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = N
     # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
     # of the namespace, and with it everything the learner's code started.
     signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if relay is not None:
         os.close(relay_write)
         _relay(relay_read, result_fd, relay)  # until every process of the namespace is gone

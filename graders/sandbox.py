@@ -17,6 +17,7 @@ that patches its own process can still forge its own exercise's verdicts (see RE
 
 import ctypes
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ NOBODY = 65534
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
 # What a CPU-only JAX process reads from the system: shared libraries, the dynamic loader, /etc
 # (locale, passwd for getpwuid), /dev (null, urandom, shm) and /sys (the CPU topology).
 SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys")
@@ -68,6 +70,14 @@ def _make_point(root: str, path: str, is_dir: bool) -> str:
         if not os.path.exists(target):
             open(target, "w").close()
     return target
+
+
+def follow_parent(parent: int) -> None:
+    """SIGTERM to this process when `parent` (its parent now) dies, or at once if it has."""
+    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise SandboxError("prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def enter_namespaces() -> None:
