@@ -38,10 +38,9 @@ def unplain(value):
 def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, check_timeout: float):
     """Fork the confined worker that will run the learner's code (graders/worker.py); this
     process stays the judge. Called before any JAX backend exists here, so the fork is safe."""
-    import signal
     import socket
 
-    from graders import catalog, forkserver, worker
+    from graders import catalog, forkserver, sandbox, worker
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
@@ -49,16 +48,19 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
         try:
             ours.close()
             os.close(result_fd)  # the judge's event channel is never in the worker's hands
-            # Should the judge die without closing it, this process (the waiter outside the
-            # worker's namespace) gets SIGTERM and kills the namespace.
-            from graders import sandbox
-
-            sandbox.die_with_parent(signal.SIGTERM)
             # The grader files (and their bytecode) hold the checks and how they draw inputs:
             # the worker sees the probes, never those.
             # (graders/__pycache__ whole: the judge may write a check's bytecode after this point).
             hidden = [str(p) for p in catalog.GRADERS_DIR.glob("test_*")] + [str(catalog.GRADERS_DIR / "__pycache__")]
-            forkserver.sandboxed(dict(box, hidden=list(box["hidden"]) + hidden), None)
+            box = sandbox.without_cache(dict(box, hidden=list(box["hidden"]) + hidden))
+            # This process will hold the worker's namespace. The judge may die without a word
+            # (the runner kills its process group when it does not answer SIGTERM in time, e.g.
+            # stuck for seconds in one C call decoding a reply the worker made huge): it leaves
+            # that group, which the worker may also have left, and follows the judge's death.
+            judge = os.getppid()
+            os.setsid()
+            sandbox.follow_parent(judge)
+            forkserver.sandboxed(box, None)
             worker.serve(theirs, ex_id, solutions_dir, check_timeout)
         except BaseException:
             import traceback

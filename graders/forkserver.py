@@ -20,6 +20,11 @@ import sys
 from pathlib import Path
 
 
+# Bytes a request may hold: more than a SOCK_SEQPACKET message can carry here (the socket's send
+# buffer), so that none arrives cut short.
+MAX_REQUEST = 1 << 22
+
+
 def _preload(libraries: list[str]) -> None:
     import importlib
 
@@ -61,28 +66,52 @@ def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[
         # With probes, this process is the trusted judge and confines only the worker it forks.
         split = bool(box) and catalog.has_probes(request["ex"]) and not request.get("extract")
         if box and not request.get("trusted") and not split:
-            sandboxed(box, result_fd)
+            relay = None
+            if request.get("extract"):
+                from graders import sandbox
+
+                box = sandbox.without_cache(box)  # it runs no check: nothing of the cache is its
+                # It reads values and grades nothing: what it may say is only that, whatever
+                # the learner's code writes to its channel (e.g. "passed" for every check).
+                relay = READER_EVENTS
+            sandboxed(box, result_fd, relay)
         child.run(request["ex"], Path(request["solutions"]), result_fd, request.get("extract"),
                   request.get("data"), box if split else None)
     finally:
         os._exit(70)  # child.run ends with os._exit; reaching here means it failed to start
 
 
-def sandboxed(box: dict, result_fd: int | None) -> None:
+def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = None) -> None:
     """Fork once more into new namespaces: this process stays outside and waits; its child,
-    process 1 of the new PID namespace, returns from here confined and runs the grading."""
+    process 1 of the new PID namespace, returns from here confined and runs the grading.
+
+    With `relay` (a set of event kinds), the confined child's events pass through this process,
+    which forwards only those kinds: a child that may only read values cannot send verdicts."""
     from graders import sandbox
 
     sandbox.enter_namespaces()
+    if relay is not None:
+        relay_read, relay_write = os.pipe()
+    # SIGTERM waits until the handler that kills the namespace is in place (below).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if relay is not None:
+            os.close(relay_read)
+            os.dup2(relay_write, result_fd)
+            os.close(relay_write)
         sandbox.confine(Path(box["package_root"]), Path(box["solutions"]), box["readable"], box["hidden"])
         return
-    if result_fd is not None:
-        os.close(result_fd)  # the event pipe ends when the confined child ends
     # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
     # of the namespace, and with it everything the learner's code started.
     signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if relay is not None:
+        os.close(relay_write)
+        _relay(relay_read, result_fd, relay)  # until every process of the namespace is gone
+    elif result_fd is not None:
+        os.close(result_fd)  # the event pipe ends when the confined child ends
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -94,6 +123,36 @@ def sandboxed(box: dict, result_fd: int | None) -> None:
             signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))
+
+
+# What the process that reads a module's values (the quiz's ANSWERS) may report.
+READER_EVENTS = frozenset({"importing", "import_error", "tampered", "data", "done"})
+MAX_EVENT = 1 << 24  # bytes of one event line; a longer one is dropped
+
+
+def _relay(read_fd: int, result_fd: int, kinds: frozenset[str]) -> None:
+    """Forward the events of those kinds from read_fd to result_fd, then close both."""
+    with os.fdopen(read_fd, "rb") as pipe, os.fdopen(result_fd, "wb", buffering=0) as out:
+        too_long = False
+        while True:
+            line = pipe.readline(MAX_EVENT)
+            if not line:
+                return
+            if not line.endswith(b"\n"):
+                too_long = True  # drop up to the end of this line
+                continue
+            if too_long:
+                too_long = False
+                continue
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(event, dict) and event.get("event") in kinds:
+                try:
+                    out.write(json.dumps(event).encode() + b"\n")
+                except OSError:  # the runner has stopped listening
+                    return
 
 
 def serve(sock: socket.socket) -> None:
@@ -122,10 +181,19 @@ def serve(sock: socket.socket) -> None:
             reap()
         if sock not in ready:
             continue
-        data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        data, fds, flags, _ = socket.recv_fds(sock, MAX_REQUEST, 4)
         if not data:  # the runner is gone
             return
-        request = json.loads(data)
+        try:
+            request = None if flags & socket.MSG_TRUNC else json.loads(data)
+        except ValueError:
+            request = None
+        if not isinstance(request, dict) or "id" not in request:
+            # A request carries a learner's values (the quiz's answers): one too long for a
+            # message is not graded, and the server lives on for the other exercises.
+            for fd in fds:
+                os.close(fd)
+            continue
         if backend_started() or len(fds) != 2:
             for fd in fds:
                 os.close(fd)

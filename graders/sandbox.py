@@ -18,6 +18,7 @@ process and judged by one that runs no learner code (graders/grading.py).
 
 import ctypes
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -72,16 +73,35 @@ def _make_point(root: str, path: str, is_dir: bool) -> str:
     return target
 
 
-def die_with_parent(sig: int) -> None:
-    """Have the kernel send `sig` to this process when its parent ends (PR_SET_PDEATHSIG)."""
-    if _libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+def follow_parent(parent: int) -> None:
+    """SIGTERM to this process when `parent` (its parent now) dies, or at once if it has."""
+    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
         raise SandboxError("prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def enter_namespaces() -> None:
     """Called in the process that will fork the sandboxed child: its next child is process 1
     of a new PID namespace, in new mount, network and IPC namespaces."""
     os.unshare(os.CLONE_NEWPID | os.CLONE_NEWNS | os.CLONE_NEWNET | os.CLONE_NEWIPC)
+
+
+def without_cache(box: dict) -> dict:
+    """`box` for a process that runs learner code and no check (a worker, or the process that
+    reads the quiz's answers): the compilation cache is neither shown nor used. It holds what was
+    compiled outside the sandbox, that is the checks' own programs and, once an autograder has
+    warmed it up, the reference solutions' (their HLO, their constants, runnable as they are);
+    a confined process cannot write it, so it would never hold the learner's programs anyway."""
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if "jax" in sys.modules:
+        import jax
+
+        jax.config.update("jax_enable_compilation_cache", False)
+    if not cache:
+        return box
+    real = os.path.realpath(cache)
+    return dict(box, readable=[p for p in box["readable"] if os.path.realpath(p) != real])
 
 
 def confine(package_root: Path, solutions: Path, readable: list[str], hidden: list[str]) -> None:
@@ -98,6 +118,11 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
     # /tmp first: what is shown below it (a staged submission, a cache) is mounted over it.
     _mount("tmpfs", _make_point(root, "/tmp", True), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
     _bind("/dev", _make_point(root, "/dev", True), writable=True)
+    # /dev/shm (and /dev/mqueue) of the machine are writable by anyone and outlive the run: a
+    # submission could leave files there for a later grading to find. A fresh one of its own.
+    for path, mode in (("/dev/shm", "1777"), ("/dev/mqueue", "0755")):
+        if os.path.isdir(root + path):
+            _mount("tmpfs", root + path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode={mode}")
     _mount("proc", _make_point(root, "/proc", True), "proc", _MS_NOSUID | _MS_NODEV)
     shown = [p for p in SYSTEM if os.path.exists(p)]
     shown += [str(package_root / "graders"), str(solutions)]
