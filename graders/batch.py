@@ -122,7 +122,8 @@ def grade_student(student: Student, out: Path, timeout: float) -> dict:
             if found is None:
                 work.mkdir()
             else:
-                shutil.copytree(found, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                shutil.copytree(found, work, symlinks=True,  # links stay links: stage() skips them
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             results = _failed_results(f"could not read the submission {student.path.name}: {exc}")
             (folder / "report.txt").write_text(results["output"] + "\n")

@@ -48,11 +48,16 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
         try:
             ours.close()
             os.close(result_fd)  # the judge's event channel is never in the worker's hands
+            # The draw is the judge's; inputs arrive as arguments. (The seed is no secret: every
+            # report prints it, and the process's first environment block still holds it.)
+            os.environ.pop("GRADERS_SEED", None)
             # The grader files (and their bytecode) hold the checks and how they draw inputs:
             # the worker sees the probes, never those.
             # (graders/__pycache__ whole: the judge may write a check's bytecode after this point).
             hidden = [str(p) for p in catalog.GRADERS_DIR.glob("test_*")] + [str(catalog.GRADERS_DIR / "__pycache__")]
-            box = sandbox.without_cache(dict(box, hidden=list(box["hidden"]) + hidden))
+            # The compilation cache stays: its folder can be searched but not listed
+            # (process.sandbox_spec), so the worker finds only programs it compiles itself.
+            box = dict(box, hidden=list(box["hidden"]) + hidden)
             # This process will hold the worker's namespace. The judge may die without a word
             # (the runner kills its process group when it does not answer SIGTERM in time, e.g.
             # stuck for seconds in one C call decoding a reply the worker made huge): it leaves

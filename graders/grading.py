@@ -46,6 +46,10 @@ class ExerciseResult:
 
     @property
     def score(self) -> int:
+        # An exercise that could not be graded is one failing entry in results.json: whatever its
+        # checks said before it ended (forged, perhaps, by the code that then crashed) earns nothing.
+        if self.status in ("error", "timed out"):
+            return 0
         return sum(c.score for c in self.checks)
 
     @property
@@ -211,10 +215,18 @@ def stage(solutions: Path, into: Path) -> Path:
     into.mkdir(mode=0o755, exist_ok=True)
     os.chmod(into, 0o755)
     for path in solutions.glob("*.py"):
-        if path.is_file():
+        # Never through a link: this runs as root, and a submitted `quiz.py` linked to the quiz
+        # key (or a module linked into reference/) would otherwise be copied for the learner.
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as source:
             target = into / path.name
-            target.write_bytes(path.read_bytes())
-            os.chmod(target, 0o644)
+            target.write_bytes(source.read())
+        os.chmod(target, 0o644)
     return into
 
 

@@ -299,6 +299,11 @@ def sandbox_spec(env: dict[str, str], python: str) -> dict:
     cache = env.get("JAX_COMPILATION_CACHE_DIR")
     if cache:
         Path(cache).mkdir(parents=True, exist_ok=True)  # a read-only cache must exist to be read
+        # Searchable, not listable, by the sandbox's user: an entry is found only by its key, a
+        # hash of the program compiled, so a worker reuses what the same program compiled to (a
+        # correct solution's, once the reference warmed the cache) but cannot read the
+        # reference's or the checks' programs without already having them.
+        os.chmod(cache, 0o711)
         readable.add(cache)
     return {"package_root": str(catalog.ROOT), "readable": sorted(readable),
             "hidden": [str(p) for p in catalog.SECRETS]}

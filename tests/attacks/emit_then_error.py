@@ -1,7 +1,7 @@
 """Like stack_emit, but ends with an import error instead of "done": the exercise is reported as
 an error, and the forged passes must still count for nothing (in the printed total, in
-results.json's score and in its tests alike).
-beats-without-sandbox: ex4 quiz
+results.json's score and in its tests alike). An exercise that ends in an error earns nothing,
+with or without --sandbox, so this one is beaten both ways.
 """
 _f = _sys._getframe()
 while _f is not None and "emit" not in _f.f_locals:
