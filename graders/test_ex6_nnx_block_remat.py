@@ -29,7 +29,8 @@ from graders import jaxpr
 from graders.learner import Verdict, fail
 from graders.numeric import assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
-    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, markers, mlp_half, mse, show)
+    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, fewer_optimizations, markers,
+    mlp_half, mse, show)
 
 cp = jax.checkpoint_policies
 
@@ -103,6 +104,7 @@ def own_programs(cfg: Config) -> dict:
     """The grader's own programs, lowered and compiled in threads while the learner's compile:
     ("own", "full"), ("own", "dots"): per-block checkpointed gradients; ("expected", None): the
     plain stack's output and gradients."""
+    fewer_optimizations()  # as the learner's programs are compiled (see there)
     block, act = abstract_block_args(cfg)
     shapes = [block] * cfg.layers
     jobs = {("own", "full"): lambda: own_checkpointed_gradient(None).lower(shapes, act, act, cfg.heads).compile(),

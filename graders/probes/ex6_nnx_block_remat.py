@@ -1,8 +1,8 @@
 """Probes for Exercise 6: the learner's Transformer built, traced and compiled once per variant.
 
-The first call starts all the work at once: each variant (None, "full", "dots") is traced, and
-compiled in a thread as soon as it is traced (XLA compilation releases the GIL), and the
-learner's temp_memory_bytes runs for each variant in threads of its own. `variant` then hands
+The first call starts all the work at once: the learner's temp_memory_bytes runs for each variant
+in a thread of its own, and each variant (None, "full", "dots") is traced, and compiled in a
+thread as soon as it is traced (XLA compilation releases the GIL). `variant` then hands
 back everything the checks need of one variant, read from that one program: the parameters
 and the numbers of two models, what its checkpoints hold and which policy each carries, and
 memory_analysis(). The checks (graders/test_ex6_nnx_block_remat.py) draw the configuration and
@@ -229,10 +229,16 @@ def trace(sol, cfg: Config, remat, seeds, x, y) -> Traced:
     return Traced(models, graphdef, rest, forward, program.jaxpr, program.lower())
 
 
-# The learner's programs miss the compilation cache after every edit. LLVM's optimisation level
-# changes neither a number beyond rounding nor XLA's buffer plan (temp_size_in_bytes is decided
-# before code generation), and level 0 compiles these programs about a third faster.
-LEARNER_COMPILE = {"xla_backend_optimization_level": 0}
+def fewer_optimizations() -> None:
+    """LLVM's optimisations off for every program compiled from here on in this process.
+
+    The learner's programs (the variants, and those temp_memory_bytes compiles) miss the
+    compilation cache after every edit, and compiling them is most of the grading time. LLVM's
+    optimisation changes neither a number beyond rounding nor XLA's buffer plan
+    (temp_size_in_bytes and the other memory_analysis() figures are decided before code
+    generation), and without it these programs compile about a third faster. The checks call
+    this too before compiling the grader's own programs, so both sides are compiled alike."""
+    jax.config.update("jax_disable_most_optimizations", True)
 
 
 class Work:
@@ -241,23 +247,26 @@ class Work:
 
     def __init__(self, sol, cfg: Config, seeds, x, y):
         self.sol, self.cfg, self.seeds, self.x, self.y = sol, cfg, seeds, x, y
-        self.traced, self.compiled, self.temp_memory, self.blocks = {}, {}, None, None
+        self.traced, self.compiled, self.temp_memory, self.blocks = {}, {}, {}, None
+        fewer_optimizations()
         pool = ThreadPoolExecutor(max_workers=2 * len(VARIANTS))
         try:
+            # The learner's temp_memory_bytes first, one thread per variant: each call traces and
+            # compiles a gradient program of its own, the longest jobs here.
+            for r in (None, "dots", "full"):
+                self.temp_memory[r] = pool.submit(self._learner_temp_memory, r)
             for r in VARIANTS:
                 try:
                     self.traced[r] = trace(sol, cfg, r, seeds, x, y)
                 except Exception as exc:  # raised again by every probe that needs this variant
                     self.traced[r] = exc
                     continue
-                self.compiled[r] = pool.submit(self.traced[r].lowered.compile, LEARNER_COMPILE)
-            self.temp_memory = pool.submit(self._learner_temp_memory)
+                self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
         finally:
             pool.shutdown(wait=False)
 
-    def _learner_temp_memory(self) -> dict:
-        return {r: self.sol.temp_memory_bytes(build(self.sol, self.cfg, r, seed=0), self.x, self.y)
-                for r in (None, "dots", "full")}
+    def _learner_temp_memory(self, remat):
+        return self.sol.temp_memory_bytes(build(self.sol, self.cfg, remat, seed=0), self.x, self.y)
 
     def variant(self, remat) -> Traced:
         found = self.traced[remat]
@@ -370,8 +379,11 @@ def temp_memory_bytes(sol, cfg, seeds, x, y):
     """What the learner's temp_memory_bytes(model, x, y) returned for each variant (a model built
     from nnx.Rngs(0)): the value as plain data when it can be sent, with its type and repr."""
     work = work_of(sol, cfg, seeds, x, y)
-    return {r: {"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]}
-            for r, value in work.temp_memory.result().items()}
+    out = {}
+    for r in (None, "dots", "full"):  # the order the learner's calls were made in, one by one
+        value = work.temp_memory[r].result()
+        out[r] = {"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]}
+    return out
 
 
 def plain(value):
