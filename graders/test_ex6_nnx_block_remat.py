@@ -169,17 +169,21 @@ def well_formed(v, cfg: Config) -> bool:
     def counts(value):
         return is_(value, dict) and all(is_(k, str) and is_(n, int) for k, n in value.items())
 
+    def error(e):
+        return is_(e, list) and len(e) == 2 and all(is_(m, str) for m in e)
+
     def policy(p):
         return (is_(p, dict) and set(p) == {"is", "text", "error"} and is_(p["is"], str)
-                and (p["text"] is None or is_(p["text"], str))
-                and (p["error"] is None or (is_(p["error"], list) and len(p["error"]) == 2
-                                            and all(is_(m, str) for m in p["error"]))))
+                and (p["text"] is None or is_(p["text"], str)) and (p["error"] is None or error(p["error"])))
 
     n = len(MODEL_SEEDS)
     if not (is_(v, dict) and {"structure", "memory", "params", "params_error", "outs", "grads"} <= set(v)):
         return False
     s, memory = v["structure"], v["memory"]
-    if not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
+    if is_(s, dict) and set(s) == {"error"}:
+        if not error(s["error"]):
+            return False
+    elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
             and is_(s.get("holds"), list) and all(counts(h) for h in s["holds"])
             and is_(s.get("policies"), list) and all(policy(p) for p in s["policies"])):
         return False
@@ -227,9 +231,17 @@ class Structure(NamedTuple):
     outside: Counter     # MARKERS counts of live forward work outside every checkpoint
 
 
+def raise_verdict(error: list):
+    """End the check with what the probe classified (the learner's code raised there)."""
+    outcome, message = error
+    raise Verdict(outcome if outcome in ("failed", "not_attempted") else "failed", message[:2000])
+
+
 @functools.cache
 def structure(run: Run, cfg: Config, remat) -> Structure:
     s = variant(run, cfg, remat)["structure"]
+    if "error" in s:
+        raise_verdict(s["error"])
     return Structure(s["live"], s["policies"], s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
 
 
@@ -309,8 +321,7 @@ def describe_policy(policy: dict) -> str:
     """The policy's name and what it really keeps of a block, as the probe asked it; if asking it
     raised in the learner's code, that ends the check as it would have there."""
     if policy["error"] is not None:
-        outcome, message = policy["error"]
-        raise Verdict(outcome if outcome in ("failed", "not_attempted") else "failed", str(message)[:2000])
+        raise_verdict(policy["error"])
     return policy["text"]
 
 

@@ -359,7 +359,11 @@ def variant(sol, cfg, remat, seeds, x, y, runs):
     t = work.variant(remat)
     program = work.compiled[remat].result()
     stats = program.memory_analysis()
-    reply = {"structure": structure(t, cfg, sol),
+    try:
+        found = structure(t, cfg, sol)
+    except Exception as exc:  # only the checks that read the structure say so
+        found = {"error": _verdict(exc, sol)}
+    reply = {"structure": found,
              "memory": {f: int(getattr(stats, f)) for f in MEMORY_FIELDS if hasattr(stats, f)},
              "params": None, "params_error": None, "outs": [], "grads": []}
     try:
