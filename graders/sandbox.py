@@ -6,7 +6,8 @@ Called in a process forked by the fork server, before any learner code runs:
     it sees no other process and has no network;
   * a new root holding only what grading needs, read-only: the system's libraries, the
     interpreter and the package's environment, `graders/` (minus the quiz key), the compilation
-    cache, and a copy of the learner's own modules. `reference/`, `tests/`, other students'
+    cache (searchable, not listable: see process.sandbox_spec), and a copy of the learner's own
+    modules. `reference/`, `tests/`, other students'
     folders, the results file and the rest of the machine are not there;
   * a private /tmp, then the unprivileged user `nobody`, with no way to gain privileges back.
 

@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.avail
               pytest.mark.timeout(1800)]
 
 # The exercises every attack is tried on: one line per exercise whose checks run in a judge.
-EXERCISES = ["ex4", "quiz"]
+EXERCISES = ["ex1", "ex4", "quiz"]
 
 ATTACKS_DIR = Path(__file__).resolve().parent / "attacks"
 ATTACKS = sorted(p.stem for p in ATTACKS_DIR.glob("*.py") if p.stem != "kit" and not p.stem.startswith("honest_"))
