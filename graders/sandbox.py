@@ -89,11 +89,9 @@ def enter_namespaces() -> None:
 
 
 def without_cache(box: dict) -> dict:
-    """`box` for a process that runs learner code and no check (a worker, or the process that
-    reads the quiz's answers): the compilation cache is neither shown nor used. It holds what was
-    compiled outside the sandbox, that is the checks' own programs and, once an autograder has
-    warmed it up, the reference solutions' (their HLO, their constants, runnable as they are);
-    a confined process cannot write it, so it would never hold the learner's programs anyway."""
+    """`box` for the process that reads the quiz's answers: it compiles nothing, so the
+    compilation cache is neither shown nor used. (A worker keeps the cache, which it can search
+    by key but not list: see process.sandbox_spec.)"""
     cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if "jax" in sys.modules:
         import jax
