@@ -1,0 +1,425 @@
+"""Probes for Exercise 6: the learner's Transformer built, traced and compiled once per variant.
+
+The first call starts all the work at once: the learner's temp_memory_bytes runs for each variant
+in a thread of its own, and each variant (None, "full", "dots") is traced, and compiled in a
+thread as soon as it is traced (XLA compilation releases the GIL). `variant` then hands
+back everything the checks need of one variant, read from that one program: the parameters
+and the numbers of two models, what its checkpoints hold and which policy each carries, and
+memory_analysis(). The checks (graders/test_ex6_nnx_block_remat.py) draw the configuration and
+the data, compute every expected value and decide every verdict.
+
+The grader's own block is defined here, because both sides need it: the checks compute the
+expected values with it, and a policy (the learner's code) is asked about its equations here.
+"""
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from graders import jaxpr, learner, memory
+from graders.learner import fail
+from graders.worker import probe
+
+cp = jax.checkpoint_policies
+# Read when the probes are imported, before the learner's module is: the policies a variant's
+# checkpoints are compared with are JAX's own objects.
+NOTHING_SAVEABLE, DOTS_SAVEABLE = cp.nothing_saveable, cp.dots_saveable
+
+
+class Config(NamedTuple):
+    layers: int
+    batch: int
+    length: int
+    d_model: int
+    heads: int
+    d_ff: int
+
+    def text(self) -> str:
+        return (f"{self.layers} layers, B={self.batch}, T={self.length}, d_model={self.d_model}, "
+                f"heads={self.heads}, d_ff={self.d_ff}")
+
+
+VARIANTS = (None, "full", "dots")
+# The attributes of the given Block that hold parameters, in a fixed order.
+PARAMS = ("ln1.scale", "ln1.bias", "qkv.kernel", "proj.kernel",
+          "ln2.scale", "ln2.bias", "fc1.kernel", "fc1.bias", "fc2.kernel", "fc2.bias")
+LN_EPS = 1e-6  # nnx.LayerNorm's default epsilon
+# What a Transformer block is made of, by the primitives that only its forward pass binds.
+MARKERS = {"dot_general": "matmuls", "rsqrt": "LayerNorm normalisations",
+           "exp": "softmax exponentials", "tanh": "GELU tanh"}
+
+
+def show(remat) -> str:
+    return "None" if remat is None else repr(remat)
+
+
+# ----- the grader's own block, from parameters -------------------------------------------------
+
+def layer_norm(x, scale, bias):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + LN_EPS) * scale + bias
+
+
+def attention_half(p: dict, x, heads: int):
+    b, t, d = x.shape
+    hd = d // heads
+    a = layer_norm(x, p["ln1.scale"], p["ln1.bias"])
+    q, k, v = (z.reshape(b, t, heads, hd) for z in jnp.split(a @ p["qkv.kernel"], 3, axis=-1))
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(hd)
+    s = jnp.where(np.tril(np.ones((t, t), bool)), s, -1e30)
+    o = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v).reshape(b, t, d)
+    return x + o @ p["proj.kernel"]
+
+
+def mlp_half(p: dict, h):
+    m = jax.nn.gelu(layer_norm(h, p["ln2.scale"], p["ln2.bias"]) @ p["fc1.kernel"] + p["fc1.bias"])
+    return h + m @ p["fc2.kernel"] + p["fc2.bias"]
+
+
+def block_fn(p: dict, x, heads: int):
+    return mlp_half(p, attention_half(p, x, heads))
+
+
+def mse(out, y):
+    return jnp.mean((out - y) ** 2)
+
+
+def markers(eqns) -> Counter:
+    return Counter(e.primitive.name for e in eqns if e.primitive.name in MARKERS)
+
+
+def param_shapes(cfg: Config) -> dict:
+    d, f = cfg.d_model, cfg.d_ff
+    return {"ln1.scale": (d,), "ln1.bias": (d,), "qkv.kernel": (d, 3 * d), "proj.kernel": (d, d),
+            "ln2.scale": (d,), "ln2.bias": (d,), "fc1.kernel": (d, f), "fc1.bias": (f,),
+            "fc2.kernel": (f, d), "fc2.bias": (d,)}
+
+
+def abstract_block_args(cfg: Config):
+    """One block's parameters and input as shapes only: tracing them runs nothing."""
+    return ({k: jax.ShapeDtypeStruct(s, jnp.float32) for k, s in param_shapes(cfg).items()},
+            jax.ShapeDtypeStruct((cfg.batch, cfg.length, cfg.d_model), jnp.float32))
+
+
+_BLOCK_EQUATIONS: dict = {}
+
+
+def block_equations(cfg: Config) -> list:
+    """The equations of the grader's own block that hold no sub-program, traced once per config."""
+    if cfg not in _BLOCK_EQUATIONS:
+        p, x = abstract_block_args(cfg)
+        _BLOCK_EQUATIONS[cfg] = [e for e in jaxpr.walk(jaxpr.trace(lambda p, x: block_fn(p, x, cfg.heads), p, x))
+                                 if not any(True for _ in jaxpr.sub_jaxprs(e))]
+    return _BLOCK_EQUATIONS[cfg]
+
+
+def what_policy_saves(policy, cfg: Config) -> tuple[int, int, int, int]:
+    """(matmul results kept, matmuls, other values kept, other values) when the policy is asked,
+    as JAX asks it, about every equation of the grader's own block."""
+    dots = dots_kept = others = others_kept = 0
+    for e in block_equations(cfg):
+        answer = policy(e.primitive, *[v.aval for v in e.invars], **e.params)
+        kept = answer if isinstance(answer, bool) else type(answer).__name__ in ("SaveableType", "Offloadable")
+        if e.primitive.name == "dot_general":
+            dots, dots_kept = dots + 1, dots_kept + bool(kept)
+        else:
+            others, others_kept = others + 1, others_kept + bool(kept)
+    return dots_kept, dots, others_kept, others
+
+
+def describe_policy(policy, cfg: Config) -> str:
+    """The policy's name and what it really keeps of a block (asked, not assumed)."""
+    if policy is None:
+        return "no policy (it keeps only each block's input)"
+    known = {}
+    for attr, value in vars(cp).items():
+        known.setdefault(id(value), attr)
+    qualname = getattr(policy, "__qualname__", None) or repr(policy)
+    name = known.get(id(policy)) or (qualname.split(".<locals>")[0] + "(...)" if ".<locals>" in qualname
+                                     else f"a policy of your own, {qualname}")
+    if qualname.startswith("save_only_these_names"):
+        cells = [c.cell_contents for c in (getattr(policy, "__closure__", None) or ())]
+        names = next((sorted(c) for c in cells if isinstance(c, (set, frozenset))), None)
+        name = f"save_only_these_names({', '.join(map(repr, names))})" if names else name
+    dk, d, ok, o = what_policy_saves(policy, cfg)
+    if dk == 0 and ok == 0:
+        kept = "it keeps none of a block's values, so everything is recomputed"
+    elif dk == d and ok == o:
+        kept = "it keeps every value of a block, so nothing is recomputed and no memory is saved"
+    else:
+        kept = f"it keeps {dk} of a block's {d} matmul results and {ok} of its {o} other values"
+    return f"{name} ({kept})"
+
+
+# ----- reading the learner's model -------------------------------------------------------------
+
+def build(sol, cfg: Config, remat, seed: int):
+    return sol.Transformer(cfg.layers, cfg.d_model, cfg.heads, cfg.d_ff, remat=remat, rngs=nnx.Rngs(seed))
+
+
+def blocks_of(model, cfg: Config, remat) -> list:
+    where = f"Transformer({cfg.layers}, ..., remat={show(remat)})"
+    blocks = getattr(model, "blocks", None)
+    if blocks is None:
+        fail(f"{where} has no attribute `blocks`. Hint: keep the blocks in self.blocks, an nnx.List "
+             "of Block in the order they are applied.")
+    try:
+        blocks = list(blocks)
+    except TypeError:
+        fail(f"{where}.blocks is a {type(blocks).__name__}, not a sequence of blocks. Hint: use nnx.List([...]).")
+    if len(blocks) != cfg.layers:
+        fail(f"{where}.blocks holds {len(blocks)} blocks, expected num_layers = {cfg.layers}.")
+    return blocks
+
+
+def read_block(block, label: str) -> dict:
+    """The block's parameters by attribute path, as float32 arrays."""
+    out = {}
+    for path in PARAMS:
+        obj = block
+        for attr in path.split("."):
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                fail(f"{label} has no `{path}`: the grader reads the parameters of the Block given in "
+                     "the stub (ln1, ln2, qkv, proj, fc1, fc2). Hint: keep Block as given.")
+        out[path] = np.asarray(jnp.asarray(obj[...], jnp.float32))
+    return out
+
+
+def read_params(model, cfg: Config, remat) -> list:
+    return [read_block(b, f"blocks[{i}] of Transformer(remat={show(remat)})")
+            for i, b in enumerate(blocks_of(model, cfg, remat))]
+
+
+class Traced(NamedTuple):
+    models: tuple        # built from nnx.Rngs(s) for each of the checks' model seeds
+    graphdef: object
+    rest: object
+    forward: object      # jaxpr of model(x)
+    gradient: object     # jaxpr of (model(x), gradients w.r.t. the nnx.Param state)
+    lowered: object
+
+
+def trace(sol, cfg: Config, remat, seeds, x, y) -> Traced:
+    """The learner's variant traced once: its forward jaxpr (what each checkpoint holds), and one
+    program returning the output and the gradient of the grader's mean squared error, whose jaxpr
+    is read, and which is compiled once for both the numbers and memory_analysis()."""
+    models = tuple(build(sol, cfg, remat, s) for s in seeds)
+    for m in models:
+        blocks_of(m, cfg, remat)
+    graphdef, state, rest = nnx.split(models[0], nnx.Param, ...)
+
+    def out_and_grads(state, x, y):
+        def loss(s):
+            out = nnx.merge(graphdef, s, rest)(x)
+            return mse(out, y), out
+        (_, out), grads = jax.value_and_grad(loss, has_aux=True)(state)
+        return out, grads
+
+    # Traced through split/merge: NNX refuses to let a trace mutate a module closed over from outside.
+    forward = jaxpr.trace(lambda s, x: nnx.merge(graphdef, s, rest)(x), state, x)
+    program = jax.jit(out_and_grads).trace(state, x, y)
+    return Traced(models, graphdef, rest, forward, program.jaxpr, program.lower())
+
+
+def fewer_optimizations() -> None:
+    """LLVM's optimisations off for every program compiled from here on in this process.
+
+    The learner's programs (the variants, and those temp_memory_bytes compiles) miss the
+    compilation cache after every edit, and compiling them is most of the grading time. LLVM's
+    optimisation changes neither a number beyond rounding nor XLA's buffer plan
+    (temp_size_in_bytes and the other memory_analysis() figures are decided before code
+    generation), and without it these programs take about 40% less time to compile. The checks call
+    this too before compiling the grader's own programs, so both sides are compiled alike."""
+    jax.config.update("jax_disable_most_optimizations", True)
+
+
+class Work:
+    """Everything started for one learner module, configuration and data: each variant traced
+    (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
+
+    def __init__(self, sol, cfg: Config, seeds, x, y):
+        self.sol, self.cfg, self.seeds, self.x, self.y = sol, cfg, seeds, x, y
+        self.traced, self.compiled, self.temp_memory, self.blocks = {}, {}, {}, None
+        fewer_optimizations()
+        pool = ThreadPoolExecutor(max_workers=2 * len(VARIANTS))
+        try:
+            # The learner's temp_memory_bytes first, one thread per variant: each call traces and
+            # compiles a gradient program of its own, the longest jobs here.
+            for r in (None, "dots", "full"):
+                self.temp_memory[r] = pool.submit(self._learner_temp_memory, r)
+            for r in VARIANTS:
+                try:
+                    self.traced[r] = trace(sol, cfg, r, seeds, x, y)
+                except Exception as exc:  # raised again by every probe that needs this variant
+                    self.traced[r] = exc
+                    continue
+                self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _learner_temp_memory(self, remat):
+        return self.sol.temp_memory_bytes(build(self.sol, self.cfg, remat, seed=0), self.x, self.y)
+
+    def variant(self, remat) -> Traced:
+        found = self.traced[remat]
+        if isinstance(found, Exception):
+            raise found  # the learner's error again, in this check
+        return found
+
+
+_WORK: dict = {}
+
+
+def work_of(sol, cfg, seeds, x, y) -> Work:
+    cfg, seeds = Config(*cfg), tuple(seeds)
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    key = (id(sol), cfg, seeds, x.tobytes(), y.tobytes())
+    if key not in _WORK:
+        _WORK[key] = Work(sol, cfg, seeds, jnp.asarray(x), jnp.asarray(y))
+    return _WORK[key]
+
+
+# ----- what the learner's programs hold -------------------------------------------------------
+
+def _verdict(exc: Exception, sol) -> list:
+    """[outcome, message] for an exception of the learner's code caught here, as run_probe
+    would classify it, for a check to raise only if it needs what failed."""
+    solutions_dir = Path(getattr(sol, "__file__", None) or ".").resolve().parent
+    return list(learner.classify(exc, sol, solutions_dir, 0.0))
+
+
+def policy_summary(policy, cfg: Config, sol) -> dict:
+    """Which of JAX's policies it is (if it is one the checks ask for), and what it keeps."""
+    summary = {"is": ("None" if policy is None else "nothing_saveable" if policy is NOTHING_SAVEABLE
+                      else "dots_saveable" if policy is DOTS_SAVEABLE else ""),
+               "text": None, "error": None}
+    try:
+        summary["text"] = describe_policy(policy, cfg)
+    except Exception as exc:  # the learner's policy raised when asked about the grader's block
+        summary["error"] = _verdict(exc, sol)
+    return summary
+
+
+def structure(t: Traced, cfg: Config, sol) -> dict:
+    """live: working checkpoints (reaching the output in the forward pass, and a gradient in the
+    gradient: a stop_gradient'ed or zeroed one does neither); policies: a summary of the policy
+    of each checkpoint that reaches a gradient; dead: checkpoints in the forward pass whose result
+    never reaches the output; holds: for each live checkpoint of the forward pass, its MARKERS
+    counts; outside: MARKERS counts of live forward work outside every checkpoint."""
+    # The program returns (model(x), gradients): only work that reaches a gradient counts.
+    used = [False] + [True] * (len(t.gradient.jaxpr.outvars) - 1)
+    live_grad = jaxpr.live_equations(t.gradient, used)
+    working = [e for e in jaxpr.find(t.gradient, "checkpoint") if id(e) in live_grad]
+    live_fwd = jaxpr.live_equations(t.forward)
+    holds, dead, outside = [], 0, Counter()
+    for e, outer in jaxpr.walk_nested(t.forward):
+        if any(jaxpr.is_a(o, "checkpoint") for o in outer):
+            continue
+        if jaxpr.is_a(e, "checkpoint"):
+            if id(e) in live_fwd:
+                holds.append(markers(jaxpr.inside(e)))
+            else:
+                dead += 1
+        elif id(e) in live_fwd and not any(True for _ in jaxpr.sub_jaxprs(e)):
+            outside.update(markers([e]))
+    summaries = {}
+    for e in working:
+        policy = e.params.get("policy")
+        if id(policy) not in summaries:
+            summaries[id(policy)] = policy_summary(policy, cfg, sol)
+    return {"live": min(len(working), len(holds)),
+            "policies": [summaries[id(e.params.get("policy"))] for e in working],
+            "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
+
+
+MEMORY_FIELDS = ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes",
+                 "generated_code_size_in_bytes", "peak_memory_in_bytes")
+
+
+# ----- the probes ------------------------------------------------------------------------------
+
+@probe
+def variant(sol, cfg, remat, seeds, x, y, runs):
+    """Everything the checks need of Transformer(remat=remat), from its one compiled program:
+    params: for each model seed, each block's parameters (or params_error, the message of a
+    block that lacks one); outs, grads: model(x) and the gradients of the mean squared error
+    w.r.t. every nnx.Param, for each model seed and its (x, y) in `runs`; structure (see
+    structure()); memory: the program's memory_analysis() figures. The first call starts the
+    work for every variant and temp_memory_bytes (x, y: the data they are traced with)."""
+    work = work_of(sol, cfg, seeds, x, y)
+    cfg = work.cfg
+    t = work.variant(remat)
+    program = work.compiled[remat].result()
+    stats = program.memory_analysis()
+    try:
+        found = structure(t, cfg, sol)
+    except Exception as exc:  # only the checks that read the structure say so
+        found = {"error": _verdict(exc, sol)}
+    reply = {"structure": found,
+             "memory": {f: int(getattr(stats, f)) for f in MEMORY_FIELDS if hasattr(stats, f)},
+             "params": None, "params_error": None, "outs": [], "grads": []}
+    try:
+        reply["params"] = [read_params(m, cfg, remat) for m in t.models]
+    except learner.CheckFailed as exc:
+        reply["params_error"] = str(exc)
+        return reply
+    for model, (rx, ry) in zip(t.models, runs):
+        out, grads = program(nnx.split(model, nnx.Param, ...)[1], jnp.asarray(rx), jnp.asarray(ry))
+        reply["outs"].append(out)
+        reply["grads"].append(read_params(nnx.merge(t.graphdef, grads, t.rest), cfg, remat))
+    return reply
+
+
+@probe
+def temp_memory_bytes(sol, cfg, seeds, x, y):
+    """What the learner's temp_memory_bytes(model, x, y) returned for each variant (a model built
+    from nnx.Rngs(0)): the value as plain data when it can be sent, with its type and repr."""
+    work = work_of(sol, cfg, seeds, x, y)
+    out = {}
+    for r in (None, "dots", "full"):  # the order the learner's calls were made in, one by one
+        value = work.temp_memory[r].result()
+        out[r] = {"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]}
+    return out
+
+
+def plain(value):
+    """value if it can be sent as it is, else as a numeric array, else None."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    try:
+        array = np.asarray(value)
+    except Exception:
+        return None
+    if array.dtype.kind not in "biufc":
+        return None
+    return value if isinstance(value, np.generic) else array
+
+
+@probe
+def block_output(sol, cfg, seeds, x, y, index, block_x):
+    """blocks[index](block_x) of the first model of Transformer(remat=None), the learner's Block
+    compiled once."""
+    work = work_of(sol, cfg, seeds, x, y)
+    blocks = blocks_of(work.variant(None).models[0], work.cfg, None)
+    if work.blocks is None:
+        graphdef = nnx.split(blocks[0])[0]
+        work.blocks = jax.jit(lambda state, x: nnx.merge(graphdef, state)(x))
+    return work.blocks(nnx.split(blocks[index])[1], jnp.asarray(block_x))
+
+
+@probe
+def forward_temp_bytes(sol, cfg, seeds, x, y, remat):
+    """temp_size_in_bytes of the forward pass alone (the loss, no gradient) of the first model of
+    Transformer(remat=remat)."""
+    work = work_of(sol, cfg, seeds, x, y)
+    t = work.variant(remat)
+    params = nnx.split(t.models[0], nnx.Param, ...)[1]
+    return memory.temp_bytes(lambda p, x, y: mse(nnx.merge(t.graphdef, p, t.rest)(x), y), params, work.x, work.y)
