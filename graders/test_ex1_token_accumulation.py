@@ -224,7 +224,7 @@ def scan_at_work(worker):
         fail(f"each step of the scan should read one micro-batch of x, y and m; it reads {seen}"
              f"{' (' + '; '.join(whole) + ')' if whole else ''}. {hint}")
     handed_back = summary["handed_back"]
-    if handed_back >= ROWS * T_:
+    if not 0 <= handed_back < ROWS * T_:  # a NaN or a negative count is no scan's
         fail(f"the scan hands back {handed_back} numbers, as many as the micro-batches themselves (one micro-batch "
              f"of y is {ROWS * T_}): the batch is passed through the scan and the gradient computed after it. "
              "Hint: compute each micro-batch's gradient in the scan body and carry only the sums.")

@@ -192,6 +192,9 @@ def learner_programs(worker, seed) -> dict:
             fail(f"grouped_loss(k={k}) returns {p['outputs']} values; expected one float32 scalar, "
                  "jnp.mean(x_out ** 2).")
         programs[k] = dict(p, config=config, w=w, x=x)
+    if list(programs) != list(ks):  # every check below reads each of them: none may be missing
+        fail(f"the process running your code sent back programs of grouped_loss for k in {list(programs)}, "
+             f"where the grader asked for k in {list(ks)}.")
     return programs
 
 
@@ -467,6 +470,10 @@ def test_best_group_size_is_the_measured_minimum(worker, seed):
     inputs = [to_f32(*make_inputs(15 + i, *cfg)) for i, cfg in enumerate(configs)]
     # The two searches are independent: the probe runs them side by side (compiling releases the GIL).
     answers = worker.best_group_size(inputs)
+    if not isinstance(answers, list) or len(answers) != len(configs):
+        fail(f"the process running your code sent back {type(answers).__name__} "
+             f"{len(answers) if isinstance(answers, list) else ''} answers of best_group_size for "
+             f"{len(configs)} configurations.".replace("  ", " "))
     for (L, B, D), answer in zip(configs, answers):
         got = answer_int(answer, f"best_group_size with L={L}", "Hint: return the group size k itself, not its memory.")
         if got < 1 or L % got:

@@ -368,6 +368,12 @@ def test_each_device_does_its_share_of_the_work(worker, note):
     share = single / n
     note(f"per-device FLOPs of your compiled gradient on {n} devices: {got:,.0f} "
          f"(single device: {single:,.0f}; a 1/{n} share: {share:,.0f})")
+    # `not >=`, so that a figure that is not a number (NaN) is wrong too: no program that computes
+    # the whole gradient, split over n devices, does much less than its share on each
+    if not got >= share / FLOP_SLACK:
+        fail(f"each device does {got:,.0f} FLOPs in the compiled gradient; the single-device program does "
+             f"{single:,.0f}, so a device's share on {n} devices is about {share:,.0f}. Yours is less than "
+             f"1/{FLOP_SLACK:g} of that: no compiled gradient of the whole batch does so little on each device.")
     if got > FLOP_SLACK * share:
         why = ("every device computes on the whole batch, as if alone" if got >= 0.8 * single
                else "each device does more than its part")

@@ -346,7 +346,16 @@ def measured(run: Run, cfg: Config, remat) -> dict:
 
 
 def temp(run: Run, cfg: Config, remat) -> int:
-    return measured(run, cfg, remat)["temp_size_in_bytes"]
+    """temp_size_in_bytes of the learner's program for this variant. The worker measures it, so
+    the figure is checked to be one a gradient of this model can need: the grader's own per-block
+    checkpointed gradient ('full') needs the least, and none needs less than half of that."""
+    figure = measured(run, cfg, remat)["temp_size_in_bytes"]
+    least = own_temp(cfg, "full")
+    if not figure >= least / 2:
+        fail(f"the process running your code sent back {figure} bytes of temporary memory for the gradient of "
+             f"remat={show(remat)}; the grader's own gradient with one jax.checkpoint around each block, the "
+             f"least any variant needs, takes {least} bytes, and no gradient of this model takes less than half.")
+    return figure
 
 
 def own_temp(cfg: Config, remat) -> int:
@@ -576,7 +585,7 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
     note(f"your temp_memory_bytes: {figures(got) if got[None] else got}")
     for r in (None, "dots", "full"):
         stats = measured(run, cfg, r)
-        expected = stats["temp_size_in_bytes"]
+        expected = temp(run, cfg, r)
         if abs(got[r] - expected) <= MEMORY_AGREEMENT * expected:
             continue
         where = (f"temp_memory_bytes for remat={show(r)} returned {got[r]:,} bytes; the grader measures "

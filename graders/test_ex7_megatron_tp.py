@@ -422,8 +422,12 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
         share = single / share_of
         note(f"per-device FLOPs of {what} on a {shape} mesh: {got:,.0f} (one device: {single:,.0f}; "
              f"a 1/{share_of} share: {share:,.0f})")
-        if got <= FLOP_SLACK * share:
+        if share / FLOP_SLACK <= got <= FLOP_SLACK * share:
             continue
+        if not got >= share / FLOP_SLACK:  # a NaN, a zero or a negative figure is no program's either
+            fail(f"each device does {got:,.0f} FLOPs in {what}; one device alone does {single:,.0f}, so a share on "
+                 f"a {shape} mesh is about {share:,.0f}, and yours is less than 1/{FLOP_SLACK:g} of that: no "
+                 "compiled program that computes the whole result, split over the devices, does so little on each.")
         fail(f"each device does {got:,.0f} FLOPs in {what}; one device alone does {single:,.0f}, so a share on a "
              f"{shape} mesh is about {share:,.0f}, and yours is {got / share:.1f} times that: devices repeat each "
              "other's work (a whole batch, or whole weights, on every device). Hint: each device multiplies its "

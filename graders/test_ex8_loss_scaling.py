@@ -17,7 +17,7 @@ import optax
 import pytest
 
 from graders.learner import fail
-from graders.numeric import assert_close, fmt, is_close, rng
+from graders.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.probes.ex8_loss_scaling import KEYS, read_value
 
 # N is large so that one example's share of the loss (LOSS_WEIGHT / (N*K)) lies deep in fp16's
@@ -263,7 +263,11 @@ def learner_grads(worker, seed: int, scale: float):
     p, x, y = problem(seed)
     call = f"scaled_grads(params, x, y, scale={scale:g})"
     got = worker.scaled_grads(f32(p), *f32((x, y)), scale, call)
-    return flat(got["grads"]), flat(grads_np(p, x, y)), got["dtypes"], got["finite"], call
+    true = grads_np(p, x, y)
+    # the probe checked each gradient's shape; the judge does too (a forged reply of other shapes
+    # would be flattened and broadcast against the float64 gradient)
+    grads = {k: as_array(got["grads"][k], f"{call}: grads['{k}']", np.shape(true[k])) for k in KEYS}
+    return flat(grads), flat(true), got["dtypes"], got["finite"], call
 
 
 def own_fp16_grads(seed: int, scale: float) -> np.ndarray:
@@ -334,6 +338,14 @@ def test_grads_at_scale_1_underflow_as_fp16_does(worker, note):
         fail(f"{call}: {share:.1%} of the gradient entries are 0 where the float64 gradient is not; fp16 "
              f"loses {own:.1%} of them to underflow here. Your gradients are not computed in fp16. "
              "Hint: differentiate the given fp16_loss (it casts to float16) and keep the model as given.")
+    # The entries that did not underflow must be fp16's too: zeros (or any numbers) at ~the right
+    # share are no fp16 gradient. `not <=`, so that a NaN is wrong too.
+    own_err, err = rel_err(own_fp16_grads(GRAD_SEED, 1.0), true), rel_err(got, true)
+    if not err <= 2 * own_err:
+        fail(f"{call}: {share:.1%} of the gradient entries are 0 where the float64 gradient is not, but the "
+             f"gradients are {err:.2e} away from it (relative error), where fp16 with its underflow is {own_err:.2e} "
+             "away. Your gradients are not computed in fp16. Hint: differentiate the given fp16_loss (it casts "
+             "to float16) and keep the model as given.")
 
 
 @pytest.mark.points(2)

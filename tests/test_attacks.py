@@ -12,7 +12,9 @@ its honest content (tests/attacks/README.md says how an attack declares that).
 Every attack is graded on EXERCISES at once, one run of the command per attack, after the
 reference solutions have been graded once with the compilation cache (as an autograder's setup
 does). To try the attacks on another exercise, add it to EXERCISES (and, if its stub is not a
-fair honest module, tests/attacks/honest_<ex>.py).
+fair honest module, tests/attacks/honest_<ex>.py). An attack that forges one exercise's probe
+replies names that exercise (`exercises: EX...`) and is graded on it alone; the honest modules are
+graded on every exercise an attack is.
 """
 
 import ast
@@ -68,9 +70,17 @@ def meta(attack: str) -> dict[str, list[str]]:
     out = {}
     for line in doc.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key in ("beats-without-sandbox", "plain", "links", "args"):
+        if sep and key in ("beats-without-sandbox", "plain", "links", "args", "exercises"):
             out[key] = value.split()
     return out
+
+
+def targets(attack: str | None) -> list[str]:
+    """The exercises an attack is graded on (`exercises: EX...`, else EXERCISES); for the honest
+    modules (None), every exercise any attack is graded on."""
+    if attack is None:
+        return list(dict.fromkeys([*EXERCISES, *(ex for a in ATTACKS for ex in targets(a))]))
+    return meta(attack).get("exercises") or EXERCISES
 
 
 def links(attack: str) -> dict[str, str]:
@@ -86,9 +96,9 @@ def honest(ex_id: str) -> str:
 
 def submission(attack: str | None, into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
-    checks = {catalog.module_name(ex): list(declared(ex)) for ex in EXERCISES}
+    checks = {catalog.module_name(ex): list(declared(ex)) for ex in targets(attack)}
     kit = (ATTACKS_DIR / "kit.py").read_text().replace("{checks!r}", repr(checks))
-    for ex in EXERCISES:
+    for ex in targets(attack):
         target = into / f"{catalog.module_name(ex)}.py"
         if attack is None:
             target.write_text(honest(ex))
@@ -147,9 +157,9 @@ def printed(report: str) -> tuple[int | None, dict]:
     return total, points
 
 
-def by_tests(results: dict) -> dict[str, int]:
+def by_tests(results: dict, exercises=None) -> dict[str, int]:
     """Each exercise's points as Gradescope reads them: the sum of its tests' scores."""
-    out = {ex: 0 for ex in EXERCISES}
+    out = {ex: 0 for ex in exercises or EXERCISES}
     for test in results.get("tests", []):
         for ex in test.get("tags", []):
             out[ex] = out.get(ex, 0) + test["score"]
@@ -170,7 +180,7 @@ def run(attack: str | None, seed: int, sandboxed: bool, work: Path) -> Outcome:
     before = package_files(ROOT)
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "graders", *EXERCISES, "--solutions", str(folder), "--json", str(out),
+        [sys.executable, "-m", "graders", *targets(attack), "--solutions", str(folder), "--json", str(out),
          "--seed", str(seed), "--jobs", "1", "--timeout", "60", *(meta(attack).get("args", []) if attack else []),
          *(("--sandbox",) if sandboxed else ("--no-cache",))],
         cwd=cwd, capture_output=True, text=True, timeout=300)
@@ -227,21 +237,21 @@ def graded(tmp_path_factory):
 
 
 def _honest(graded, sandboxed: bool) -> dict[str, int]:
-    return by_tests(graded[(None, sandboxed)].results)
+    return by_tests(graded[(None, sandboxed)].results, targets(None))
 
 
 def test_the_honest_modules_are_graded_alike_with_and_without_the_sandbox(graded):
     boxed, plain = graded[(None, True)], graded[(None, False)]
-    assert by_tests(boxed.results) == by_tests(plain.results)
-    assert boxed.printed_total == boxed.results["score"] == sum(by_tests(boxed.results).values())
+    assert by_tests(boxed.results, targets(None)) == by_tests(plain.results, targets(None))
+    assert boxed.printed_total == boxed.results["score"] == sum(by_tests(boxed.results, targets(None)).values())
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_under_the_sandbox_an_attack_earns_no_more_than_its_honest_content(graded, attack):
     outcome, honest_points = graded[(attack, True)], _honest(graded, True)
     assert outcome.raw, f"no results.json: {outcome.notes['stderr'][-2000:]}"
-    points = by_tests(outcome.results)
-    for ex in EXERCISES:
+    points = by_tests(outcome.results, targets(attack))
+    for ex in targets(attack):
         assert points[ex] <= honest_points[ex], (ex, points[ex], honest_points[ex])
         extra = outcome.results["extra_data"]["exercises"][ex]
         assert extra["score"] <= honest_points[ex], (ex, extra["score"], honest_points[ex], extra["reason"])
@@ -251,7 +261,7 @@ def test_under_the_sandbox_an_attack_earns_no_more_than_its_honest_content(grade
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_under_the_sandbox_the_printed_total_and_results_json_agree_even_later(graded, attack):
     outcome = graded[(attack, True)]
-    total = sum(by_tests(outcome.results).values())
+    total = sum(by_tests(outcome.results, targets(attack)).values())
     assert outcome.printed_total == outcome.results["score"] == total, (
         outcome.printed_total, outcome.results["score"], total)
     assert outcome.later == outcome.raw, "results.json changed after the run had ended"
@@ -260,7 +270,7 @@ def test_under_the_sandbox_the_printed_total_and_results_json_agree_even_later(g
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_under_the_sandbox_no_exercise_is_worth_more_than_its_grader_declares(graded, attack):
     results = graded[(attack, True)].results
-    for ex in EXERCISES:
+    for ex in targets(attack):
         most = sum(declared(ex).values())
         assert results["extra_data"]["exercises"][ex]["max_score"] == most
         assert sum(t["max_score"] for t in results["tests"] if ex in t["tags"]) == most
@@ -293,7 +303,7 @@ def test_without_the_sandbox_the_snooping_module_does_find_things(graded):
     assert found["other_pids"] and found["other_environ"] and found["grader_file"] and found["reference"]
 
 
-BEATING = [(a, ex) for a in ATTACKS for ex in meta(a).get("beats-without-sandbox", []) if ex in EXERCISES]
+BEATING = [(a, ex) for a in ATTACKS for ex in meta(a).get("beats-without-sandbox", []) if ex in targets(a)]
 
 
 @pytest.mark.parametrize(("attack", "ex"), BEATING)
@@ -301,8 +311,8 @@ def test_without_the_sandbox_the_attack_is_real(graded, attack, ex):
     """The same submission, graded without --sandbox, scores more than its honest content
     (in the printed report, in results.json as written, or in results.json seconds later)."""
     outcome, honest_points = graded[(attack, False)], _honest(graded, False)
-    later = by_tests(json.loads(outcome.later)) if outcome.later else {}
-    best = max(outcome.printed.get(ex, 0), by_tests(outcome.results).get(ex, 0), later.get(ex, 0))
+    later = by_tests(json.loads(outcome.later), targets(attack)) if outcome.later else {}
+    best = max(outcome.printed.get(ex, 0), by_tests(outcome.results, targets(attack)).get(ex, 0), later.get(ex, 0))
     assert best > honest_points[ex], (attack, ex, best, honest_points[ex])
 
 
