@@ -138,6 +138,17 @@ def alive_with_seed(seed: int) -> list[int]:
     return alive
 
 
+def describe(pid: int) -> str:
+    """A process by its command line, user and parent: which of the run's processes it was."""
+    try:
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
+        return f"{pid}: {command} (uid {status.get('Uid', '?').split()[0]}, parent {status.get('PPid')}, {status.get('State')})"
+    except OSError:
+        return f"{pid}: gone"
+
+
 def printed(report: str) -> tuple[int | None, dict]:
     """The total and each exercise's points from the report's table (the first one printed
     after the live rows: the line under `id exercise status points time`)."""
@@ -186,6 +197,7 @@ def run(attack: str | None, seed: int, sandboxed: bool, work: Path) -> Outcome:
         cwd=cwd, capture_output=True, text=True, timeout=300)
     ended = time.monotonic()
     alive = alive_with_seed(seed)
+    described = [describe(pid) for pid in alive]  # before they are killed: what outlived the run
     for pid in alive if sandboxed else ():  # recorded, and not left running (without the
         try:                                 # sandbox a daemon must live on, to show it can)
             os.kill(pid, 9)
@@ -198,6 +210,7 @@ def run(attack: str | None, seed: int, sandboxed: bool, work: Path) -> Outcome:
     outcome = Outcome(proc.returncode, total, points, json.loads(raw) if raw else {}, raw, ended, alive, changed, scratch)
     outcome.notes["stdout"], outcome.notes["stderr"] = proc.stdout, proc.stderr
     outcome.notes["seconds"] = ended - start
+    outcome.notes["alive"] = described
     return outcome
 
 
@@ -285,7 +298,8 @@ def test_under_the_sandbox_the_package_is_untouched_and_nothing_is_left_behind(g
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_under_the_sandbox_no_process_of_the_run_is_alive_afterwards(graded, attack):
-    assert graded[(attack, True)].alive == []
+    outcome = graded[(attack, True)]
+    assert outcome.alive == [], f"alive after the run: {outcome.notes['alive']}"
 
 
 def test_under_the_sandbox_a_snooping_module_finds_nothing(graded):
