@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from grading import ROOT, declared
+from grading import ROOT, alive_with_seed, declared
 from graders import catalog, sandbox
 
 pytestmark = [pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or ""),
@@ -124,18 +124,6 @@ def package_files(root: Path) -> dict[str, str]:
             except OSError:
                 out[str(path.relative_to(root))] = "unreadable"
     return out
-
-
-def alive_with_seed(seed: int) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if f"GRADERS_SEED={seed}".encode() in (entry / "environ").read_bytes().split(b"\0"):
-                    alive.append(int(entry.name))
-            except OSError:
-                continue
-    return alive
 
 
 def describe(pid: int) -> str:

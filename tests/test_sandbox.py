@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grading import ROOT, grade
+from grading import ROOT, alive_with_seed, grade
 from graders import catalog, sandbox
 
 pytestmark = pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or "")
@@ -57,19 +57,6 @@ if os.fork() == 0:
     os._exit(0)
 raise RuntimeError("FOUND" + json.dumps(found) + "END")
 '''
-
-
-def alive_with_seed(seed: int) -> list[int]:
-    """Processes whose environment carries this run's seed: every process of a grading run does."""
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if f"GRADERS_SEED={seed}".encode() in (entry / "environ").read_bytes().split(b"\0"):
-                    alive.append(int(entry.name))
-            except OSError:
-                continue
-    return alive
 
 
 @pytest.fixture(scope="module")
