@@ -12,11 +12,14 @@ try:
     with open(_path) as _file:
         _original = _file.read()
     with open(_path, "a") as _file:
-        _file.write("\n\ndef fail(*args, **kwargs):\n    return None\n")
+        _file.write("\n\ndef fail(*args, **kwargs):\n    return None\n\n_APPENDED_RAN = True\n")
 
     def _restore():
-        end = _time.monotonic() + 30  # pytest starts slowly on a busy machine
-        while _GRADER not in _sys.modules and _time.monotonic() < end:
+        # Not as soon as the module is in sys.modules: Python puts it there before it reads the
+        # source. The appended code has run once the module holds _APPENDED_RAN.
+        end = _time.monotonic() + 60  # pytest starts slowly on a busy machine
+        while (not getattr(_sys.modules.get(_GRADER), "_APPENDED_RAN", False)
+               and _time.monotonic() < end):
             _time.sleep(0.001)
         with open(_path, "w") as _file:
             _file.write(_original)
