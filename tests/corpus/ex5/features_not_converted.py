@@ -1,6 +1,6 @@
 """Passes features to the model as it comes (a float breaks nn.Dense).
 
-loses: accepts_float_seed_and_features: called with features=3.0 (a float)
+loses: accepts_float_seed_and_features: called with features=2.0 (a float)
 """
 import jax
 import flax.linen as nn
