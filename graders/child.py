@@ -51,6 +51,7 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
             # The draw is the judge's; inputs arrive as arguments. (The seed is no secret: every
             # report prints it, and the process's first environment block still holds it.)
             os.environ.pop("GRADERS_SEED", None)
+            os.environ.pop("GRADERS_EXPECTED_DIR", None)  # the judge's store, not shown to the worker
             # The grader files (and their bytecode) hold the checks and how they draw inputs:
             # the worker sees the probes, never those.
             # (graders/__pycache__ whole: the judge may write a check's bytecode after this point).

@@ -45,8 +45,11 @@ def child_env(check_timeout: float, cache: bool, seed: int, base: dict | None = 
         env.setdefault("JAX_COMPILATION_CACHE_DIR", str(catalog.ROOT / ".cache" / "jax"))
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+        # The graders' own figures too (graders/memo.py); a sandboxed worker is not shown it.
+        env.setdefault("GRADERS_EXPECTED_DIR", str(catalog.ROOT / ".cache" / "expected"))
     else:
         env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        env.pop("GRADERS_EXPECTED_DIR", None)
         env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     return env
 

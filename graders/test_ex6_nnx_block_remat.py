@@ -25,7 +25,7 @@ import jax
 import numpy as np
 import pytest
 
-from graders import jaxpr
+from graders import jaxpr, memo
 from graders.learner import Verdict, fail
 from graders.numeric import assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
@@ -92,33 +92,48 @@ def own_checkpointed_gradient(policy):
 @functools.cache
 def own_signatures(cfg: Config) -> dict:
     """name -> what the grader's own block (and each of its halves) binds, by MARKERS."""
-    p, x = abstract_block_args(cfg)
-    trace = lambda f: markers(jaxpr.walk(jaxpr.trace(f, p, x)))  # noqa: E731
-    return {"one whole block": trace(lambda p, x: block_fn(p, x, cfg.heads)),
-            "only the attention half, x + attn(ln1(x))": trace(lambda p, x: attention_half(p, x, cfg.heads)),
-            "only the MLP half, h + fc2(gelu(fc1(ln2(h))))": trace(mlp_half)}
+    def trace_all():
+        p, x = abstract_block_args(cfg)
+        trace = lambda f: dict(markers(jaxpr.walk(jaxpr.trace(f, p, x))))  # noqa: E731
+        return {"one whole block": trace(lambda p, x: block_fn(p, x, cfg.heads)),
+                "only the attention half, x + attn(ln1(x))": trace(lambda p, x: attention_half(p, x, cfg.heads)),
+                "only the MLP half, h + fc2(gelu(fc1(ln2(h))))": trace(mlp_half)}
+    # They depend on the configuration alone, so they are kept between runs (graders/memo.py).
+    return {name: Counter(sig) for name, sig in memo.stored("ex6 own signatures", tuple(cfg), trace_all).items()}
+
+
+def own_memory(cfg: Config) -> dict:
+    """remat -> temp_size_in_bytes of the grader's own per-block checkpointed gradient ("full":
+    no policy, "dots": dots_saveable), compiled in threads; kept between runs (graders/memo.py)."""
+    block, act = abstract_block_args(cfg)
+    shapes = [block] * cfg.layers
+
+    def compile_both():
+        policies = {"full": None, "dots": cp.dots_saveable}
+        with ThreadPoolExecutor(max_workers=len(policies)) as pool:
+            programs = {r: pool.submit(lambda p=p: own_checkpointed_gradient(p).lower(shapes, act, act, cfg.heads).compile())
+                        for r, p in policies.items()}
+            return {r: int(f.result().memory_analysis().temp_size_in_bytes) for r, f in programs.items()}
+    return memo.stored("ex6 own temp", tuple(cfg), compile_both)
 
 
 @functools.cache
 def own_programs(cfg: Config) -> dict:
-    """The grader's own programs, lowered and compiled in threads while the learner's compile:
-    ("own", "full"), ("own", "dots"): per-block checkpointed gradients; ("expected", None): the
-    plain stack's output and gradients."""
+    """The grader's own work, started in threads while the learner's programs compile:
+    "expected": the plain stack's output and gradients, compiled; "memory": own_memory(cfg)."""
     fewer_optimizations()  # as the learner's programs are compiled (see there)
     block, act = abstract_block_args(cfg)
     shapes = [block] * cfg.layers
-    jobs = {("own", "full"): lambda: own_checkpointed_gradient(None).lower(shapes, act, act, cfg.heads).compile(),
-            ("own", "dots"): lambda: own_checkpointed_gradient(cp.dots_saveable).lower(
-                shapes, act, act, cfg.heads).compile(),
-            ("expected", None): lambda: stack_out_and_grads.lower(shapes, act, act, cfg.heads).compile()}
+    jobs = {"expected": lambda: stack_out_and_grads.lower(shapes, act, act, cfg.heads).compile(),
+            "memory": lambda: own_memory(cfg)}
     pool = ThreadPoolExecutor(max_workers=len(jobs))
     futures = {key: pool.submit(job) for key, job in jobs.items()}
     pool.shutdown(wait=False)
     return futures
 
 
-def own_program(cfg: Config, kind: str, remat):
-    return own_programs(cfg)[(kind, remat)].result()
+def own_program(cfg: Config, kind: str):
+    return own_programs(cfg)[kind].result()
 
 
 # ----- what the learner's model gives, through the probes ----------------------------------------
@@ -209,7 +224,7 @@ def numbers(run: Run, cfg: Config, remat) -> list:
     """For each model seed: (seed, params, model(x), gradients, expected output, expected gradients)."""
     v = variant(run, cfg, remat)
     params = params_of(run, cfg, remat)
-    expected_program = own_program(cfg, "expected", None)
+    expected_program = own_program(cfg, "expected")
     rows = []
     for k, seed in enumerate(MODEL_SEEDS):
         x, y = data(cfg, run.seed, k + 1)
@@ -359,7 +374,7 @@ def temp(run: Run, cfg: Config, remat) -> int:
 
 
 def own_temp(cfg: Config, remat) -> int:
-    return int(own_program(cfg, "own", remat).memory_analysis().temp_size_in_bytes)
+    return own_program(cfg, "memory")[remat]
 
 
 def kib(n: float) -> str:

@@ -1,4 +1,5 @@
-"""The persistent compilation cache changes how fast grading is, never what it measures."""
+"""The persistent compilation cache and the graders' stored figures (graders/memo.py) change how
+fast grading is, never what it measures."""
 
 import os
 import tempfile
@@ -12,22 +13,28 @@ MEASURING = [ex for ex in ("ex2", "ex3", "ex6", "ex7") if ex in catalog.availabl
 
 
 def _grade_with_cache(cache_dir: str, ids=MEASURING, *extra: str):
-    old = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = cache_dir
+    """Grade with this folder holding the compilation cache (jax/) and the graders' own stored
+    figures (expected/, graders/memo.py): the first run computes everything, the next reads."""
+    folders = {"JAX_COMPILATION_CACHE_DIR": str(Path(cache_dir) / "jax"),
+               "GRADERS_EXPECTED_DIR": str(Path(cache_dir) / "expected")}
+    old = {name: os.environ.get(name) for name in folders}
+    os.environ.update(folders)
     try:
         return grade(ROOT / "reference", ids, *extra)
     finally:
-        if old is None:
-            del os.environ["JAX_COMPILATION_CACHE_DIR"]
-        else:
-            os.environ["JAX_COMPILATION_CACHE_DIR"] = old
+        for name, value in old.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 def test_measured_figures_are_identical_cold_and_warm():
     with tempfile.TemporaryDirectory() as cache:
         cold = _grade_with_cache(cache)
         # the user's own JAX_COMPILATION_CACHE_DIR is the one used
-        assert any(Path(cache).iterdir()), "the cold run wrote nothing to the cache"
+        assert any((Path(cache) / "jax").iterdir()), "the cold run wrote nothing to the cache"
+        assert any((Path(cache) / "expected").iterdir()), "the cold run stored none of the graders' figures"
         warm = _grade_with_cache(cache)
     for ex in MEASURING:
         assert cold.exercise(ex)["status"] == warm.exercise(ex)["status"] == "passed"

@@ -39,6 +39,8 @@ attempt("checks_loaded", lambda: sorted(m for m in sys.modules if "test_" in m))
 attempt("write_grader", lambda: open(ROOT / "graders" / "test_quiz.py", "a").write("#"))
 attempt("write_cache", lambda: open(Path({cache!r}) / "poison", "w").write("x"))
 attempt("write_results", lambda: open({results!r}, "w").write("{{}}"))
+attempt("expected", lambda: (os.listdir({expected!r}), open(Path({expected!r}) / "poison.json", "w").write("x")))
+attempt("exp_env", lambda: "GRADERS_EXPECTED_DIR" in os.environ)
 attempt("processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 attempt("uid", lambda: os.getuid())
 attempt("network", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1) and "connected")
@@ -69,9 +71,11 @@ def probe(tmp_path_factory):
     marker = base / "daemon-was-here"
     results = base / "results.json"
     cache = ROOT / ".cache" / "jax"
+    expected = ROOT / ".cache" / "expected"  # the graders' own figures (graders/memo.py)
+    expected.mkdir(parents=True, exist_ok=True)
     (student / "ex4_master_weights.py").write_text(PROBE.format(
         root=str(ROOT), secrets=[str(p) for p in catalog.SECRETS], sibling=str(other / "ex4_master_weights.py"),
-        cache=str(cache), results=str(results), marker=str(marker)))
+        cache=str(cache), results=str(results), marker=str(marker), expected=str(expected)))
     before = {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")}
     # The checks' bytecode, as a maintainer's own pytest run may leave it: hidden too.
     import importlib.util
@@ -92,7 +96,8 @@ def probe(tmp_path_factory):
     time.sleep(3)  # the daemon would have written by now
     reason = run.exercise("ex4")["reason"]
     found = json.loads(reason[reason.index("FOUND") + 5:reason.index("END")])
-    return {"found": found, "run": run, "marker": marker, "before": before, "cache": cache, "left": left}
+    return {"found": found, "run": run, "marker": marker, "before": before, "cache": cache, "left": left,
+            "expected": expected}
 
 
 def test_reference_tests_and_secrets_are_not_there(probe):
@@ -115,16 +120,24 @@ def test_the_checks_are_not_there(probe):
     assert found["checks_loaded"] == [], found["checks_loaded"]
 
 
+def test_the_graders_stored_figures_are_not_there(probe):
+    """The judge's store of its own figures (graders/memo.py) is neither shown nor named to the worker."""
+    found = probe["found"]
+    assert str(found["expected"]).startswith("denied"), found["expected"]  # neither read nor written
+    assert found["exp_env"] is False
+
+
 def test_other_students_are_not_there(probe):
     assert str(probe["found"]["sibling"]).startswith("denied")
 
 
 def test_package_cache_and_results_cannot_be_written(probe):
     found = probe["found"]
-    for attempt in ("write_grader", "write_cache", "write_results"):
+    for attempt in ("write_grader", "write_cache", "write_results", "expected"):
         assert str(found[attempt]).startswith("denied"), (attempt, found[attempt])
     assert {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")} == probe["before"]
     assert not (probe["cache"] / "poison").exists()
+    assert not (probe["expected"] / "poison.json").exists()
 
 
 def test_runs_as_nobody_alone_and_offline(probe):
