@@ -69,3 +69,18 @@ def test_without_the_cache_nothing_is_stored(tmp_path, monkeypatch):
     assert not (tmp_path / "expected").exists()
     assert process.child_env(60, cache=True, seed=1, base={})["GRADERS_EXPECTED_DIR"] == str(
         catalog.ROOT / ".cache" / "expected")
+
+
+def test_other_jax_settings_compute_afresh_but_the_cache_folder_does_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADERS_EXPECTED_DIR", str(tmp_path))
+    memo.fingerprint.cache_clear()
+    try:
+        assert memo.stored("figure", 1, lambda: "default") == "default"
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "elsewhere"))
+        memo.fingerprint.cache_clear()
+        assert memo.stored("figure", 1, lambda: "again") == "default"
+        monkeypatch.setenv("JAX_ENABLE_X64", "1")
+        memo.fingerprint.cache_clear()
+        assert memo.stored("figure", 1, lambda: "x64") == "x64"
+    finally:
+        memo.fingerprint.cache_clear()
