@@ -31,7 +31,10 @@ EDIT_GOAL = 5.0  # an edit loop may take at most this many floors
 
 
 def _env(cache_dir: Path, metadata: bool = False) -> dict[str, str]:
-    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache_dir))
+    # The graders' stored figures (graders/memo.py) live beside the compilation cache: cold means
+    # neither holds anything.
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache_dir / "jax"),
+               GRADERS_EXPECTED_DIR=str(cache_dir / "expected"))
     if metadata:
         env["JAX_COMPILATION_CACHE_INCLUDE_METADATA_IN_KEY"] = "true"
     return env
