@@ -15,6 +15,11 @@ from graders.learner import fail
 RTOL = 1e-4
 # Elements that should be near zero (e.g. gradients of saturated units) need an absolute floor.
 ATOL = 1e-6
+# A deep network can amplify float32's rounding beyond RTOL (ex2's residual layers do on some
+# draws, XLA's float32 tanh more than NumPy's). Where the grader's own float32 JAX program for the
+# same value is that far from float64, a learner's float32 program may be this many times further
+# (it rounds the same ops in another order); a wrong formula is off by far more.
+FLOAT32_SLACK = 4.0
 
 
 def _kind(value) -> str:
@@ -76,6 +81,13 @@ def is_close(actual, expected, rtol: float = RTOL, atol: float = ATOL) -> bool:
         return False
     bound = atol + rtol * np.max(np.abs(expected), initial=0.0)
     return bool(np.max(np.abs(actual - expected), initial=0.0) <= bound)
+
+
+def float32_rtol(expected, own_error: float) -> float:
+    """RTOL, or wider where the grader's own float32 program for the expected value is further
+    from it than that (own_error: its largest difference): FLOAT32_SLACK times as far."""
+    scale = float(np.max(np.abs(np.asarray(expected, np.float64)), initial=0.0))
+    return max(RTOL, FLOAT32_SLACK * own_error / scale) if scale else RTOL
 
 
 def assert_close(actual, expected, what: str, hint: str = "", *, mistakes=(),

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import flax.linen as nn
 
+from graders import memo
 from graders.learner import fail
 from graders.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.probes.ex5_linen_checkpoint import FIRST, SECOND, TRANSFORM_TARGET, TYPE_OR_VALUE
@@ -76,12 +77,17 @@ NEEDED = (*INT_CASES, *((seed, d, f) for seed, d, f, _, _ in FLOAT_CASES))
 @functools.cache
 def needed_params() -> dict:
     """plain_params(PRNGKey(seed), D, F) of every case in NEEDED, from one program: each program
-    the checks compile or load costs them about 0.3 s, more than initialising all the cases."""
-    def init_all(seeds):
-        return [PlainMLP(features=f).init(jax.random.PRNGKey(seeds[i]), jnp.zeros((d,), jnp.float32))["params"]
-                for i, (_, d, f) in enumerate(NEEDED)]
-    found = jax.jit(init_all)(np.array([seed for seed, _, _ in NEEDED], np.uint32))
-    return {case: jax.tree.map(lambda a: np.asarray(a, np.float64), p) for case, p in zip(NEEDED, found)}
+    the checks compile or load costs them about 0.3 s, more than initialising all the cases. They
+    depend on nothing the learner writes, so they are kept between runs (graders/memo.py; a
+    float32 value survives JSON exactly)."""
+    def init_all():
+        def programme(seeds):
+            return [PlainMLP(features=f).init(jax.random.PRNGKey(seeds[i]), jnp.zeros((d,), jnp.float32))["params"]
+                    for i, (_, d, f) in enumerate(NEEDED)]
+        found = jax.jit(programme)(np.array([seed for seed, _, _ in NEEDED], np.uint32))
+        return [jax.tree.map(lambda a: np.asarray(a, np.float64).tolist(), p) for p in found]
+    stored = memo.stored("ex5 plain params", NEEDED, init_all)
+    return {case: jax.tree.map(np.asarray, p, is_leaf=lambda v: isinstance(v, list)) for case, p in zip(NEEDED, stored)}
 
 
 def forward_np(p: dict, x, relu_hidden=True):

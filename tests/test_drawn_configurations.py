@@ -8,7 +8,9 @@ import pytest
 from grading import ROOT, TEST_SEED, grade
 from graders import catalog
 
-OTHER_SEEDS = (TEST_SEED + 1,)  # with the tests' own seed: two draws of each configuration
+# With the tests' own seed: three draws of each configuration. 414230 draws ex2's deepest network
+# on inputs where a right float32 gradient is further from float64 than numeric.RTOL allows.
+OTHER_SEEDS = (TEST_SEED + 1, 414230)
 
 
 def draws_from_the_seed(ex_id: str) -> bool:

@@ -66,3 +66,33 @@ def test_closed_forms_in_L_cannot_find_both_optima():
         assert len(kind) == 1, kind  # one optimum per kind, whatever is drawn
         optima.append(kind.pop())
     assert optima[0] != optima[1], optima
+
+
+def test_float32_tolerance_admits_a_right_float32_answer_on_every_draw_and_nothing_one_percent_off():
+    """Dozens of residual layers amplify float32's rounding: on some draws a right float32
+    gradient is further from float64 than numeric.RTOL allows (seed 414230 was: the reference
+    scored 18/20). The checks widen the tolerance by the grader's own float32 error
+    (numeric.float32_rtol); a right float32 program (the grader's grouped checkpoint, another
+    order of the same ops) must pass on every draw, and an answer 1% off must not."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from graders import numeric
+    from graders import test_ex2_sqrt_checkpointing as g
+
+    grads, widened = {}, []
+    for seed in (414230, 789725, *range(300)):
+        config = g.memory_config(seed)
+        w, x = g.make_inputs(seed, *config)
+        k = g.middle_k(config[0])
+        if config not in grads:
+            grads[config] = jax.jit(jax.grad(lambda p, x, k=k: g.own_loss(p, x, k)))
+        got = np.asarray(grads[config](*g.as_f32(w, x))["w"], np.float64)
+        expected = g.gradient_np(w, x)
+        rtol = numeric.float32_rtol(expected, g.own_float32_errors(seed)["grad"])
+        assert numeric.is_close(got, expected, rtol=rtol), (seed, config, numeric.max_abs_diff(got, expected), rtol)
+        assert not numeric.is_close(expected * 1.01, expected, rtol=rtol), (seed, rtol)
+        if not numeric.is_close(got, expected):
+            widened.append(seed)
+    assert 414230 in widened  # the draw that needed it still does: the test tries what it claims
