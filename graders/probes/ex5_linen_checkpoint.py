@@ -9,6 +9,7 @@ expected value, and every verdict on what comes back, is the checks'. The shared
 
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import flax.core.lift
@@ -87,11 +88,38 @@ def _call(sol, seed, x, features):
     return sol.nn_checkpoint_forward(seed, x, features)
 
 
+# Calls of nn_checkpoint_forward started ahead of the checks that ask for them (see `start`):
+# (id of the module, the call's arguments encoded) -> its future.
+_STARTED: dict = {}
+
+
+def _call_key(sol, seed, x, features):
+    return (id(sol), wire.encode([seed, np.asarray(x, np.float32), features]))
+
+
+@probe
+def start(sol, calls):
+    """Start nn_checkpoint_forward(seed, x, features) for each [seed, x, features] of `calls`,
+    two at a time in threads, and return at once: the learner's Flax code runs op by op, and
+    while one call waits for XLA to compile an op (which releases the GIL) the next one runs.
+    `forward` then waits for the call it is asked for, and gets its value or its exception as
+    a direct call would have."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    for seed, x, features in calls:
+        key = _call_key(sol, seed, x, features)
+        if key not in _STARTED:
+            _STARTED[key] = pool.submit(_call, sol, seed, jnp.asarray(x, jnp.float32), features)
+    pool.shutdown(wait=False)
+    return len(calls)
+
+
 @_guarded
 def forward(sol, seed, x, features, what: str):
     """{"out": the learner's output as a float64 array} for nn_checkpoint_forward(seed, x,
-    features), x given as a float32 NumPy array and passed on as a JAX array."""
-    got = _call(sol, seed, jnp.asarray(x, jnp.float32), features)
+    features), x given as a float32 NumPy array and passed on as a JAX array (the call `start`
+    began, if it did)."""
+    started = _STARTED.pop(_call_key(sol, seed, x, features), None)
+    got = started.result() if started is not None else _call(sol, seed, jnp.asarray(x, jnp.float32), features)
     return {"out": as_array(got, what)}
 
 
