@@ -8,9 +8,10 @@ import pytest
 from grading import ROOT, TEST_SEED, grade
 from graders import catalog
 
-# With the tests' own seed: three draws of each configuration. 414230 draws ex2's deepest network
-# on inputs where a right float32 gradient is further from float64 than numeric.RTOL allows.
-OTHER_SEEDS = (TEST_SEED + 1, 414230)
+OTHER_SEEDS = (TEST_SEED + 1,)  # with the tests' own seed: two draws of each configuration
+# A draw of ex2's deepest network on inputs where a right float32 gradient is further from
+# float64 than numeric.RTOL allows (the reference once scored 18/20 there).
+FLOAT32_LIMIT_DRAW = 414230
 
 
 def draws_from_the_seed(ex_id: str) -> bool:
@@ -31,3 +32,8 @@ def test_reference_gets_full_marks_on_other_draws(seed):
     run = grade(ROOT / "reference", DRAWING, "--seed", str(seed))
     for ex_id in DRAWING:
         assert run.exercise(ex_id)["status"] == "passed", (seed, ex_id, run.lost(ex_id))
+
+
+def test_reference_gets_full_marks_where_float32_needs_the_widened_tolerance():
+    run = grade(ROOT / "reference", ["ex2"], "--seed", str(FLOAT32_LIMIT_DRAW))
+    assert run.exercise("ex2")["status"] == "passed", run.lost("ex2")
