@@ -14,6 +14,8 @@ Speed: each variant of the learner's model is traced and compiled once (outputs,
 memory all come from that one program, in one probe call per variant); the first call starts
 every variant and the learner's temp_memory_bytes, and the grader's own programs compile here at
 the same time (XLA compilation releases the GIL; under --sandbox they run in another process).
+The grader's own memory figures and block signatures depend on the configuration alone: they are
+computed once and read back in later runs (graders/memo.py).
 """
 
 import functools
