@@ -61,3 +61,20 @@ def test_wrong_numbers_keep_the_technique_points(corpus, case):
     # The technique checks compare the learner's program with itself, not with the grader's
     # numbers: a wrong init key or an extra ReLU costs the numbers checks only.
     assert not set(corpus(EX)[case].lost(EX)) & TECHNIQUE
+
+
+def test_no_call_of_the_learners_code_runs_in_the_main_thread(tmp_path):
+    """The output calls overlap in threads (probe `start`); every other call runs in the same
+    threads, so a module cannot tell the output checks' calls from the technique checks' by the
+    thread it runs in (and, say, return unwrapped numbers to one and a checkpoint to the other)."""
+    from grading import ROOT, grade
+
+    module = (ROOT / "reference" / "ex5_linen_checkpoint.py").read_text() + (
+        "\n\nimport threading as _threading\n_inner = nn_checkpoint_forward\n\n\n"
+        "def nn_checkpoint_forward(seed, x, features):\n"
+        "    if _threading.current_thread() is _threading.main_thread():\n"
+        "        raise RuntimeError('called in the main thread')\n"
+        "    return _inner(seed, x, features)\n")
+    (tmp_path / "ex5_linen_checkpoint.py").write_text(module)
+    run = grade(tmp_path, ["ex5"])
+    assert run.exercise("ex5")["status"] == "passed", run.lost("ex5")

@@ -84,6 +84,22 @@ def _remembered(fn):
     return run
 
 
+# Every probe runs the learner's code in one of these threads, never in the main thread: the
+# output calls overlap there (see `start`), and no call can be told from another by its thread.
+LEARNER_THREADS = "ex5-learner"
+_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix=LEARNER_THREADS)
+
+
+def _in_learner_thread(fn):
+    """fn's whole body (tracing included: JAX's and Flax's contexts are per thread) run in one
+    of the learner threads; its value or its exception comes back as a direct call gives it."""
+    def run(*args, **kwargs):
+        return _THREADS.submit(fn, *args, **kwargs).result()
+    run.__name__ = run.__qualname__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
 def _call(sol, seed, x, features):
     return sol.nn_checkpoint_forward(seed, x, features)
 
@@ -104,12 +120,10 @@ def start(sol, calls):
     while one call waits for XLA to compile an op (which releases the GIL) the next one runs.
     `forward` then waits for the call it is asked for, and gets its value or its exception as
     a direct call would have."""
-    pool = ThreadPoolExecutor(max_workers=2)
     for seed, x, features in calls:
         key = _call_key(sol, seed, x, features)
         if key not in _STARTED:
-            _STARTED[key] = pool.submit(_call, sol, seed, jnp.asarray(x, jnp.float32), features)
-    pool.shutdown(wait=False)
+            _STARTED[key] = _THREADS.submit(_call, sol, seed, jnp.asarray(x, jnp.float32), features)
     return len(calls)
 
 
@@ -119,11 +133,13 @@ def forward(sol, seed, x, features, what: str):
     features), x given as a float32 NumPy array and passed on as a JAX array (the call `start`
     began, if it did)."""
     started = _STARTED.pop(_call_key(sol, seed, x, features), None)
-    got = started.result() if started is not None else _call(sol, seed, jnp.asarray(x, jnp.float32), features)
-    return {"out": as_array(got, what)}
+    if started is None:
+        started = _THREADS.submit(_call, sol, seed, jnp.asarray(x, jnp.float32), features)
+    return {"out": as_array(started.result(), what)}
 
 
 @_guarded
+@_in_learner_thread
 def x_after_call(sol, seed, x, features):
     """{"deleted": whether the caller's x was deleted by the call, "now": what it holds after it}."""
     x = jnp.asarray(x, jnp.float32)
@@ -142,6 +158,7 @@ def _plain_tree(tree):
 
 
 @_guarded
+@_in_learner_thread
 def parameter_tree(sol, seed, x, features):
     """{"tree": the shapes of the parameters the learner's top-level module was last applied
     to (read with flax.linen.intercept_methods), or None if no module was applied to any}."""
@@ -232,6 +249,7 @@ def show_policy(remat) -> str:
 
 @_guarded
 @_remembered
+@_in_learner_thread
 def program(sol, seed, x, features):
     """Where the applied module calls run, traced with jax.make_jaxpr:
     {"calls": [{"role", "live", "remats", "recomputing", "lifted"}, ...] (numbered as they
@@ -276,6 +294,7 @@ class _BadShape(Exception):
 
 @_guarded
 @_remembered
+@_in_learner_thread
 def tapped_runs(sol, seed, x, features, w, perturb):
     """The learner's output and the gradient of <w, output> with respect to x, first as they
     are, then with the taps `perturb` ({k: (shift or None, scale)}) at work:
