@@ -171,7 +171,7 @@ def own_figures(seed) -> dict:
     specs = [(L, B, D, k, True) for k in (None, 1, middle_k(L), L)] + [(L, B, D, None), (L, B, D, middle_k(L))]
     specs += [(*cfg, k) for cfg in pair_configs(seed) for k in divisors(cfg[0])]
     # Kept between runs (graders/memo.py): they depend on these specs alone, never on the learner.
-    figures = memo.stored("ex2 own_temp", specs, lambda: [own_temp(*s) for s in specs])
+    figures = memo.stored("ex2 own temp", specs, lambda: [own_temp(*s) for s in specs])
     return dict(zip(specs, figures))
 
 

@@ -1,6 +1,7 @@
 """The persistent compilation cache and the graders' stored figures (graders/memo.py) change how
 fast grading is, never what it measures."""
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -34,13 +35,24 @@ def test_measured_figures_are_identical_cold_and_warm():
         cold = _grade_with_cache(cache)
         # the user's own JAX_COMPILATION_CACHE_DIR is the one used
         assert any((Path(cache) / "jax").iterdir()), "the cold run wrote nothing to the cache"
-        assert any((Path(cache) / "expected").iterdir()), "the cold run stored none of the graders' figures"
+        # the figures README's Compilation cache names: the memory of ex2's and ex6's own programs,
+        # ex6's block signatures and how far ex2's float32 can be from float64
+        stored = {json.loads(p.read_text())["name"] for p in (Path(cache) / "expected").iterdir()}
+        assert {"ex2 own temp", "ex2 own float32 errors", "ex6 own temp", "ex6 own signatures"} <= stored, stored
         warm = _grade_with_cache(cache)
     for ex in MEASURING:
         assert cold.exercise(ex)["status"] == warm.exercise(ex)["status"] == "passed"
         assert cold.exercise(ex)["notes"], f"{ex} reports no figures"
         assert warm.exercise(ex)["notes"] == cold.exercise(ex)["notes"]
 
+
+
+def test_exercise_5_stores_its_expected_parameters():
+    with tempfile.TemporaryDirectory() as cache:
+        run = _grade_with_cache(cache, ["ex5"])
+        assert run.exercise("ex5")["status"] == "passed"
+        stored = {json.loads(p.read_text())["name"] for p in (Path(cache) / "expected").iterdir()}
+        assert stored == {"ex5 plain params"}, stored
 
 
 def test_no_cache_option_writes_nothing():
