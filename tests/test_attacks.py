@@ -192,14 +192,27 @@ def run(attack: str | None, seed: int, sandboxed: bool, work: Path) -> Outcome:
         except OSError:
             pass
     after = package_files(ROOT)
-    raw = out.read_bytes() if out.exists() else b""
+    raw, results = read_results(out)
     total, points = printed(proc.stdout)
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
-    outcome = Outcome(proc.returncode, total, points, json.loads(raw) if raw else {}, raw, ended, alive, changed, scratch)
+    outcome = Outcome(proc.returncode, total, points, results, raw, ended, alive, changed, scratch)
     outcome.notes["stdout"], outcome.notes["stderr"] = proc.stdout, proc.stderr
     outcome.notes["seconds"] = ended - start
     outcome.notes["alive"] = described
     return outcome
+
+
+def read_results(path: Path) -> tuple[bytes, dict]:
+    """results.json as it is now, and parsed. Without the sandbox a daemon of the attack may be
+    rewriting it at this moment (open, truncate, write): a half-written file is read again."""
+    raw = b""
+    for _ in range(50):
+        raw = path.read_bytes() if path.exists() else b""
+        try:
+            return raw, json.loads(raw) if raw else {}
+        except ValueError:
+            time.sleep(0.1)
+    return raw, {}
 
 
 def leftovers() -> list[str]:
