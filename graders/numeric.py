@@ -47,12 +47,15 @@ def as_scalar(value, what: str) -> float:
     return float(array.reshape(()))
 
 
-def as_int(value, what: str, hint: str = "") -> int:
+def as_int(value, what: str, hint: str = "", got: str | None = None) -> int:
     """value as a Python int (an int, a NumPy integer or a 0-d integer array), or a failed check
-    that says what came back: a byte count in MiB or as a float is a different answer."""
+    that says what came back: a byte count in MiB or as a float is a different answer. `got`
+    shows what came back when the value is not the learner's own object (a probe's type and
+    repr of it, from the worker)."""
     array = np.asarray(value) if not isinstance(value, (bool, str, bytes, dict)) and value is not None else None
     if array is None or array.ndim != 0 or array.dtype.kind not in "iu":
-        fail(f"{what} should return an int, got {type(value).__name__} {value!r}. {hint}".rstrip())
+        shown = got if got is not None else f"{type(value).__name__} {value!r}"
+        fail(f"{what} should return an int, got {shown}. {hint}".rstrip())
     return int(array)
 
 

@@ -281,9 +281,8 @@ POLICY_SAVES = {
 
 def answer_int(answer: dict, what: str, hint: str = "") -> int:
     """What a learner function returned (a probe's answer()) as a Python int, or a failed check."""
-    if "value" not in answer:
-        fail(f"{what} should return an int, got {answer['type']} {answer['repr']}. {hint}".rstrip())
-    return as_int(answer["value"], what, hint)
+    got = None if "value" in answer else f"{answer['type']} {answer['repr']}"
+    return as_int(answer.get("value"), what, hint, got)
 
 
 # ---- checks ----

@@ -29,7 +29,7 @@ import pytest
 
 from graders import jaxpr, memo
 from graders.learner import Verdict, fail
-from graders.numeric import assert_close, is_close
+from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
     MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, fewer_optimizations, markers,
     mlp_half, mse, show)
@@ -426,13 +426,9 @@ def require_one_whole_block_per_checkpoint(run: Run, cfg: Config, remat) -> None
 
 def returned_int(reply: dict, what: str, hint: str = "") -> int:
     """What the learner's function returned (the probe's {"value", "type", "repr"}) as a Python
-    int, or a failed check that says what came back (graders.numeric.as_int's rule and words,
-    with the type and repr of the value as the learner's code returned it)."""
-    value = reply["value"]
-    array = np.asarray(value) if not isinstance(value, (bool, str, bytes, dict)) and value is not None else None
-    if array is None or array.ndim != 0 or array.dtype.kind not in "iu":
-        fail(f"{what} should return an int, got {reply['type']} {reply['repr']}. {hint}".rstrip())
-    return int(array)
+    int, or a failed check that says what came back, with the type and repr of the value as the
+    learner's code returned it."""
+    return as_int(reply["value"], what, hint, f"{reply['type']} {reply['repr']}")
 
 
 # ----- the checks --------------------------------------------------------------------------------
