@@ -24,14 +24,14 @@ def test_hardcoded_8_is_caught_on_4_devices_wherever_the_loss_is_graded(corpus):
 def test_device_count_in_fsdp_loss_only_loses_the_fsdp_loss_check(corpus):
     # make_fsdp_loss(mesh) divides by the mesh's size and is right; fsdp_loss is wrong off 8 devices.
     lost = corpus(EX)["fsdp_loss_divides_by_device_count"].lost(EX)
-    assert set(lost) == {"fsdp_loss_is_a_shard_map_right_on_every_mesh"}
+    assert set(lost) == {"fsdp_loss_is_a_shard_map_right_on_every_mesh"}, lost
     assert "(4 devices)" in lost["fsdp_loss_is_a_shard_map_right_on_every_mesh"]
 
 
 def test_gathered_batch_keeps_every_other_point(corpus):
     # The numbers and collectives are right; only the FLOP count gives it away.
     lost = corpus(EX)["gather_batch_too"].lost(EX)
-    assert set(lost) == {"each_device_does_its_share_of_the_work"}
+    assert set(lost) == {"each_device_does_its_share_of_the_work"}, lost
     assert "126,720" in lost["each_device_does_its_share_of_the_work"]
 
 

@@ -36,4 +36,4 @@ def test_unrounded_formula_is_only_caught_by_the_new_inputs():
 
 def test_closed_form_master_keeps_every_other_point(corpus):
     lost = corpus(EX)["closed_form_master"].lost(EX)
-    assert set(lost) == {"master_matches_float32_simulation"}
+    assert set(lost) == {"master_matches_float32_simulation"}, lost

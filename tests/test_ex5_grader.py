@@ -28,13 +28,14 @@ def test_right_numbers_without_nn_checkpoint_lose_only_technique_checks(corpus, 
 def test_checkpointed_functions_lose_every_linen_check(corpus, case):
     # Each holds remat2 around the whole MLP, in apply (and init): only Linen's lift is missing.
     lost = corpus(EX)[case].lost(EX)
-    assert set(lost) == {"output_and_gradient_go_through_nn_checkpoint", "nn_checkpoint_wraps_whole_mlp"}
+    assert set(lost) == {"output_and_gradient_go_through_nn_checkpoint", "nn_checkpoint_wraps_whole_mlp"}, lost
     assert all("not inside Linen's nn.checkpoint" in message for message in lost.values())
 
 
 def test_dots_saveable_loses_only_the_policy_check(corpus):
     # It recomputes the ReLU and keeps the products: a real checkpoint, with another policy.
-    assert set(corpus(EX)["policy_dots_saveable"].lost(EX)) == {"checkpoint_policy_saves_nothing"}
+    lost = corpus(EX)["policy_dots_saveable"].lost(EX)
+    assert set(lost) == {"checkpoint_policy_saves_nothing"}, lost
 
 
 def test_checkpointing_the_second_half_keeps_the_output_check(corpus):
@@ -53,7 +54,8 @@ def test_explicit_names_also_change_the_seeded_values(corpus):
 
 def test_no_bias_keeps_the_numbers(corpus):
     # Dense biases start at zero, so only the parameter tree can tell a missing bias.
-    assert set(corpus(EX)["no_bias"].lost(EX)) == {"parameter_tree_is_dense_0_dense_1"}
+    lost = corpus(EX)["no_bias"].lost(EX)
+    assert set(lost) == {"parameter_tree_is_dense_0_dense_1"}, lost
 
 
 @pytest.mark.parametrize("case", ["split_key", "ignores_seed", "relu_on_output"])

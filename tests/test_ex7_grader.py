@@ -33,7 +33,7 @@ def test_hardcoded_axis_size_passes_where_it_happens_to_be_right(corpus):
 def test_psum_over_both_axes_keeps_the_collective_count(corpus):
     # Summing over both axes is still one all-reduce: only the numbers and the jaxpr see it.
     lost = corpus(EX)["psum_over_both_axes"].lost(EX)
-    assert set(lost) == {"shard_map_mlp_matches_numpy", "shard_map_psums_partial_sums_once_over_model"}
+    assert set(lost) == {"shard_map_mlp_matches_numpy", "shard_map_psums_partial_sums_once_over_model"}, lost
 
 
 @pytest.mark.parametrize("case", ["weights_summed_by_one_psum", "psum_of_zeros_beside_gather"])
@@ -48,10 +48,10 @@ def test_a_psum_that_does_not_add_the_partial_sums_is_not_megatron(corpus, case)
 def test_replicated_moments_lose_only_the_state_check(corpus):
     # The moments are replicated after init but every number is right: only the spec check sees it.
     lost = corpus(EX)["state_from_unsharded_params"].lost(EX)
-    assert set(lost) == {"optimizer_state_carries_parameter_specs"}
+    assert set(lost) == {"optimizer_state_carries_parameter_specs"}, lost
     assert "opt_state[0].mu['w1']" in lost["optimizer_state_carries_parameter_specs"]
 
 
 def test_stale_state_is_named_for_both_optimizers(corpus):
     lost = corpus(EX)["stale_optimizer_state"].lost(EX)
-    assert set(lost) == {"sgd_training_matches_single_device", "adam_training_matches_single_device"}
+    assert set(lost) == {"sgd_training_matches_single_device", "adam_training_matches_single_device"}, lost

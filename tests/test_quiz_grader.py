@@ -16,7 +16,7 @@ def test_guessing_all_a_scores_only_the_questions_whose_answer_is_a(corpus):
 
 def test_plausible_wrong_answers_lose_exactly_those_questions(corpus):
     lost = corpus(EX)["plausible_wrong"].lost(EX)
-    assert set(lost) == {"question_2", "question_5", "question_10", "question_11", "question_12"}
+    assert set(lost) == {"question_2", "question_5", "question_10", "question_11", "question_12"}, lost
     assert 'expected one letter, "A" to "D"' in lost["question_10"]
 
 
