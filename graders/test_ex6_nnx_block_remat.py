@@ -31,7 +31,7 @@ from graders import jaxpr, memo
 from graders.learner import Verdict, fail
 from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
-    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, fewer_optimizations, markers,
+    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, markers,
     mlp_half, mse, show)
 
 cp = jax.checkpoint_policies
@@ -123,7 +123,6 @@ def own_memory(cfg: Config) -> dict:
 def own_programs(cfg: Config) -> dict:
     """The grader's own work, started in threads while the learner's programs compile:
     "expected": the plain stack's output and gradients, compiled; "memory": own_memory(cfg)."""
-    fewer_optimizations()  # as the learner's programs are compiled (see there)
     block, act = abstract_block_args(cfg)
     shapes = [block] * cfg.layers
     jobs = {"expected": lambda: stack_out_and_grads.lower(shapes, act, act, cfg.heads).compile(),

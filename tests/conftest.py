@@ -32,3 +32,20 @@ def corpus():
             _corpus_cache[ex_id] = grade_corpus(ex_id)
         return _corpus_cache[ex_id]
     return get
+
+
+@pytest.fixture
+def compiled_as_graded():
+    """JAX in this process compiles as the grading processes do (graders.process.COMPILER_SETTINGS),
+    for a test that runs a grader's own programs here and claims what a grading run sees."""
+    import jax
+
+    from graders import process
+
+    flags = {name.lower(): value == "true" for name, value in process.COMPILER_SETTINGS.items()}
+    before = {name: jax.config.read(name) for name in flags}
+    for name, value in flags.items():
+        jax.config.update(name, value)
+    yield
+    for name, value in before.items():
+        jax.config.update(name, value)

@@ -68,7 +68,7 @@ def test_closed_forms_in_L_cannot_find_both_optima():
     assert optima[0] != optima[1], optima
 
 
-def test_float32_tolerance_admits_a_right_float32_answer_on_every_draw_and_nothing_one_percent_off():
+def test_float32_tolerance_admits_a_right_float32_answer_on_every_draw_and_nothing_one_percent_off(compiled_as_graded):
     """Dozens of residual layers amplify float32's rounding: on some draws a right float32
     gradient is further from float64 than numeric.RTOL allows (seed 414230 was: the reference
     scored 18/20). The checks widen the tolerance by the grader's own float32 error

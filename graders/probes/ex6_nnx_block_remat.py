@@ -229,18 +229,6 @@ def trace(sol, cfg: Config, remat, seeds, x, y) -> Traced:
     return Traced(models, graphdef, rest, forward, program.jaxpr, program.lower())
 
 
-def fewer_optimizations() -> None:
-    """LLVM's optimisations off for every program compiled from here on in this process.
-
-    The learner's programs (the variants, and those temp_memory_bytes compiles) miss the
-    compilation cache after every edit, and compiling them is most of the grading time. LLVM's
-    optimisation changes neither a number beyond rounding nor XLA's buffer plan
-    (temp_size_in_bytes and the other memory_analysis() figures are decided before code
-    generation), and without it these programs take about 40% less time to compile. The checks call
-    this too before compiling the grader's own programs, so both sides are compiled alike."""
-    jax.config.update("jax_disable_most_optimizations", True)
-
-
 class Work:
     """Everything started for one learner module, configuration and data: each variant traced
     (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
@@ -248,7 +236,6 @@ class Work:
     def __init__(self, sol, cfg: Config, seeds, x, y):
         self.sol, self.cfg, self.seeds, self.x, self.y = sol, cfg, seeds, x, y
         self.traced, self.compiled, self.temp_memory, self.blocks = {}, {}, {}, None
-        fewer_optimizations()
         pool = ThreadPoolExecutor(max_workers=2 * len(VARIANTS))
         try:
             # The learner's temp_memory_bytes first, one thread per variant: each call traces and
