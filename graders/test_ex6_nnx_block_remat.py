@@ -12,8 +12,9 @@ per-block checkpointed gradient of the same parameters.
 
 Speed: each variant of the learner's model is traced and compiled once (outputs, gradients and
 memory all come from that one program, in one probe call per variant); the first call starts
-every variant and the learner's temp_memory_bytes, and the grader's own programs compile here at
-the same time (XLA compilation releases the GIL; under --sandbox they run in another process).
+every variant and the learner's temp_memory_bytes, and once a variant has traced the grader's own
+programs compile here at the same time (XLA compilation releases the GIL; under --sandbox they run
+in another process). A model that traces in no variant (the stub) costs no program of the grader's.
 The grader's own memory figures and block signatures depend on the configuration alone: they are
 computed once and read back in later runs (graders/memo.py).
 """
@@ -158,9 +159,21 @@ def probe_args(cfg: Config) -> tuple:
 
 
 @functools.cache
+def started(run: Run, cfg: Config) -> bool:
+    """Start the learner's work in the worker; whether any variant of their model traced."""
+    traced = run.worker.start(*probe_args(cfg))
+    if not (isinstance(traced, list) and len(traced) == len(VARIANTS) and all(isinstance(t, bool) for t in traced)):
+        raise Verdict("failed", "the process running your code sent back something no probe sends")
+    return any(traced)
+
+
+@functools.cache
 def variant(run: Run, cfg: Config, remat) -> dict:
     """Everything of Transformer(remat=remat), from its one compiled program (see the probe)."""
-    own_programs(cfg)  # the grader's own compile while the learner's do
+    if started(run, cfg):
+        # The grader's own programs compile while the learner's do; a model that does not even
+        # trace (the stub, a half-written module) has nothing to compare with them.
+        own_programs(cfg)
     cfg_args, seeds, x, y = probe_args(cfg)
     runs = [data(cfg, run.seed, k + 1) for k in range(len(MODEL_SEEDS))]
     reply = run.worker.variant(cfg_args, remat, seeds, x, y, runs)

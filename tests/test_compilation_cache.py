@@ -13,7 +13,7 @@ from graders import catalog
 MEASURING = [ex for ex in ("ex2", "ex3", "ex6", "ex7") if ex in catalog.available()]
 
 
-def _grade_with_cache(cache_dir: str, ids=MEASURING, *extra: str):
+def _grade_with_cache(cache_dir: str, ids=MEASURING, *extra: str, solutions: Path = ROOT / "reference"):
     """Grade with this folder holding the compilation cache (jax/) and the graders' own stored
     figures (expected/, graders/memo.py): the first run computes everything, the next reads."""
     folders = {"JAX_COMPILATION_CACHE_DIR": str(Path(cache_dir) / "jax"),
@@ -21,7 +21,7 @@ def _grade_with_cache(cache_dir: str, ids=MEASURING, *extra: str):
     old = {name: os.environ.get(name) for name in folders}
     os.environ.update(folders)
     try:
-        return grade(ROOT / "reference", ids, *extra)
+        return grade(solutions, ids, *extra)
     finally:
         for name, value in old.items():
             if value is None:
@@ -53,6 +53,15 @@ def test_exercise_5_stores_its_expected_parameters():
         assert run.exercise("ex5")["status"] == "passed"
         stored = {json.loads(p.read_text())["name"] for p in (Path(cache) / "expected").iterdir()}
         assert stored == {"ex5 plain params"}, stored
+
+
+def test_a_stub_that_does_not_trace_costs_no_program_of_exercise_6s_grader():
+    # The checks start their own programs (and store their figures) only once the learner's
+    # model has traced in some variant.
+    with tempfile.TemporaryDirectory() as cache:
+        run = _grade_with_cache(cache, ["ex6"], solutions=ROOT / "exercises")
+        assert run.exercise("ex6")["status"] == "not attempted"
+        assert not (Path(cache) / "expected").exists() or not any((Path(cache) / "expected").iterdir())
 
 
 def test_no_cache_option_writes_nothing():
