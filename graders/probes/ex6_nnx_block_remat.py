@@ -238,10 +238,11 @@ class Work:
         self.traced, self.compiled, self.temp_memory, self.blocks = {}, {}, {}, None
         pool = ThreadPoolExecutor(max_workers=2 * len(VARIANTS))
         try:
-            # The learner's temp_memory_bytes first, one thread per variant: each call traces and
-            # compiles a gradient program of its own, the longest jobs here.
-            for r in (None, "dots", "full"):
-                self.temp_memory[r] = pool.submit(self._learner_temp_memory, r)
+            # Tracing holds the GIL and compiling does not: each variant is traced here and
+            # compiles in a thread while the next is traced, and only then does the learner's
+            # temp_memory_bytes start (one thread per variant, each tracing and compiling a
+            # gradient program of its own), so that its tracing overlaps these compilations
+            # rather than holding them back.
             for r in VARIANTS:
                 try:
                     self.traced[r] = trace(sol, cfg, r, seeds, x, y)
@@ -249,6 +250,8 @@ class Work:
                     self.traced[r] = exc
                     continue
                 self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
+            for r in (None, "dots", "full"):
+                self.temp_memory[r] = pool.submit(self._learner_temp_memory, r)
         finally:
             pool.shutdown(wait=False)
 
