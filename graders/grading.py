@@ -76,8 +76,9 @@ class Options:
     def limit(self, ex_id: str) -> float:
         return self.limits.get(ex_id, self.timeout)
 
-    def env(self) -> dict[str, str]:
-        return process.child_env(min(CHECK_TIMEOUT, self.timeout), self.cache, self.seed,
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """The children's environment, from `base` (default: this process's environment)."""
+        return process.child_env(min(CHECK_TIMEOUT, self.timeout), self.cache, self.seed, base=base,
                                  force_cpu=self.force_cpu)
 
 

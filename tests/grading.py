@@ -88,13 +88,14 @@ def corpus_cases(ex_id: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
 
 
-def grade_corpus(ex_id: str) -> dict[str, Run]:
+def grade_corpus(ex_id: str, base_env: dict | None = None) -> dict[str, Run]:
     """Grade every wrong solution in tests/corpus/<ex_id>/, each in a folder of its own, through
-    the same grading code as the command, from one fork server (the libraries imported once)."""
+    the same grading code as the command, from one fork server (the libraries imported once),
+    one case per CPU at a time, in `base_env` (default: this process's environment)."""
     module = catalog.module_name(ex_id)
     cases = corpus_cases(ex_id)
     options = grading.Options(seed=TEST_SEED, jobs=1)
-    launcher = process.launcher([ex_id], options.env())
+    launcher = process.launcher([ex_id], options.env(base_env))
 
     def one(case: str) -> Run:
         with tempfile.TemporaryDirectory() as tmp:
