@@ -27,9 +27,9 @@ OUTPUT_CHARS = 1500
 # How every grading process compiles: the learner's programs miss the compilation cache after
 # every edit, and compiling them is most of an edit loop. LLVM's optimisations change neither a
 # number beyond rounding nor XLA's HLO or buffer plan (memory_analysis(), cost_analysis() and the
-# compiled HLO's collectives are decided before code generation); without them the programs
-# compile in 15-40% less time. Set here, so the judge, the worker and the learner's own
-# compile() all build programs alike.
+# compiled HLO's collectives are decided before code generation: tests/test_compiler_settings.py);
+# without them grading the reference cold takes 15-20% less CPU time. Set here, so the
+# judge, the worker and the learner's own compile() all build programs alike.
 COMPILER_SETTINGS = {"JAX_DISABLE_MOST_OPTIMIZATIONS": "true"}
 
 

@@ -36,9 +36,8 @@ def pytest_collection_finish(session):
     they first ask for them. Most other tests leave a CPU idle much of the time (in-process
     checks, a single grading, a wait for a timeout), and the corpora, about 40% of the suite's
     time when graded in turn, fill it: `make test` took 317 s without this and 282 s with it on
-    2 CPUs (warm checkout). A corpus
-    asked for before the background has started it is graded in the foreground instead (the
-    `corpus` fixture)."""
+    2 CPUs (warm checkout). A corpus asked for before the background has started it is graded
+    in the foreground instead (the `corpus` fixture)."""
     global _background_pool
     order = list(dict.fromkeys(ex for ex in map(_corpus_exercise, session.items) if ex))
     if not order or session.config.option.collectonly:

@@ -1,8 +1,8 @@
 """Probes for Exercise 6: the learner's Transformer built, traced and compiled once per variant.
 
-The first call (`start`, or any probe) starts all the work at once: the learner's temp_memory_bytes runs for each variant
-in a thread of its own, and each variant (None, "full", "dots") is traced, and compiled in a
-thread as soon as it is traced (XLA compilation releases the GIL). `variant` then hands
+The first call (`start`, or any probe) starts all the work: each variant (None, "full", "dots")
+is traced, and compiled in a thread as soon as it is traced (XLA compilation releases the GIL),
+then the learner's temp_memory_bytes runs for each variant in a thread of its own. `variant` hands
 back everything the checks need of one variant, read from that one program: the parameters
 and the numbers of two models, what its checkpoints hold and which policy each carries, and
 memory_analysis(). The checks (graders/test_ex6_nnx_block_remat.py) draw the configuration and
