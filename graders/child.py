@@ -167,7 +167,10 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     elif probes is not None:
         state.backend = worker.Local(probes, module, solutions_dir, check_timeout)
     state.seed = int(os.environ.get("GRADERS_SEED", "0"))
+    # no:unraisableexception: at the end pytest runs a full collection over the child's heap to
+    # report exceptions raised in __del__, which grading never reads.
     args = [str(catalog.grader_file(ex_id)), "-p", "no:terminal", "-p", "no:cacheprovider",
+            "-p", "no:unraisableexception",
             "-s", "--assert=plain", "--noconftest", "-c", os.devnull,
             "--rootdir", str(catalog.GRADERS_DIR),
             f"--timeout={state.check_timeout:g}", "--timeout-method=signal"]

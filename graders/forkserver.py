@@ -11,6 +11,7 @@ Forking after `import jax` is safe only while no JAX backend exists (a backend s
 and holds device state): the server checks that before every fork, and refuses otherwise.
 """
 
+import gc
 import json
 import os
 import select
@@ -214,6 +215,9 @@ def serve(sock: socket.socket) -> None:
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     _preload(sys.argv[2:])
+    # The libraries' objects never become garbage: frozen, the children's collections skip them
+    # (a child tracing JAX programs spent about 0.4 s in the collector, 0.15 s once frozen).
+    gc.freeze()
     sock.send(b'{"ready": true}')
     serve(sock)
     # The runner waits for this process to end: tearing down the interpreter with the libraries
