@@ -10,7 +10,8 @@ Prints, per exercise, median wall times over several runs:
   * the floor: starting Python, importing JAX and running one op, and each edit loop as a
     multiple of it (the goal is at most 5x).
 Then the whole package, warm, against the chapter's own self-check cells for Exercises 1-4
-in one process (graders/bench_baseline.py). A benchmark, not a test: it asserts nothing.
+in one process (graders/bench_baseline.py), run in turn, and the median of their pairwise ratios.
+A benchmark, not a test: it asserts nothing.
 """
 
 import argparse
@@ -28,6 +29,7 @@ from pathlib import Path
 from graders import catalog, grading, process
 
 EDIT_GOAL = 5.0  # an edit loop may take at most this many floors
+BASELINE_PAIRS = 7  # at least this many (chapter, ours) pairs: each takes about 4 s
 
 
 def _env(cache_dir: Path, metadata: bool = False) -> dict[str, str]:
@@ -103,17 +105,22 @@ def edit_loop(runs: int, ids: list[str], cache_dir: Path) -> dict[str, float]:
     return figures
 
 
-def baseline(runs: int, cache_dir: Path) -> tuple[float, float]:
-    """(the chapter's self-checks in one process, our graders for ex1-ex4), both warm."""
+def baseline(runs: int, cache_dir: Path) -> tuple[float, float, float]:
+    """(the chapter's self-checks in one process, our graders for ex1-ex4, the median of their
+    ratios), both warm, run in turn (chapter, ours, chapter, ...): the machine's speed drifts by
+    10-15% over minutes, and a ratio taken pair by pair does not move with it."""
     ids = ["ex1", "ex2", "ex3", "ex4"]
     env = process.child_env(grading.CHECK_TIMEOUT, True, 0, base=_env(cache_dir))
     command = [sys.executable, "-m", "graders.bench_baseline"]
     _timed(command, env)
     ours_env = _env(cache_dir)
     _grade(ours_env, ids, catalog.ROOT / "reference", None)
-    chapter = statistics.median(_timed(command, env) for _ in range(runs))
-    ours = statistics.median(_grade(ours_env, ids, catalog.ROOT / "reference", None)[0] for _ in range(runs))
-    return chapter, ours
+    pairs = []
+    for _ in range(max(runs, BASELINE_PAIRS)):
+        chapter = _timed(command, env)
+        pairs.append((chapter, _grade(ours_env, ids, catalog.ROOT / "reference", None)[0]))
+    return (statistics.median(c for c, _ in pairs), statistics.median(o for _, o in pairs),
+            statistics.median(o / c for c, o in pairs))
 
 
 def main() -> None:
@@ -131,7 +138,7 @@ def main() -> None:
         cold = series("cold", args.runs, ids, args.jobs, cold=True)
         warm = series("warm", args.runs, ids, args.jobs, cold=False)
         edits = edit_loop(args.runs, ids, cache_dir / "edit")
-        chapter, ours = baseline(args.runs, cache_dir / "baseline")
+        chapter, ours, paired = baseline(args.runs, cache_dir / "baseline")
     shutil.rmtree(cache_dir, ignore_errors=True)
 
     print(f"\nMedian of {args.runs} runs, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs ({platform.machine()}), "
@@ -147,8 +154,9 @@ def main() -> None:
               f"{warm['seconds'][i]:.1f} s ({warm['compile'][i]:.1f} s) | {edits[i]:.1f} s | "
               f"{ratio:.1f}x{'' if ratio <= EDIT_GOAL else ' (over the goal)'} |")
     print(f"| **all, wall clock** | **{cold['wall']:.1f} s** | **{warm['wall']:.1f} s** | | |")
-    print(f"\nex1-ex4, warm: the graders {ours:.1f} s against the chapter's self-check cells in one process "
-          f"{chapter:.1f} s ({ours / chapter:.2f}x)")
+    print(f"\nex1-ex4, warm: the graders {ours:.2f} s against the chapter's self-check cells in one process "
+          f"{chapter:.2f} s (medians of {max(args.runs, BASELINE_PAIRS)} runs each, in turn); the median of "
+          f"the ratios, pair by pair: {paired:.2f}x")
 
 
 if __name__ == "__main__":
