@@ -10,19 +10,27 @@ from grading import ROOT, TEST_SEED, grade
 from graders import catalog
 
 
-def _draws(seed: int) -> tuple:
-    """What the seed draws in the graders whose configuration has few values (ex7 grades both of
-    its meshes in every run, and draws only numbers from the seed)."""
-    from graders import test_ex2_sqrt_checkpointing as ex2
-    from graders import test_ex6_nnx_block_remat as ex6
+def _depths(seed: int) -> tuple[int, int]:
+    """How deep the seed's networks are in the graders that draw a depth: ex2's L and ex6's number
+    of layers (ex7 grades both of its meshes in every run, and draws only numbers from the seed)."""
+    from graders import test_ex2_sqrt_checkpointing as ex2, test_ex6_nnx_block_remat as ex6
 
-    return ex2.memory_config(seed), ex6.config(seed)
+    return ex2.memory_config(seed)[0], ex6.config(seed).layers
 
 
-# With the tests' own seed: two draws of each configuration. The next seed may draw the same one
-# (ex6 drew the same Transformer for both when it drew 5 to 7 layers): the first that does not.
-OTHER_SEEDS = (next(s for s in itertools.count(TEST_SEED + 1)
-                    if all(a != b for a, b in zip(_draws(s), _draws(TEST_SEED)))),)
+def _far_end(seed: int) -> tuple[int, int]:
+    """The depths at the other end of each range from the seed's own draw."""
+    from graders import test_ex2_sqrt_checkpointing as ex2, test_ex6_nnx_block_remat as ex6
+
+    ranges = (ex2.MEMORY_LS, sorted({c.layers for c in ex6.CONFIGS}))
+    return tuple(max(r, key=lambda depth: abs(depth - d)) for r, d in zip(ranges, _depths(seed)))
+
+
+# With the tests' own seed, two draws of each configuration, as far apart in depth as the graders
+# draw: simply the next seed may draw the very same one (under 5 to 7 layers it drew ex6's
+# Transformer again).
+OTHER_SEEDS = (next(s for s in itertools.count(TEST_SEED + 1) if _depths(s) == _far_end(TEST_SEED)),)
+
 # A draw of ex2's deepest network on inputs where a right float32 gradient is further from
 # float64 than numeric.RTOL allows (the reference once scored 18/20 there).
 FLOAT32_LIMIT_DRAW = 414230
