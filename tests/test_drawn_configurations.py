@@ -8,22 +8,21 @@ import pytest
 
 from grading import ROOT, TEST_SEED, grade
 from graders import catalog
+from graders import test_ex2_sqrt_checkpointing as ex2
+from graders import test_ex6_nnx_block_remat as ex6
+
+# The graders that draw a depth, and the depths they draw from: ex2's L and ex6's number of layers
+# (ex7 grades both of its meshes in every run, and draws only numbers from the seed).
+DEPTH_RANGES = (ex2.MEMORY_LS, sorted({c.layers for c in ex6.CONFIGS}))
 
 
 def _depths(seed: int) -> tuple[int, int]:
-    """How deep the seed's networks are in the graders that draw a depth: ex2's L and ex6's number
-    of layers (ex7 grades both of its meshes in every run, and draws only numbers from the seed)."""
-    from graders import test_ex2_sqrt_checkpointing as ex2, test_ex6_nnx_block_remat as ex6
-
     return ex2.memory_config(seed)[0], ex6.config(seed).layers
 
 
-def _far_end(seed: int) -> tuple[int, int]:
+def _far_end(seed: int) -> tuple[int, ...]:
     """The depths at the other end of each range from the seed's own draw."""
-    from graders import test_ex2_sqrt_checkpointing as ex2, test_ex6_nnx_block_remat as ex6
-
-    ranges = (ex2.MEMORY_LS, sorted({c.layers for c in ex6.CONFIGS}))
-    return tuple(max(r, key=lambda depth: abs(depth - d)) for r, d in zip(ranges, _depths(seed)))
+    return tuple(max(r, key=lambda depth: abs(depth - d)) for r, d in zip(DEPTH_RANGES, _depths(seed)))
 
 
 # With the tests' own seed, two draws of each configuration, as far apart in depth as the graders
