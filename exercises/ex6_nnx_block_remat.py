@@ -38,7 +38,9 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
     grader's own plain (uncheckpointed) stack of the blocks, computed from those parameters;
   * the gradient of "full" and of "dots" holds exactly one working checkpoint (`remat2`) per
     block (a checkpoint whose result is discarded, multiplied by zero or cut off by
-    stop_gradient does no work and is not counted), and none for None;
+    stop_gradient does no work and is not counted), and none for None; the grader reads it in
+    the gradient program it compiles and measures, where each block's parameter gradients must
+    be computed inside that block's own checkpoint, as well as in model(x) traced alone;
   * each checkpoint holds all of one block -- both residual halves, every matmul and LayerNorm
     -- and no block work runs outside the checkpoints;
   * the policy of every checkpoint: none (or nothing_saveable) for "full", `dots_saveable` for
@@ -46,7 +48,9 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
   * temporary memory, measured by the grader: "full" needs no more than the grader's own
     gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
     "full" and None (the report shows the figures);
-  * `temp_memory_bytes` returns the grader's figure for each variant (within 10%).
+  * `temp_memory_bytes` returns the grader's figure for each variant (within 10%), and for a
+    model of the grader's own (a few blocks, some checkpointed): measure the model you are
+    given, whatever it is.
 """
 
 import jax

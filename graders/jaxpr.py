@@ -259,7 +259,8 @@ def custom_vjp_name(eqn) -> str | None:
 
 # ----- dataflow: which equations do work that reaches the outputs ---------------------------
 
-_SHAPE_ONLY = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "squeeze",
+# Equations that only move, convert or reshape a value.
+SHAPE_ONLY = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "squeeze",
                          "expand_dims", "transpose", "copy", "copy_p"})
 
 
@@ -286,7 +287,7 @@ def _known_zero(jaxpr) -> set:
     for eqn in jaxpr.eqns:
         name, ins = eqn.primitive.name, eqn.invars
         if ((name == "mul" and any(map(is_zero, ins)))
-                or (name in _SHAPE_ONLY and ins and is_zero(ins[0]))
+                or (name in SHAPE_ONLY and ins and is_zero(ins[0]))
                 or (name in ("add", "add_any", "sub") and all(map(is_zero, ins)))):
             zero.update(eqn.outvars)
     return zero

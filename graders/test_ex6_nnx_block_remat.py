@@ -32,8 +32,8 @@ from graders import jaxpr, memo
 from graders.learner import Verdict, fail
 from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
-    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, markers,
-    mlp_half, mse, show)
+    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, grader_stack_temp,
+    markers, mlp_half, mse, show)
 
 cp = jax.checkpoint_policies
 
@@ -137,6 +137,18 @@ def own_programs(cfg: Config) -> dict:
     return futures
 
 
+def own_stack_temp(cfg: Config, layout: tuple) -> int:
+    """temp_size_in_bytes of the gradient of the grader's own model (GraderStack) with this
+    layout; kept between runs (graders/memo.py)."""
+    x, y = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data(cfg, 0, 0))
+    return memo.stored("ex6 grader stack temp", (tuple(cfg), layout), lambda: grader_stack_temp(cfg, layout, x, y))
+
+
+def describe_layout(layout: tuple) -> str:
+    return f"{len(layout)} blocks: " + ", ".join(
+        f"blocks[{i}] {'plain' if how is None else f'checkpointed as {how!r}'}" for i, how in enumerate(layout))
+
+
 def own_program(cfg: Config, kind: str):
     return own_programs(cfg)[kind].result()
 
@@ -155,16 +167,28 @@ def data(cfg: Config, grading_seed: int, k: int):
     return (np.asarray(r.normal(size=shape), np.float32), np.asarray(r.normal(size=shape), np.float32))
 
 
-def probe_args(cfg: Config) -> tuple:
+def stack_layout(seed: int) -> tuple:
+    """How each block of the grader's own model (GraderStack) that temp_memory_bytes is also given
+    is run: 2 or 3 blocks, each plain (None), "full" or "dots", not all alike, drawn from the
+    grading seed, so that no figure of the learner's Transformer predicts its memory."""
+    r = np.random.default_rng((seed, 6))
+    while True:
+        layout = tuple(VARIANTS[int(i)] for i in r.integers(len(VARIANTS), size=int(r.integers(2, 4))))
+        if len(set(layout)) > 1:
+            return layout
+
+
+def probe_args(cfg: Config, seed: int) -> tuple:
     """What every probe is given to find the work already started: the configuration, the model
-    seeds, and the data the variants are traced with (and temp_memory_bytes is called with)."""
-    return (tuple(cfg), MODEL_SEEDS, *data(cfg, 0, 0))
+    seeds, the layout of the grader's own model, and the data the variants are traced with (and
+    temp_memory_bytes is called with)."""
+    return (tuple(cfg), MODEL_SEEDS, stack_layout(seed), *data(cfg, 0, 0))
 
 
 @functools.cache
 def started(run: Run, cfg: Config) -> bool:
     """Start the learner's work in the worker; whether any variant of their model traced."""
-    traced = run.worker.start(*probe_args(cfg))
+    traced = run.worker.start(*probe_args(cfg, run.seed))
     if not (isinstance(traced, list) and len(traced) == len(VARIANTS) and all(isinstance(t, bool) for t in traced)):
         raise Verdict("failed", "the process running your code sent back something no probe sends")
     return any(traced)
@@ -177,9 +201,9 @@ def variant(run: Run, cfg: Config, remat) -> dict:
         # The grader's own programs compile while the learner's do; a model that does not even
         # trace (the stub, a half-written module) has nothing to compare with them.
         own_programs(cfg)
-    cfg_args, seeds, x, y = probe_args(cfg)
+    cfg_args, seeds, layout, x, y = probe_args(cfg, run.seed)
     runs = [data(cfg, run.seed, k + 1) for k in range(len(MODEL_SEEDS))]
-    reply = run.worker.variant(cfg_args, remat, seeds, x, y, runs)
+    reply = run.worker.variant(cfg_args, remat, seeds, layout, x, y, runs)
     if not well_formed(reply, cfg):
         # Only a process that did not run the probe sends this: the checks below zip lists, so a
         # short one must not pass for a right one.
@@ -216,6 +240,11 @@ def well_formed(v, cfg: Config) -> bool:
         if not error(s["error"]):
             return False
     elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
+            and is_(s.get("working"), int) and counts(s.get("gradient_outside"))
+            and is_(s.get("blocks"), list) and len(s["blocks"]) == cfg.layers
+            and all(is_(b, dict) and set(b) == {"checkpoints", "outside"} and is_(b["outside"], bool)
+                    and is_(b["checkpoints"], list) and all(is_(c, int) for c in b["checkpoints"])
+                    for b in s["blocks"])
             and is_(s.get("holds"), list) and all(counts(h) for h in s["holds"])
             and is_(s.get("policies"), list) and all(policy(p) for p in s["policies"])):
         return False
@@ -255,6 +284,11 @@ def numbers(run: Run, cfg: Config, remat) -> list:
 class Structure(NamedTuple):
     live: int            # working checkpoints: reaching the output in the forward pass, and a
                          # gradient in the gradient (a stop_gradient'ed or zeroed one does neither)
+    working: int         # checkpoints of the gradient program whose work reaches a gradient
+    blocks: list         # for each block, read from the gradient program: {"checkpoints": which
+                         # working checkpoints compute its parameters' gradients, "outside":
+                         # whether any part of them is computed outside every checkpoint}
+    gradient_outside: Counter  # MARKERS counts of the gradient's work outside every checkpoint
     policies: list       # the policy of each checkpoint that reaches a gradient: {"is": which of
                          # None, nothing_saveable, dots_saveable it is ("" if none), "text": its
                          # description, or "error": what asking it raised}
@@ -274,7 +308,8 @@ def structure(run: Run, cfg: Config, remat) -> Structure:
     s = variant(run, cfg, remat)["structure"]
     if "error" in s:
         raise_verdict(s["error"])
-    return Structure(s["live"], s["policies"], s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
+    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["policies"],
+                     s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
 
 
 def counts_text(c: Counter) -> str:
@@ -299,8 +334,8 @@ def count_problem(run: Run, cfg: Config, remat) -> str:
     """'' when the gradient holds one working checkpoint per block, else why not."""
     s = structure(run, cfg, remat)
     n = cfg.layers
-    if s.live == n:
-        return ""
+    if s.live == n and all(s.holds):
+        return ownership_problem(s)
     if s.live == 0 and (s.dead or s.holds):
         return ("its checkpoints do no work: their result never reaches the loss or its gradient (it is "
                 "discarded, multiplied by zero, or behind stop_gradient), and the blocks run plainly beside "
@@ -323,6 +358,29 @@ def count_problem(run: Run, cfg: Config, remat) -> str:
             "inside a remat, or a block called twice?). Hint: wrap each block's call exactly once.")
 
 
+def blocks_text(indices: list) -> str:
+    return ", ".join(f"blocks[{i}]" for i in indices)
+
+
+def ownership_problem(s: Structure) -> str:
+    """'' when, in the gradient program, each block's parameter gradients are computed in a
+    checkpoint of its own, else why not. The forward pass traced alone can look right while
+    the gradient is not (a model that checkpoints only when it is not differentiated)."""
+    plain = [i for i, b in enumerate(s.blocks) if not b["checkpoints"]]
+    if plain:
+        return (f"traced alone, model(x) has one checkpoint per block, but in the gradient (the program the "
+                f"grader compiles and measures) the parameter gradients of {blocks_text(plain)} are computed "
+                "outside every checkpoint: differentiated, the model runs those blocks plainly. Hint: call every "
+                "block through its own nnx.remat, the same way whether or not the model is differentiated.")
+    claimed = Counter(c for b in s.blocks for c in b["checkpoints"])
+    shared = [i for i, b in enumerate(s.blocks) if len(b["checkpoints"]) > 1 or claimed[b["checkpoints"][0]] > 1]
+    if shared:
+        return (f"in the gradient, the parameter gradients of {blocks_text(shared)} are not computed in a "
+                "checkpoint of their own block alone: a checkpoint holds more than one block, or a block is "
+                "split over several. Hint: wrap each block's whole call in its own nnx.remat, exactly once.")
+    return ""
+
+
 def content_problem(run: Run, cfg: Config, remat) -> str:
     """'' when each checkpoint holds exactly one whole block and no block work runs outside."""
     s = structure(run, cfg, remat)
@@ -342,6 +400,19 @@ def content_problem(run: Run, cfg: Config, remat) -> str:
                 "its own nnx.remat.")
     if not s.holds:
         return f"remat={show(remat)} has no checkpoint whose result reaches the output."
+    partly = [i for i, b in enumerate(s.blocks) if b["outside"]]
+    if partly:
+        return (f"traced alone, model(x) runs each block inside a checkpoint, but in the gradient of remat={show(remat)} "
+                f"(the program the grader compiles and measures) part of the parameter gradients of "
+                f"{blocks_text(partly)} is computed outside their checkpoint: differentiated, part of those blocks "
+                "runs plainly. Hint: run the whole of every block inside its own nnx.remat, the same way whether "
+                "or not the model is differentiated.")
+    forward = Counter({m: cfg.layers * k for m, k in sigs["one whole block"].items()})
+    if s.gradient_outside != forward:
+        return (f"in the gradient of remat={show(remat)} (the program the grader compiles and measures), "
+                f"{counts_text(s.gradient_outside)} run outside every checkpoint; with each whole block in its own "
+                f"checkpoint only the forward pass runs there ({counts_text(forward)}). Hint: run the whole of "
+                "every block inside its own nnx.remat, the same way whether or not the model is differentiated.")
     return ""
 
 
@@ -408,7 +479,7 @@ def figures(values: dict) -> str:
 
 def memory_diagnosis(run: Run, cfg: Config) -> str:
     """The first reason, read from the jaxprs, why the memory figures are off."""
-    found = structure(run, cfg, None).live
+    found = structure(run, cfg, None).working
     if found:
         return (f"remat=None is checkpointed too ({found} checkpoints), so there is no plain baseline. "
                 "Hint: call the blocks plainly when remat is None.")
@@ -432,8 +503,8 @@ def require_one_whole_block_per_checkpoint(run: Run, cfg: Config, remat) -> None
     the whole block (so a policy on a decoy checkpoint around a no-op earns nothing)."""
     problem = count_problem(run, cfg, remat)
     if problem:
-        fail(f"the policy of remat={show(remat)} is read from working checkpoints, one per block, and "
-             f"there are not {cfg.layers} of them: {problem}")
+        fail(f"the policy of remat={show(remat)} is read from working checkpoints, one per block of the "
+             f"{cfg.layers}: {problem}")
     problem = content_problem(run, cfg, remat)
     if problem:
         fail(f"the policy of remat={show(remat)} is read from checkpoints that each hold one whole block: {problem}")
@@ -462,7 +533,7 @@ def test_blocks_compute_the_given_block(worker, seed):
     grader_block = jax.jit(block_fn, static_argnums=2)
     for i, params in enumerate(params_of(run, cfg, None)[0]):
         expected = grader_block(params, x, cfg.heads)
-        assert_close(worker.block_output(*probe_args(cfg), i, x), expected, f"blocks[{i}](x) of Transformer(remat=None)",
+        assert_close(worker.block_output(*probe_args(cfg, seed), i, x), expected, f"blocks[{i}](x) of Transformer(remat=None)",
                      "Hint: Block is given and shared with the grader; keep it as in the stub.")
 
 
@@ -514,7 +585,7 @@ def test_gradients_match_a_plain_stack(worker, seed):
 def test_none_is_not_checkpointed(worker, seed):
     """The gradient of remat=None holds no checkpoint that does work."""
     run, cfg = Run(worker, seed), config(seed)
-    found = structure(run, cfg, None).live
+    found = structure(run, cfg, None).working
     if found:
         fail(f"the gradient of Transformer({cfg.layers}, ..., remat=None) holds {found} remat2 equation(s): "
              "remat=None should call the blocks plainly (it is the baseline the memory is compared with). "
@@ -528,9 +599,11 @@ def test_each_block_is_checkpointed_separately(worker, seed):
     for r in ("full", "dots"):
         problem = count_problem(run, cfg, r)
         if problem:
-            fail(f"the gradient of Transformer({cfg.layers}, ..., remat={show(r)}) holds "
-                 f"{structure(run, cfg, r).live} working remat2 equation(s), expected {cfg.layers} "
-                 f"(one per block): {problem}")
+            live = structure(run, cfg, r).live
+            fail(f"the gradient of Transformer({cfg.layers}, ..., remat={show(r)}) holds {live} working remat2 "
+                 f"equation(s), expected {cfg.layers} (one per block): {problem}" if live != cfg.layers else
+                 f"the gradient of Transformer({cfg.layers}, ..., remat={show(r)}) holds {live} working remat2 "
+                 f"equations, but not one per block: {problem}")
 
 
 @pytest.mark.points(2)
@@ -604,9 +677,9 @@ def test_dots_memory_lies_between(worker, seed):
 
 @pytest.mark.points(2)
 def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
-    """temp_memory_bytes(model, x, y) gives the grader's figure for None, "dots" and "full"."""
+    """temp_memory_bytes(model, x, y) gives the grader's figure for None, "dots", "full" and a model of the grader's own."""
     run, cfg = Run(worker, seed), config(seed)
-    returned = worker.temp_memory_bytes(*probe_args(cfg))
+    returned = worker.temp_memory_bytes(*probe_args(cfg, seed))
     got = {r: returned_int(returned[r], f"temp_memory_bytes for remat={show(r)}",
                      "Hint: return int(compiled.memory_analysis().temp_size_in_bytes), a number of bytes.")
            for r in (None, "dots", "full")}
@@ -621,9 +694,23 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
         for field, value in stats.items():
             if field != "temp_size_in_bytes" and value == got[r]:
                 fail(f"{where}. {got[r]:,} is the program's {field}. Hint: read temp_size_in_bytes.")
-        forward = worker.forward_temp_bytes(*probe_args(cfg), r)
+        forward = worker.forward_temp_bytes(*probe_args(cfg, seed), r)
         if abs(got[r] - forward) <= MEMORY_AGREEMENT * forward:
             fail(f"{where}. {got[r]:,} bytes is what the forward pass alone needs: checkpointing only pays "
                  "off in the gradient. Hint: compile jax.grad of the loss w.r.t. the nnx.Param state.")
         fail(f"{where}. Hint: nnx.split(model, nnx.Param, ...), a pure function returning jax.grad of "
              "mse_loss(nnx.merge(...), x, y), then jax.jit(f).lower(...).compile().memory_analysis().")
+    layout = stack_layout(seed)
+    what = f"a model of the grader's own ({describe_layout(layout)}; its `remat` attribute, which it does not read, says 'full')"
+    theirs = returned["grader"]
+    if "error" in theirs:
+        outcome, message = theirs["error"]
+        raise Verdict(outcome if outcome in ("failed", "not_attempted") else "failed",
+                      f"given {what}, temp_memory_bytes raised: {message}"[:2000])
+    got_stack = returned_int(theirs, f"temp_memory_bytes for {what}")
+    expected = own_stack_temp(cfg, layout)
+    if abs(got_stack - expected) > MEMORY_AGREEMENT * expected:
+        fail(f"temp_memory_bytes returned {got_stack:,} bytes for {what}; the gradient of the mean squared error of "
+             f"that model needs {expected:,} bytes of temporary memory. A figure must be measured on the model "
+             "given, not derived from another's. Hint: compile jax.grad of mse_loss(nnx.merge(...), x, y) w.r.t. "
+             "the model's own nnx.Param state and read temp_size_in_bytes.")

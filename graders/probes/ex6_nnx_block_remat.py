@@ -158,6 +158,59 @@ def describe_policy(policy, cfg: Config) -> str:
     return f"{name} ({kept})"
 
 
+# ----- a model of the grader's own, for temp_memory_bytes ---------------------------------------
+
+HOW = {"full": None, "dots": DOTS_SAVEABLE}  # how a block of GraderStack is checkpointed, by name
+
+
+class _Params(nnx.Module):
+    def __init__(self, **arrays):
+        for name, value in arrays.items():
+            setattr(self, name, nnx.Param(value))
+
+
+class GraderBlock(nnx.Module):
+    """The grader's own block as an nnx Module: the parameters of PARAMS, applied by block_fn."""
+
+    def __init__(self, cfg: Config, rng: np.random.Generator):
+        groups: dict = {}
+        for path, shape in param_shapes(cfg).items():
+            module, name = path.split(".")
+            groups.setdefault(module, {})[name] = jnp.asarray(0.3 * rng.normal(size=shape), jnp.float32)
+        for module, arrays in groups.items():
+            setattr(self, module, _Params(**arrays))
+        self.heads = cfg.heads
+
+    def __call__(self, x):
+        return block_fn({p: getattr(getattr(self, p.split(".")[0]), p.split(".")[1])[...] for p in PARAMS}, x, self.heads)
+
+
+class GraderStack(nnx.Module):
+    """A stack of the grader's blocks, each run plainly (None) or checkpointed as `layout` says
+    ("full", "dots"): a model whose gradient's temporary memory temp_memory_bytes must measure,
+    since no figure of the learner's Transformer predicts it. Like a Transformer it has `blocks`
+    and a `remat` attribute, which it does not read."""
+
+    def __init__(self, cfg: Config, layout: tuple):
+        rng = np.random.default_rng(len(layout))
+        self.blocks = nnx.List([GraderBlock(cfg, rng) for _ in layout])
+        self.layout = tuple(layout)
+        self.remat = "full"
+
+    def __call__(self, x):
+        for block, how in zip(self.blocks, self.layout):
+            x = block(x) if how is None else nnx.remat(lambda b, x: b(x), policy=HOW[how])(block, x)
+        return x
+
+
+def grader_stack_temp(cfg: Config, layout: tuple, x, y) -> int:
+    """temp_size_in_bytes of the gradient of the mean squared error of GraderStack w.r.t. its
+    nnx.Param state: what temp_memory_bytes should return for it."""
+    graphdef, params, rest = nnx.split(GraderStack(cfg, layout), nnx.Param, ...)
+    return memory.temp_bytes(lambda p, x, y: jax.grad(lambda p: mse(nnx.merge(graphdef, p, rest)(x), y))(p),
+                             params, x, y)
+
+
 # ----- reading the learner's model -------------------------------------------------------------
 
 def build(sol, cfg: Config, remat, seed: int):
@@ -233,10 +286,10 @@ class Work:
     """Everything started for one learner module, configuration and data: each variant traced
     (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
 
-    def __init__(self, sol, cfg: Config, seeds, x, y):
-        self.sol, self.cfg, self.seeds, self.x, self.y = sol, cfg, seeds, x, y
+    def __init__(self, sol, cfg: Config, seeds, layout, x, y):
+        self.sol, self.cfg, self.seeds, self.layout, self.x, self.y = sol, cfg, seeds, layout, x, y
         self.traced, self.compiled, self.temp_memory, self.blocks = {}, {}, {}, None
-        pool = ThreadPoolExecutor(max_workers=2 * len(VARIANTS))
+        pool = ThreadPoolExecutor(max_workers=2 * len(VARIANTS) + 1)
         try:
             # Tracing holds the GIL and compiling does not: each variant is traced here and
             # compiles in a thread while the next is traced, and only then does the learner's
@@ -252,6 +305,8 @@ class Work:
                 self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
             for r in (None, "dots", "full"):
                 self.temp_memory[r] = pool.submit(self._learner_temp_memory, r)
+            self.temp_memory["grader"] = pool.submit(
+                lambda: sol.temp_memory_bytes(GraderStack(cfg, layout), x, y))
         finally:
             pool.shutdown(wait=False)
 
@@ -268,12 +323,12 @@ class Work:
 _WORK: dict = {}
 
 
-def work_of(sol, cfg, seeds, x, y) -> Work:
-    cfg, seeds = Config(*cfg), tuple(seeds)
+def work_of(sol, cfg, seeds, layout, x, y) -> Work:
+    cfg, seeds, layout = Config(*cfg), tuple(seeds), tuple(layout)
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
-    key = (id(sol), cfg, seeds, x.tobytes(), y.tobytes())
+    key = (id(sol), cfg, seeds, layout, x.tobytes(), y.tobytes())
     if key not in _WORK:
-        _WORK[key] = Work(sol, cfg, seeds, jnp.asarray(x), jnp.asarray(y))
+        _WORK[key] = Work(sol, cfg, seeds, layout, jnp.asarray(x), jnp.asarray(y))
     return _WORK[key]
 
 
@@ -298,16 +353,106 @@ def policy_summary(policy, cfg: Config, sol) -> dict:
     return summary
 
 
+def block_of_leaf(path) -> int | None:
+    """The index i of a parameter leaf under blocks[i] of the model's state, else None."""
+    keys = [getattr(k, "key", getattr(k, "idx", getattr(k, "name", None))) for k in path]
+    if len(keys) > 1 and keys[0] == "blocks" and isinstance(keys[1], int):
+        return keys[1]
+    return None
+
+
+# What may lie between a checkpoint's backward pass and a parameter's gradient: moving, adding
+# (a parameter used twice) and reshaping values. Anything else computes part of the gradient
+# outside the checkpoint (a plain block's matmuls, even a bias's reduce_sum).
+HANDING_OUT = jaxpr.SHAPE_ONLY | {"add_any", "add"}
+
+
+def gradient_sources(t: Traced, cfg: Config, working: list) -> list[dict]:
+    """For each block: which working checkpoints of the gradient program compute its parameters'
+    gradients ("checkpoints": indices into `working`), and whether any part of those gradients
+    is computed outside every checkpoint ("outside"). Followed back from each gradient through
+    the equations that only move, add or reshape values (HANDING_OUT); at a checkpoint, through
+    its body the same way, so that a value it only passes on (nnx.remat hands the module's state
+    in and out, and so its gradient too) is followed to where it was made. A block checkpointed
+    in the gradient has its parameters' gradients made inside its own checkpoint's backward
+    pass; a block run plainly has them made outside every checkpoint, whatever the forward pass
+    alone looks like."""
+    closed = t.gradient
+    paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(nnx.split(t.models[0], nnx.Param, ...)[1])[0]]
+    _, outputs = jaxpr.dataflow(closed.jaxpr, closed.consts)
+    grads = outputs[len(outputs) - len(paths):]  # (model(x), gradients): the gradients come last
+    index = {id(e): k for k, e in enumerate(working)}
+    bodies: dict = {}
+
+    def body_outputs(eqn) -> list:
+        if id(eqn) not in bodies:
+            body = eqn.params["jaxpr"]
+            bodies[id(eqn)] = jaxpr.dataflow(getattr(body, "jaxpr", body), getattr(body, "consts", ()))[1]
+        return bodies[id(eqn)]
+
+    def made_inside(v, passed_on: list) -> bool:
+        """Whether v, an output of a checkpoint, is made by work inside that checkpoint; the
+        checkpoint's inputs it passes on are added to `passed_on`, to be followed outside."""
+        made, seen, stack = False, set(), [body_outputs(v.eqn)[v.index]]
+        inputs = v.parents
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or (v.eqn is None and v.index < 0):
+                continue
+            seen.add(id(v))
+            if v.eqn is None:
+                passed_on.append(inputs[v.index])
+            elif v.eqn.primitive.name in HANDING_OUT:
+                stack.extend(v.parents)
+            else:
+                made = True
+        return made
+
+    found = [{"checkpoints": set(), "outside": False} for _ in range(cfg.layers)]
+    for path, value in zip(paths, grads):
+        i = block_of_leaf(path)
+        if i is None or not 0 <= i < cfg.layers:
+            continue
+        seen, stack = set(), [value]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or v.eqn is None:
+                continue
+            seen.add(id(v))
+            if jaxpr.is_a(v.eqn, "checkpoint"):
+                passed_on: list = []
+                if made_inside(v, passed_on) and id(v.eqn) in index:
+                    found[i]["checkpoints"].add(index[id(v.eqn)])
+                stack.extend(passed_on)
+            elif v.eqn.primitive.name in HANDING_OUT:
+                stack.extend(v.parents)
+            else:
+                found[i]["outside"] = True
+    return [{"checkpoints": sorted(f["checkpoints"]), "outside": f["outside"]} for f in found]
+
+
 def structure(t: Traced, cfg: Config, sol) -> dict:
-    """live: working checkpoints (reaching the output in the forward pass, and a gradient in the
-    gradient: a stop_gradient'ed or zeroed one does neither); policies: a summary of the policy
-    of each checkpoint that reaches a gradient; dead: checkpoints in the forward pass whose result
-    never reaches the output; holds: for each live checkpoint of the forward pass, its MARKERS
-    counts; outside: MARKERS counts of live forward work outside every checkpoint."""
+    """What the learner's checkpoints do, read from both programs.
+
+    From the gradient program (the one compiled and measured): working: its checkpoints whose
+    work reaches a gradient (a stop_gradient'ed or zeroed one does not); policies: a summary of
+    each one's policy; blocks: for each block, which of them hand out its parameters' gradients
+    and whether block work outside them computes any (gradient_sources); gradient_outside:
+    MARKERS counts of the work outside every checkpoint that reaches a gradient (a model
+    checkpointed per block runs exactly each block's forward pass there).
+    From the forward program model(x), where what a checkpoint holds is the forward pass of what
+    it wraps: live: min(working, checkpoints reaching the output); dead: checkpoints whose result
+    never reaches the output; holds: each live checkpoint's MARKERS counts; outside: MARKERS
+    counts of live work outside every checkpoint."""
     # The program returns (model(x), gradients): only work that reaches a gradient counts.
     used = [False] + [True] * (len(t.gradient.jaxpr.outvars) - 1)
     live_grad = jaxpr.live_equations(t.gradient, used)
     working = [e for e in jaxpr.find(t.gradient, "checkpoint") if id(e) in live_grad]
+    gradient_outside = Counter()
+    for e, outer in jaxpr.walk_nested(t.gradient.jaxpr):
+        if (id(e) in live_grad and not any(jaxpr.is_a(o, "checkpoint") for o in outer)
+                and not any(True for _ in jaxpr.sub_jaxprs(e))):
+            gradient_outside.update(markers([e]))
     live_fwd = jaxpr.live_equations(t.forward)
     holds, dead, outside = [], 0, Counter()
     for e, outer in jaxpr.walk_nested(t.forward):
@@ -325,8 +470,9 @@ def structure(t: Traced, cfg: Config, sol) -> dict:
         policy = e.params.get("policy")
         if id(policy) not in summaries:
             summaries[id(policy)] = policy_summary(policy, cfg, sol)
-    return {"live": min(len(working), len(holds)),
+    return {"live": min(len(working), len(holds)), "working": len(working),
             "policies": [summaries[id(e.params.get("policy"))] for e in working],
+            "blocks": gradient_sources(t, cfg, working), "gradient_outside": dict(gradient_outside),
             "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
 
 
@@ -337,22 +483,22 @@ MEMORY_FIELDS = ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in
 # ----- the probes ------------------------------------------------------------------------------
 
 @probe
-def start(sol, cfg, seeds, x, y):
+def start(sol, cfg, seeds, layout, x, y):
     """Start the work (see Work) and return, for each of VARIANTS in order, whether it traced:
     the checks start the grader's own programs only for a model that has something to check."""
-    work = work_of(sol, cfg, seeds, x, y)
+    work = work_of(sol, cfg, seeds, layout, x, y)
     return [not isinstance(work.traced[r], Exception) for r in VARIANTS]
 
 
 @probe
-def variant(sol, cfg, remat, seeds, x, y, runs):
+def variant(sol, cfg, remat, seeds, layout, x, y, runs):
     """Everything the checks need of Transformer(remat=remat), from its one compiled program:
     params: for each model seed, each block's parameters (or params_error, the message of a
     block that lacks one); outs, grads: model(x) and the gradients of the mean squared error
     w.r.t. every nnx.Param, for each model seed and its (x, y) in `runs`; structure (see
     structure()); memory: the program's memory_analysis() figures. The first call starts the
     work for every variant and temp_memory_bytes (x, y: the data they are traced with)."""
-    work = work_of(sol, cfg, seeds, x, y)
+    work = work_of(sol, cfg, seeds, layout, x, y)
     cfg = work.cfg
     t = work.variant(remat)
     program = work.compiled[remat].result()
@@ -377,14 +523,20 @@ def variant(sol, cfg, remat, seeds, x, y, runs):
 
 
 @probe
-def temp_memory_bytes(sol, cfg, seeds, x, y):
+def temp_memory_bytes(sol, cfg, seeds, layout, x, y):
     """What the learner's temp_memory_bytes(model, x, y) returned for each variant (a model built
-    from nnx.Rngs(0)): the value as plain data when it can be sent, with its type and repr."""
-    work = work_of(sol, cfg, seeds, x, y)
+    from nnx.Rngs(0)), and for GraderStack(cfg, layout) ("grader"): the value as plain data when
+    it can be sent, with its type and repr."""
+    work = work_of(sol, cfg, seeds, layout, x, y)
     out = {}
     for r in (None, "dots", "full"):  # the order the learner's calls were made in, one by one
         value = work.temp_memory[r].result()
         out[r] = {"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]}
+    try:  # the learner's error here is told apart: only this call is given a model of the grader's
+        value = work.temp_memory["grader"].result()
+        out["grader"] = {"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]}
+    except Exception as exc:
+        out["grader"] = {"error": _verdict(exc, sol)}
     return out
 
 
@@ -402,10 +554,10 @@ def plain(value):
 
 
 @probe
-def block_output(sol, cfg, seeds, x, y, index, block_x):
+def block_output(sol, cfg, seeds, layout, x, y, index, block_x):
     """blocks[index](block_x) of the first model of Transformer(remat=None), the learner's Block
     compiled once."""
-    work = work_of(sol, cfg, seeds, x, y)
+    work = work_of(sol, cfg, seeds, layout, x, y)
     blocks = blocks_of(work.variant(None).models[0], work.cfg, None)
     if work.blocks is None:
         graphdef = nnx.split(blocks[0])[0]
@@ -414,10 +566,10 @@ def block_output(sol, cfg, seeds, x, y, index, block_x):
 
 
 @probe
-def forward_temp_bytes(sol, cfg, seeds, x, y, remat):
+def forward_temp_bytes(sol, cfg, seeds, layout, x, y, remat):
     """temp_size_in_bytes of the forward pass alone (the loss, no gradient) of the first model of
     Transformer(remat=remat)."""
-    work = work_of(sol, cfg, seeds, x, y)
+    work = work_of(sol, cfg, seeds, layout, x, y)
     t = work.variant(remat)
     params = nnx.split(t.models[0], nnx.Param, ...)[1]
     return memory.temp_bytes(lambda p, x, y: mse(nnx.merge(t.graphdef, p, t.rest)(x), y), params, work.x, work.y)
