@@ -111,12 +111,14 @@ def bind(eqn, inputs) -> list:
 
 
 class Value:
-    """A symbolic value: made by output `index` of `eqn` (None for an input) from `parents`."""
+    """A symbolic value: made by output `index` of `eqn` (None for an input) from `parents`.
+    `site` is shared by the outputs of one execution of the equation: an equation of a jit body
+    that runs twice (a jitted function called twice shares its body) has two sites."""
 
-    __slots__ = ("eqn", "index", "parents", "const")
+    __slots__ = ("eqn", "index", "parents", "const", "site")
 
-    def __init__(self, eqn, index, parents=(), const=None):
-        self.eqn, self.index, self.parents, self.const = eqn, index, tuple(parents), const
+    def __init__(self, eqn, index, parents=(), const=None, site=None):
+        self.eqn, self.index, self.parents, self.const, self.site = eqn, index, tuple(parents), const, site
 
 
 def dataflow(jaxpr, consts=()) -> tuple[list, list]:
@@ -126,7 +128,8 @@ def dataflow(jaxpr, consts=()) -> tuple[list, list]:
 
     def apply(eqn, ins):
         parents = [v if isinstance(v, Value) else Value(None, -1, const=v) for v in ins]
-        return [Value(eqn, i, parents) for i in range(len(eqn.outvars))]
+        site = object()
+        return [Value(eqn, i, parents, site=site) for i in range(len(eqn.outvars))]
 
     outputs = evaluate(jaxpr, [Value(None, -1, const=c) for c in consts], inputs, apply)
     outputs = [v if isinstance(v, Value) else Value(None, -1, const=v) for v in outputs]

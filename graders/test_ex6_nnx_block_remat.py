@@ -32,8 +32,8 @@ from graders import jaxpr, memo
 from graders.learner import Verdict, fail
 from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
-    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn, grader_stack_temp,
-    markers, mlp_half, mse, show)
+    CALLBACKS, MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn,
+    grader_stack_temp, markers, mlp_half, mse, own_kept, show)
 
 cp = jax.checkpoint_policies
 
@@ -65,6 +65,13 @@ MEMORY_AGREEMENT = 0.10  # temp_memory_bytes may differ from the grader's figure
 # checkpoint around only half of each block needs 1.4 times as much or more (measured on every
 # configuration: 1.4-2.2 times with only the attention half inside, 2.3-4.0 with only the MLP's).
 OWN_MARGIN = 0.15
+# What each block's checkpoint in the learner's gradient is computed from, out of the forward
+# pass, may exceed the grader's own per-block figure by this much: every right way of writing
+# per-block remat tried (nnx.remat, jax.checkpoint over split/merge, jitted or not, methods,
+# closures) gives exactly the grader's figure, while one computed from the block's activations
+# instead of recomputing them (jax.custom_vjp, jax.linearize) needs 20-23 times as much as a
+# checkpoint with no policy, and 2.5-2.7 times as much as one with dots_saveable.
+KEPT_MARGIN = 0.10
 
 
 def config(seed: int) -> Config:
@@ -147,6 +154,13 @@ def own_stack_temp(cfg: Config, layout: tuple) -> int:
 def describe_layout(layout: tuple) -> str:
     return f"{len(layout)} blocks: " + ", ".join(
         f"blocks[{i}] {'plain' if how is None else f'checkpointed as {how!r}'}" for i, how in enumerate(layout))
+
+
+def own_kept_bytes(cfg: Config) -> dict:
+    """"full"/"dots" -> for each block of the grader's own per-block checkpointed gradient, the
+    bytes of the forward pass's values its checkpoint is computed from; kept between runs."""
+    return memo.stored("ex6 own kept", tuple(cfg),
+                       lambda: {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)})
 
 
 def own_program(cfg: Config, kind: str):
@@ -240,10 +254,12 @@ def well_formed(v, cfg: Config) -> bool:
         if not error(s["error"]):
             return False
     elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
-            and is_(s.get("working"), int) and counts(s.get("gradient_outside"))
+            and is_(s.get("working"), int) and is_(s.get("callbacks"), int) and counts(s.get("gradient_outside"))
             and is_(s.get("blocks"), list) and len(s["blocks"]) == cfg.layers
-            and all(is_(b, dict) and set(b) == {"checkpoints", "outside"} and is_(b["outside"], bool)
-                    and is_(b["checkpoints"], list) and all(is_(c, int) for c in b["checkpoints"])
+            and all(is_(b, dict) and set(b) == {"checkpoints", "policies", "kept", "outside"}
+                    and is_(b["outside"], bool) and all(is_(b[k], list) for k in ("checkpoints", "policies", "kept"))
+                    and len(b["checkpoints"]) == len(b["policies"]) == len(b["kept"])
+                    and all(is_(c, int) for c in b["checkpoints"] + b["kept"]) and all(is_(k, str) for k in b["policies"])
                     for b in s["blocks"])
             and is_(s.get("holds"), list) and all(counts(h) for h in s["holds"])
             and is_(s.get("policies"), list) and all(policy(p) for p in s["policies"])):
@@ -289,6 +305,7 @@ class Structure(NamedTuple):
                          # working checkpoints compute its parameters' gradients, "outside":
                          # whether any part of them is computed outside every checkpoint}
     gradient_outside: Counter  # MARKERS counts of the gradient's work outside every checkpoint
+    callbacks: int       # jax.pure_callback / io_callback equations in model(x) and its gradient
     policies: list       # the policy of each checkpoint that reaches a gradient: {"is": which of
                          # None, nothing_saveable, dots_saveable it is ("" if none), "text": its
                          # description, or "error": what asking it raised}
@@ -308,7 +325,7 @@ def structure(run: Run, cfg: Config, remat) -> Structure:
     s = variant(run, cfg, remat)["structure"]
     if "error" in s:
         raise_verdict(s["error"])
-    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["policies"],
+    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["callbacks"], s["policies"],
                      s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
 
 
@@ -335,7 +352,7 @@ def count_problem(run: Run, cfg: Config, remat) -> str:
     s = structure(run, cfg, remat)
     n = cfg.layers
     if s.live == n and all(s.holds):
-        return ownership_problem(s)
+        return ownership_problem(run, cfg, remat)
     if s.live == 0 and (s.dead or s.holds):
         return ("its checkpoints do no work: their result never reaches the loss or its gradient (it is "
                 "discarded, multiplied by zero, or behind stop_gradient), and the blocks run plainly beside "
@@ -362,10 +379,11 @@ def blocks_text(indices: list) -> str:
     return ", ".join(f"blocks[{i}]" for i in indices)
 
 
-def ownership_problem(s: Structure) -> str:
+def ownership_problem(run: Run, cfg: Config, remat) -> str:
     """'' when, in the gradient program, each block's parameter gradients are computed in a
     checkpoint of its own, else why not. The forward pass traced alone can look right while
     the gradient is not (a model that checkpoints only when it is not differentiated)."""
+    s = structure(run, cfg, remat)
     plain = [i for i, b in enumerate(s.blocks) if not b["checkpoints"]]
     if plain:
         return (f"traced alone, model(x) has one checkpoint per block, but in the gradient (the program the "
@@ -378,11 +396,51 @@ def ownership_problem(s: Structure) -> str:
         return (f"in the gradient, the parameter gradients of {blocks_text(shared)} are not computed in a "
                 "checkpoint of their own block alone: a checkpoint holds more than one block, or a block is "
                 "split over several. Hint: wrap each block's whole call in its own nnx.remat, exactly once.")
-    return ""
+    return recompute_problem(run, cfg, remat)
+
+
+def recompute_problem(run: Run, cfg: Config, remat) -> str:
+    """'' when each block's checkpoint in the gradient recomputes the block from its input, as
+    the grader's own per-block checkpoint does (it is computed from no more of the forward pass's
+    values), and no value leaves the program through a callback; else why not."""
+    s = structure(run, cfg, remat)
+    if s.callbacks:
+        return (f"model(x) or its gradient calls {'/'.join(sorted(CALLBACKS))} {s.callbacks} time(s): values leave the "
+                "program there (say, activations kept on the host), so neither what the checkpoints recompute nor "
+                "the memory the grader measures can be read. Hint: the exercise needs no callback; keep every value "
+                "in the program and let nnx.remat recompute each block.")
+    own = own_kept_bytes(cfg)
+    over = []
+    for i, b in enumerate(s.blocks):
+        which = {"None": "full", "nothing_saveable": "full", "dots_saveable": "dots"}.get(b["policies"][0]) if len(b["kept"]) == 1 else None
+        if which and b["kept"][0] > (1 + KEPT_MARGIN) * own[which][i]:
+            over.append((i, b["kept"][0], which))
+    if not over:
+        return ""
+    if any(s.blocks[i]["outside"] for i, _, _ in over):
+        # Part of the block runs plainly, and what its backward pass keeps reaches the checkpoint
+        # with the cotangent: what runs outside is the mistake to name.
+        return part_problem(run, cfg, remat)
+    # blocks[0]'s input is the model's input, which no checkpoint has to keep: a later block is
+    # the plainer example.
+    i, kept, which = next((o for o in over if o[0] > 0), over[0])
+    return (f"in the gradient of remat={show(remat)} (the program the grader compiles and measures), the "
+            f"checkpoint of blocks[{i}] is computed from {kept:,} bytes of the forward pass's values, where one "
+            f"jax.checkpoint around the whole block with {'no policy' if which == 'full' else 'dots_saveable'} needs "
+            f"{own[which][i]:,}: the block's activations are kept for the backward pass, not recomputed (is the block "
+            "differentiated by your own code -- jax.vjp, jax.linearize, jax.custom_vjp -- with only what follows "
+            "checkpointed?). Hint: let nnx.remat recompute each block from its input, and jax.grad of the loss do the rest.")
 
 
 def content_problem(run: Run, cfg: Config, remat) -> str:
-    """'' when each checkpoint holds exactly one whole block and no block work runs outside."""
+    """'' when each checkpoint holds exactly one whole block, no block work runs outside, and
+    each checkpoint recomputes its block."""
+    return part_problem(run, cfg, remat) or recompute_problem(run, cfg, remat)
+
+
+def part_problem(run: Run, cfg: Config, remat) -> str:
+    """'' when each checkpoint holds exactly one whole block and no block work runs outside, in
+    model(x) traced alone and in its gradient."""
     s = structure(run, cfg, remat)
     sigs = own_signatures(cfg)
     for i, held in enumerate(s.holds):
@@ -498,6 +556,17 @@ def memory_diagnosis(run: Run, cfg: Config) -> str:
             "jax.make_jaxpr of the gradient.")
 
 
+def require_no_callbacks(run: Run, cfg: Config) -> None:
+    """temp_size_in_bytes says what a gradient keeps only if every value stays in the program."""
+    for r in VARIANTS:
+        found = structure(run, cfg, r).callbacks
+        if found:
+            fail(f"Transformer(remat={show(r)}) calls {'/'.join(sorted(CALLBACKS))} {found} time(s) in model(x) or its "
+                 "gradient: what a callback carries out of the program (say, activations kept on the host) is not in the "
+                 "temporary memory the grader measures, so the figure says nothing about what the gradient keeps. "
+                 "Hint: the exercise needs no callback; let nnx.remat recompute each block.")
+
+
 def require_one_whole_block_per_checkpoint(run: Run, cfg: Config, remat) -> None:
     """A policy earns points only on checkpoints that do the work: one per block, each holding
     the whole block (so a policy on a decoy checkpoint around a no-op earns nothing)."""
@@ -602,8 +671,8 @@ def test_each_block_is_checkpointed_separately(worker, seed):
             live = structure(run, cfg, r).live
             fail(f"the gradient of Transformer({cfg.layers}, ..., remat={show(r)}) holds {live} working remat2 "
                  f"equation(s), expected {cfg.layers} (one per block): {problem}" if live != cfg.layers else
-                 f"the gradient of Transformer({cfg.layers}, ..., remat={show(r)}) holds {live} working remat2 "
-                 f"equations, but not one per block: {problem}")
+                 f"the gradient of Transformer({cfg.layers}, ..., remat={show(r)}) holds {live} remat2 equations that "
+                 f"reach a gradient, yet they are not {cfg.layers} working per-block checkpoints: {problem}")
 
 
 @pytest.mark.points(2)
@@ -652,6 +721,7 @@ def test_dots_uses_dots_saveable(worker, seed):
 def test_full_remat_matches_per_block_remat(worker, seed, note):
     """"full" needs no more temporary memory than the grader's own per-block checkpointed gradient."""
     run, cfg = Run(worker, seed), config(seed)
+    require_no_callbacks(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = {r: own_temp(cfg, r) for r in ("full", "dots")}
     note(f"temp memory of the gradient, measured by the grader ({cfg.text()}): {figures(values)}; "
@@ -666,6 +736,7 @@ def test_full_remat_matches_per_block_remat(worker, seed, note):
 def test_dots_memory_lies_between(worker, seed):
     """"dots" needs less temporary memory than None, more than "full", and no more than the grader's own."""
     run, cfg = Run(worker, seed), config(seed)
+    require_no_callbacks(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = own_temp(cfg, "dots")
     if not values["full"] < values["dots"] < values[None]:

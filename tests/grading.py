@@ -13,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
+RIGHT = ROOT / "tests" / "right"  # right solutions written otherwise than reference/
 
 sys.path.insert(0, str(ROOT))
 from graders import catalog, grading, process, report  # noqa: E402
@@ -83,23 +84,24 @@ def technique_free_cases(ex_id: str) -> list[str]:
     return [case for case in corpus_cases(ex_id) if technique_free(ex_id, case)]
 
 
-def corpus_cases(ex_id: str) -> list[str]:
-    folder = CORPUS / ex_id
+def corpus_cases(ex_id: str, corpus: Path = CORPUS) -> list[str]:
+    folder = corpus / ex_id
     return sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
 
 
-def grade_corpus(ex_id: str, base_env: dict | None = None) -> dict[str, Run]:
-    """Grade every wrong solution in tests/corpus/<ex_id>/, each in a folder of its own, through
-    the same grading code as the command, from one fork server (the libraries imported once),
-    one case per CPU at a time, in `base_env` (default: this process's environment)."""
+def grade_corpus(ex_id: str, base_env: dict | None = None, corpus: Path = CORPUS) -> dict[str, Run]:
+    """Grade every solution in <corpus>/<ex_id>/ (the wrong ones of tests/corpus by default),
+    each in a folder of its own, through the same grading code as the command, from one fork
+    server (the libraries imported once), one case per CPU at a time, in `base_env` (default:
+    this process's environment)."""
     module = catalog.module_name(ex_id)
-    cases = corpus_cases(ex_id)
+    cases = corpus_cases(ex_id, corpus)
     options = grading.Options(seed=TEST_SEED, jobs=1)
     launcher = process.launcher([ex_id], options.env(base_env))
 
     def one(case: str) -> Run:
         with tempfile.TemporaryDirectory() as tmp:
-            shutil.copy(CORPUS / ex_id / f"{case}.py", Path(tmp) / f"{module}.py")
+            shutil.copy(corpus / ex_id / f"{case}.py", Path(tmp) / f"{module}.py")
             start = time.monotonic()
             result = grading.grade_exercise(ex_id, Path(tmp), options, launcher)
             text = report.format_report([result], Path(tmp), TEST_SEED, verbose=True)

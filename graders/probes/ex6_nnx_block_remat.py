@@ -343,9 +343,7 @@ def _verdict(exc: Exception, sol) -> list:
 
 def policy_summary(policy, cfg: Config, sol) -> dict:
     """Which of JAX's policies it is (if it is one the checks ask for), and what it keeps."""
-    summary = {"is": ("None" if policy is None else "nothing_saveable" if policy is NOTHING_SAVEABLE
-                      else "dots_saveable" if policy is DOTS_SAVEABLE else ""),
-               "text": None, "error": None}
+    summary = {"is": policy_kind(policy), "text": None, "error": None}
     try:
         summary["text"] = describe_policy(policy, cfg)
     except Exception as exc:  # the learner's policy raised when asked about the grader's block
@@ -354,11 +352,12 @@ def policy_summary(policy, cfg: Config, sol) -> dict:
 
 
 def block_of_leaf(path) -> int | None:
-    """The index i of a parameter leaf under blocks[i] of the model's state, else None."""
+    """The index i of a parameter leaf under blocks[i] of a model's state (or [i] of a list of
+    the grader's blocks' parameters), else None."""
     keys = [getattr(k, "key", getattr(k, "idx", getattr(k, "name", None))) for k in path]
     if len(keys) > 1 and keys[0] == "blocks" and isinstance(keys[1], int):
         return keys[1]
-    return None
+    return keys[0] if keys and isinstance(keys[0], int) else None
 
 
 # What may lie between a checkpoint's backward pass and a parameter's gradient: moving, adding
@@ -367,21 +366,110 @@ def block_of_leaf(path) -> int | None:
 HANDING_OUT = jaxpr.SHAPE_ONLY | {"add_any", "add"}
 
 
-def gradient_sources(t: Traced, cfg: Config, working: list) -> list[dict]:
+def policy_kind(policy) -> str:
+    """Which of the policies the checks ask for this is: "None", "nothing_saveable",
+    "dots_saveable", or "" for any other."""
+    return ("None" if policy is None else "nothing_saveable" if policy is NOTHING_SAVEABLE
+            else "dots_saveable" if policy is DOTS_SAVEABLE else "")
+
+
+def _reaching(outputs: list) -> list:
+    """Every Value the outputs are computed from, parents before children."""
+    order, seen, stack = [], set(), [(v, False) for v in outputs]
+    while stack:
+        v, done = stack.pop()
+        if done:
+            order.append(v)
+        elif id(v) not in seen:
+            seen.add(id(v))
+            stack.append((v, True))
+            stack.extend((p, False) for p in v.parents if id(p) not in seen)
+    return order
+
+
+class Gradient:
+    """A gradient program read as dataflow (graders/jaxpr.py): its program's last input is the
+    target y, so what depends on y belongs to the backward pass, and what does not, and is made
+    by the program (not one of its inputs: parameters, x), comes from the forward pass."""
+
+    def __init__(self, closed):
+        _, self.outputs = jaxpr.dataflow(closed.jaxpr, closed.consts)
+        y = len(closed.jaxpr.invars) - 1
+        self.values = _reaching(self.outputs)
+        self.backward, self.given = set(), set()
+        for v in self.values:
+            if v.eqn is None:
+                if v.index == y:
+                    self.backward.add(id(v))
+                elif v.index >= 0:
+                    self.given.add(id(v))
+            elif any(id(p) in self.backward for p in v.parents):
+                self.backward.add(id(v))
+            elif v.eqn.primitive.name in jaxpr.SHAPE_ONLY and all(id(p) in self.given for p in v.parents if p.const is None):
+                self.given.add(id(v))
+
+    def kept(self, checkpoint) -> int:
+        """Bytes of the forward pass's values a checkpoint (a Value it outputs) is computed from,
+        directly or through the backward pass's work outside checkpoints (so a value packed
+        together with a cotangent still counts): what the backward pass keeps for it, besides the
+        parameters and x. Another checkpoint's output is that checkpoint's work, not followed."""
+        total, seen, stack = 0, set(), list(checkpoint.parents)
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or v.eqn is None or id(v) in self.given:
+                continue
+            seen.add(id(v))
+            if id(v) not in self.backward:
+                aval = v.eqn.outvars[v.index].aval
+                total += int(np.prod(aval.shape)) * aval.dtype.itemsize
+            elif not jaxpr.is_a(v.eqn, "checkpoint"):
+                stack.extend(v.parents)
+        return total
+
+
+def param_paths(model) -> list:
+    """The key path of each nnx.Param of the model, in the order its gradients are returned."""
+    return [p for p, _ in jax.tree_util.tree_flatten_with_path(nnx.split(model, nnx.Param, ...)[1])[0]]
+
+
+def own_kept(cfg: Config, policy) -> list[int]:
+    """For each block of the grader's own gradient with one jax.checkpoint(policy) around each
+    block: the bytes of the forward pass's values its checkpoint is computed from
+    (Gradient.kept), read exactly as the learner's are."""
+    def grad_fn(ps, x, y):
+        checkpointed = jax.checkpoint(block_fn, policy=policy, static_argnums=2)
+
+        def loss(ps):
+            h = x
+            for p in ps:
+                h = checkpointed(p, h, cfg.heads)
+            return mse(h, y)
+        return jax.grad(loss)(ps)
+
+    block, act = abstract_block_args(cfg)
+    shapes = [block] * cfg.layers
+    closed = jax.make_jaxpr(grad_fn)(shapes, act, act)
+    paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(shapes)[0]]
+    found = gradient_sources(closed, paths, cfg.layers, jaxpr.live_equations(closed))
+    return [f["kept"][0] if len(f["kept"]) == 1 else -1 for f in found]
+
+
+def gradient_sources(closed, paths: list, layers: int, live: set) -> list[dict]:
     """For each block: which working checkpoints of the gradient program compute its parameters'
-    gradients ("checkpoints": indices into `working`), and whether any part of those gradients
-    is computed outside every checkpoint ("outside"). Followed back from each gradient through
-    the equations that only move, add or reshape values (HANDING_OUT); at a checkpoint, through
-    its body the same way, so that a value it only passes on (nnx.remat hands the module's state
-    in and out, and so its gradient too) is followed to where it was made. A block checkpointed
-    in the gradient has its parameters' gradients made inside its own checkpoint's backward
-    pass; a block run plainly has them made outside every checkpoint, whatever the forward pass
-    alone looks like."""
-    closed = t.gradient
-    paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(nnx.split(t.models[0], nnx.Param, ...)[1])[0]]
-    _, outputs = jaxpr.dataflow(closed.jaxpr, closed.consts)
-    grads = outputs[len(outputs) - len(paths):]  # (model(x), gradients): the gradients come last
-    index = {id(e): k for k, e in enumerate(working)}
+    gradients ("checkpoints": one number per execution of a checkpoint, so a jitted remat called
+    for every block counts once per block), the policy each carries ("policies", policy_kind)
+    and how many bytes each receives from the forward pass ("kept", Gradient.kept), and whether
+    any part of those gradients is computed outside every checkpoint ("outside"). Followed back
+    from each gradient through the equations that only move, add or reshape values
+    (HANDING_OUT); at a checkpoint, through its body the same way, so that a value it only
+    passes on (nnx.remat hands the module's state in and out, and so its gradient too) is
+    followed to where it was made. A block checkpointed in the gradient has its parameters'
+    gradients made inside its own checkpoint's backward pass; a block run plainly has them made
+    outside every checkpoint, whatever the forward pass alone looks like. `paths`: the key path
+    of each parameter, in the order of the gradients, which the program returns last."""
+    g = Gradient(closed)
+    grads = g.outputs[len(g.outputs) - len(paths):]
+    numbers: dict = {}  # site -> its number, in the order the blocks' gradients reach them
     bodies: dict = {}
 
     def body_outputs(eqn) -> list:
@@ -390,28 +478,27 @@ def gradient_sources(t: Traced, cfg: Config, working: list) -> list[dict]:
             bodies[id(eqn)] = jaxpr.dataflow(getattr(body, "jaxpr", body), getattr(body, "consts", ()))[1]
         return bodies[id(eqn)]
 
-    def made_inside(v, passed_on: list) -> bool:
-        """Whether v, an output of a checkpoint, is made by work inside that checkpoint; the
-        checkpoint's inputs it passes on are added to `passed_on`, to be followed outside."""
-        made, seen, stack = False, set(), [body_outputs(v.eqn)[v.index]]
-        inputs = v.parents
+    def made_inside(checkpoint, passed_on: list) -> bool:
+        """Whether this output of a checkpoint is made by work inside it; the checkpoint's
+        inputs it only passes on are added to `passed_on`, to be followed outside."""
+        made, seen, stack = False, set(), [body_outputs(checkpoint.eqn)[checkpoint.index]]
         while stack:
             v = stack.pop()
             if id(v) in seen or (v.eqn is None and v.index < 0):
                 continue
             seen.add(id(v))
             if v.eqn is None:
-                passed_on.append(inputs[v.index])
+                passed_on.append(checkpoint.parents[v.index])
             elif v.eqn.primitive.name in HANDING_OUT:
                 stack.extend(v.parents)
             else:
                 made = True
         return made
 
-    found = [{"checkpoints": set(), "outside": False} for _ in range(cfg.layers)]
+    found = [{"checkpoints": {}, "outside": False} for _ in range(layers)]
     for path, value in zip(paths, grads):
         i = block_of_leaf(path)
-        if i is None or not 0 <= i < cfg.layers:
+        if i is None or not 0 <= i < layers:
             continue
         seen, stack = set(), [value]
         while stack:
@@ -421,14 +508,22 @@ def gradient_sources(t: Traced, cfg: Config, working: list) -> list[dict]:
             seen.add(id(v))
             if jaxpr.is_a(v.eqn, "checkpoint"):
                 passed_on: list = []
-                if made_inside(v, passed_on) and id(v.eqn) in index:
-                    found[i]["checkpoints"].add(index[id(v.eqn)])
+                if made_inside(v, passed_on) and id(v.eqn) in live:
+                    found[i]["checkpoints"].setdefault(numbers.setdefault(v.site, len(numbers)), v)
                 stack.extend(passed_on)
             elif v.eqn.primitive.name in HANDING_OUT:
                 stack.extend(v.parents)
             else:
                 found[i]["outside"] = True
-    return [{"checkpoints": sorted(f["checkpoints"]), "outside": f["outside"]} for f in found]
+    return [{"checkpoints": sorted(f["checkpoints"]),
+             "policies": [policy_kind(f["checkpoints"][k].eqn.params.get("policy")) for k in sorted(f["checkpoints"])],
+             "kept": [g.kept(f["checkpoints"][k]) for k in sorted(f["checkpoints"])],
+             "outside": f["outside"]} for f in found]
+
+
+# Primitives that carry values out of the program and back (jax.pure_callback, io_callback): a
+# gradient could keep its activations on the host, where temp_size_in_bytes does not count them.
+CALLBACKS = frozenset({"pure_callback", "io_callback"})
 
 
 def structure(t: Traced, cfg: Config, sol) -> dict:
@@ -472,7 +567,9 @@ def structure(t: Traced, cfg: Config, sol) -> dict:
             summaries[id(policy)] = policy_summary(policy, cfg, sol)
     return {"live": min(len(working), len(holds)), "working": len(working),
             "policies": [summaries[id(e.params.get("policy"))] for e in working],
-            "blocks": gradient_sources(t, cfg, working), "gradient_outside": dict(gradient_outside),
+            "blocks": gradient_sources(t.gradient, param_paths(t.models[0]), cfg.layers, live_grad),
+            "gradient_outside": dict(gradient_outside),
+            "callbacks": sum(e.primitive.name in CALLBACKS for e in [*jaxpr.walk(t.gradient.jaxpr), *jaxpr.walk(t.forward)]),
             "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
 
 
