@@ -252,7 +252,7 @@ def well_formed(v, cfg: Config) -> bool:
         if not error(s["error"]):
             return False
     elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
-            and is_(s.get("working"), int) and is_(s.get("callbacks"), int) and counts(s.get("gradient_outside"))
+            and is_(s.get("working"), int) and is_(s.get("callbacks"), int) and is_(s.get("prevent_cse_off"), int) and counts(s.get("gradient_outside"))
             and is_(s.get("blocks"), list) and len(s["blocks"]) == cfg.layers
             and all(is_(b, dict) and set(b) == {"checkpoints", "policies", "kept", "outside"}
                     and is_(b["outside"], bool) and all(is_(b[k], list) for k in ("checkpoints", "policies", "kept"))
@@ -304,6 +304,7 @@ class Structure(NamedTuple):
                          # whether any part of them is computed outside every checkpoint}
     gradient_outside: Counter  # MARKERS counts of the gradient's work outside every checkpoint
     callbacks: int       # jax.pure_callback / io_callback equations in model(x) and its gradient
+    prevent_cse_off: int # working checkpoints of the gradient made with prevent_cse=False
     policies: list       # the policy of each checkpoint that reaches a gradient: {"is": which of
                          # None, nothing_saveable, dots_saveable it is ("" if none), "text": its
                          # description, or "error": what asking it raised}
@@ -323,7 +324,8 @@ def structure(run: Run, cfg: Config, remat) -> Structure:
     s = variant(run, cfg, remat)["structure"]
     if "error" in s:
         raise_verdict(s["error"])
-    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["callbacks"], s["policies"],
+    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["callbacks"],
+                     s["prevent_cse_off"], s["policies"],
                      s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
 
 
@@ -409,9 +411,12 @@ def recompute_problem(run: Run, cfg: Config, remat) -> str:
                 "in the program and let nnx.remat recompute each block.")
     own = own_kept_bytes(cfg)
     over = []
+    # The grader's blocks[0] keeps nothing: its input is the model's. A right model may make it a
+    # value of its own first (checkpoint_name, optimization_barrier), one block input's bytes.
+    first_input = cfg.batch * cfg.length * cfg.d_model * np.dtype(np.float32).itemsize
     for i, b in enumerate(s.blocks):
         which = {"None": "full", "nothing_saveable": "full", "dots_saveable": "dots"}.get(b["policies"][0]) if len(b["kept"]) == 1 else None
-        if which and b["kept"][0] > (1 + KEPT_MARGIN) * own[which][i]:
+        if which and b["kept"][0] > (1 + KEPT_MARGIN) * own[which][i] + (first_input if i == 0 else 0):
             over.append((i, b["kept"][0], which))
     if not over:
         return ""
@@ -550,6 +555,10 @@ def memory_diagnosis(run: Run, cfg: Config) -> str:
         problem = policy_problem(run, cfg, r)
         if problem:
             return problem
+    if any(structure(run, cfg, r).prevent_cse_off for r in ("full", "dots")):
+        return ("The checkpoints are made with prevent_cse=False: XLA then merges each block's recomputation "
+                "with its forward pass (common-subexpression elimination), so the activations are kept after all. "
+                "Hint: leave prevent_cse at its default, True; False is meant for checkpoints inside a scan.")
     return ("Hint: call every block through its own nnx.remat; look at the remat2 equations in "
             "jax.make_jaxpr of the gradient.")
 

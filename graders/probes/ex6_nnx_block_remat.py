@@ -408,11 +408,12 @@ class Gradient:
             elif v.eqn.primitive.name in jaxpr.SHAPE_ONLY and all(id(p) in self.given for p in v.parents if p.const is None):
                 self.given.add(id(v))
 
-    def kept(self, checkpoint) -> int:
+    def kept(self, checkpoint, blocks: set) -> int:
         """Bytes of the forward pass's values a checkpoint (a Value it outputs) is computed from,
-        directly or through the backward pass's work outside checkpoints (so a value packed
-        together with a cotangent still counts): what the backward pass keeps for it, besides the
-        parameters and x. Another checkpoint's output is that checkpoint's work, not followed."""
+        directly or through the backward pass's other work (so a value packed together with a
+        cotangent, or passed through another checkpoint first, still counts): what the backward
+        pass keeps for it, besides the parameters and x. The output of a checkpoint in `blocks`
+        (the sites of the blocks' own checkpoints) is that block's work, not followed."""
         total, seen, stack = 0, set(), list(checkpoint.parents)
         while stack:
             v = stack.pop()
@@ -422,7 +423,7 @@ class Gradient:
             if id(v) not in self.backward:
                 aval = v.eqn.outvars[v.index].aval
                 total += int(np.prod(aval.shape)) * aval.dtype.itemsize
-            elif not jaxpr.is_a(v.eqn, "checkpoint"):
+            elif v.site not in blocks:
                 stack.extend(v.parents)
         return total
 
@@ -515,9 +516,10 @@ def gradient_sources(closed, paths: list, layers: int, live: set) -> list[dict]:
                 stack.extend(v.parents)
             else:
                 found[i]["outside"] = True
+    owners = {v.site for f in found for v in f["checkpoints"].values()}
     return [{"checkpoints": sorted(f["checkpoints"]),
              "policies": [policy_kind(f["checkpoints"][k].eqn.params.get("policy")) for k in sorted(f["checkpoints"])],
-             "kept": [g.kept(f["checkpoints"][k]) for k in sorted(f["checkpoints"])],
+             "kept": [g.kept(f["checkpoints"][k], owners) for k in sorted(f["checkpoints"])],
              "outside": f["outside"]} for f in found]
 
 
@@ -569,6 +571,7 @@ def structure(t: Traced, cfg: Config, sol) -> dict:
             "policies": [summaries[id(e.params.get("policy"))] for e in working],
             "blocks": gradient_sources(t.gradient, param_paths(t.models[0]), cfg.layers, live_grad),
             "gradient_outside": dict(gradient_outside),
+            "prevent_cse_off": sum(e.params.get("prevent_cse") is False for e in working),
             "callbacks": sum(e.primitive.name in CALLBACKS for e in [*jaxpr.walk(t.gradient.jaxpr), *jaxpr.walk(t.forward)]),
             "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
 
