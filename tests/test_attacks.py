@@ -5,7 +5,7 @@ than its honest content, and leave the run as it found it:
     seconds after the run has ended (a daemon may try to rewrite the file);
   * no exercise is worth more than its grader declares;
   * no file of the package changed, and nothing was left where a later run would read it;
-  * no process of the run is alive.
+  * no process of the run is alive (within SETTLE seconds of its end).
 Without --sandbox the same attack is shown to be real where that is cheap: it scores more than
 its honest content (tests/attacks/README.md says how an attack declares that).
 
@@ -48,6 +48,11 @@ ATTACKS = sorted(p.stem for p in ATTACKS_DIR.glob("*.py") if p.stem != "kit" and
 MARKER = "zz_attack_marker"  # the name persist.py leaves files under
 SEED_BASE = 613_000  # each run its own seed, by which its processes are found (tests/test_sandbox.py)
 LATER = 4.0  # seconds after a run that its results.json is read again
+# Seconds a sandboxed run's processes have to be gone after the command returns. The process that
+# holds a worker's namespace ends when the judge does, by a signal the kernel sends it on the
+# judge's death (PR_SET_PDEATHSIG, graders/sandbox.py): when the runner had to kill a stuck judge,
+# that can land a moment after the command returned (seen once, with the whole suite running).
+SETTLE = 5.0
 
 
 @dataclass
@@ -185,6 +190,9 @@ def run(attack: str | None, seed: int, sandboxed: bool, work: Path) -> Outcome:
         cwd=cwd, capture_output=True, text=True, timeout=300)
     ended = time.monotonic()
     alive = alive_with_seed(seed)
+    while sandboxed and alive and time.monotonic() < ended + SETTLE:
+        time.sleep(0.1)
+        alive = alive_with_seed(seed)
     described = [describe(pid) for pid in alive]  # before they are killed: what outlived the run
     for pid in alive if sandboxed else ():  # recorded, and not left running (without the
         try:                                 # sandbox a daemon must live on, to show it can)
