@@ -32,7 +32,7 @@ from graders import jaxpr, memo
 from graders.learner import Verdict, fail
 from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
-    CALLBACKS, MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn,
+    MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn,
     grader_stack_temp, markers, mlp_half, mse, own_kept, show)
 
 cp = jax.checkpoint_policies
@@ -252,7 +252,7 @@ def well_formed(v, cfg: Config) -> bool:
         if not error(s["error"]):
             return False
     elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
-            and is_(s.get("working"), int) and is_(s.get("callbacks"), int) and is_(s.get("prevent_cse_off"), int) and counts(s.get("gradient_outside"))
+            and is_(s.get("working"), int) and is_(s.get("side_channels"), int) and is_(s.get("prevent_cse_off"), int) and counts(s.get("gradient_outside"))
             and is_(s.get("blocks"), list) and len(s["blocks"]) == cfg.layers
             and all(is_(b, dict) and set(b) == {"checkpoints", "policies", "kept", "outside"}
                     and is_(b["outside"], bool) and all(is_(b[k], list) for k in ("checkpoints", "policies", "kept"))
@@ -303,7 +303,7 @@ class Structure(NamedTuple):
                          # working checkpoints compute its parameters' gradients, "outside":
                          # whether any part of them is computed outside every checkpoint}
     gradient_outside: Counter  # MARKERS counts of the gradient's work outside every checkpoint
-    callbacks: int       # jax.pure_callback / io_callback equations in model(x) and its gradient
+    side_channels: int   # callbacks and mutable arrays in model(x) and its gradient (the probe's side_channels)
     prevent_cse_off: int # working checkpoints of the gradient made with prevent_cse=False
     policies: list       # the policy of each checkpoint that reaches a gradient: {"is": which of
                          # None, nothing_saveable, dots_saveable it is ("" if none), "text": its
@@ -324,7 +324,7 @@ def structure(run: Run, cfg: Config, remat) -> Structure:
     s = variant(run, cfg, remat)["structure"]
     if "error" in s:
         raise_verdict(s["error"])
-    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["callbacks"],
+    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["side_channels"],
                      s["prevent_cse_off"], s["policies"],
                      s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
 
@@ -404,11 +404,12 @@ def recompute_problem(run: Run, cfg: Config, remat) -> str:
     the grader's own per-block checkpoint does (it is computed from no more of the forward pass's
     values), and no value leaves the program through a callback; else why not."""
     s = structure(run, cfg, remat)
-    if s.callbacks:
-        return (f"model(x) or its gradient calls {'/'.join(sorted(CALLBACKS))} {s.callbacks} time(s): values leave the "
-                "program there (say, activations kept on the host), so neither what the checkpoints recompute nor "
-                "the memory the grader measures can be read. Hint: the exercise needs no callback; keep every value "
-                "in the program and let nnx.remat recompute each block.")
+    if s.side_channels:
+        return (f"model(x) or its gradient goes around the program's dataflow {s.side_channels} time(s) ({SIDE_CHANNELS}): "
+                "values leave the program's dataflow there (say, activations kept on the host or in a mutable array until "
+                "the backward pass), so "
+                "neither what the checkpoints recompute nor the memory the grader measures can be read. Hint: the "
+                "exercise needs neither; keep every value in the program and let nnx.remat recompute each block.")
     own = own_kept_bytes(cfg)
     over = []
     # The grader's blocks[0] keeps nothing: its input is the model's. A right model may make it a
@@ -563,15 +564,20 @@ def memory_diagnosis(run: Run, cfg: Config) -> str:
             "jax.make_jaxpr of the gradient.")
 
 
-def require_no_callbacks(run: Run, cfg: Config) -> None:
+# What the side channels the probe counts are, for the messages.
+SIDE_CHANNELS = "jax.pure_callback or io_callback, or a mutable array made with jax.new_ref"
+
+
+def require_no_side_channels(run: Run, cfg: Config) -> None:
     """temp_size_in_bytes says what a gradient keeps only if every value stays in the program."""
     for r in VARIANTS:
-        found = structure(run, cfg, r).callbacks
+        found = structure(run, cfg, r).side_channels
         if found:
-            fail(f"Transformer(remat={show(r)}) calls {'/'.join(sorted(CALLBACKS))} {found} time(s) in model(x) or its "
-                 "gradient: what a callback carries out of the program (say, activations kept on the host) is not in the "
+            fail(f"Transformer(remat={show(r)}) goes around the program's dataflow {found} time(s) in model(x) or its "
+                 f"gradient ({SIDE_CHANNELS}): what "
+                 "leaves the program there (say, activations kept on the host or in a mutable array) is not in the "
                  "temporary memory the grader measures, so the figure says nothing about what the gradient keeps. "
-                 "Hint: the exercise needs no callback; let nnx.remat recompute each block.")
+                 "Hint: the exercise needs neither; let nnx.remat recompute each block.")
 
 
 def require_one_whole_block_per_checkpoint(run: Run, cfg: Config, remat) -> None:
@@ -728,7 +734,7 @@ def test_dots_uses_dots_saveable(worker, seed):
 def test_full_remat_matches_per_block_remat(worker, seed, note):
     """"full" needs no more temporary memory than the grader's own per-block checkpointed gradient."""
     run, cfg = Run(worker, seed), config(seed)
-    require_no_callbacks(run, cfg)
+    require_no_side_channels(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = {r: own_temp(cfg, r) for r in ("full", "dots")}
     note(f"temp memory of the gradient, measured by the grader ({cfg.text()}): {figures(values)}; "
@@ -743,7 +749,7 @@ def test_full_remat_matches_per_block_remat(worker, seed, note):
 def test_dots_memory_lies_between(worker, seed):
     """"dots" needs less temporary memory than None, more than "full", and no more than the grader's own."""
     run, cfg = Run(worker, seed), config(seed)
-    require_no_callbacks(run, cfg)
+    require_no_side_channels(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = own_temp(cfg, "dots")
     if not values["full"] < values["dots"] < values[None]:

@@ -408,13 +408,14 @@ class Gradient:
             elif v.eqn.primitive.name in jaxpr.SHAPE_ONLY and all(id(p) in self.given for p in v.parents if p.const is None):
                 self.given.add(id(v))
 
-    def kept(self, checkpoint, blocks: set) -> int:
-        """Bytes of the forward pass's values a checkpoint (a Value it outputs) is computed from,
-        directly or through the backward pass's other work (so a value packed together with a
-        cotangent, or passed through another checkpoint first, still counts): what the backward
-        pass keeps for it, besides the parameters and x. The output of a checkpoint in `blocks`
-        (the sites of the blocks' own checkpoints) is that block's work, not followed."""
-        total, seen, stack = 0, set(), list(checkpoint.parents)
+    def reached(self, checkpoint, blocks: set) -> dict:
+        """id -> bytes of each value of the forward pass a checkpoint (a Value it outputs) is
+        computed from, directly or through the backward pass's other work (so a value packed
+        together with a cotangent, or passed through another checkpoint first, still counts):
+        what the backward pass keeps for it, besides the parameters and x. The output of a
+        checkpoint in `blocks` (the sites of the blocks' own checkpoints) is that block's work,
+        not followed."""
+        found, seen, stack = {}, set(), list(checkpoint.parents)
         while stack:
             v = stack.pop()
             if id(v) in seen or v.eqn is None or id(v) in self.given:
@@ -422,10 +423,10 @@ class Gradient:
             seen.add(id(v))
             if id(v) not in self.backward:
                 aval = v.eqn.outvars[v.index].aval
-                total += int(np.prod(aval.shape)) * aval.dtype.itemsize
+                found[id(v)] = int(np.prod(aval.shape)) * aval.dtype.itemsize
             elif v.site not in blocks:
                 stack.extend(v.parents)
-        return total
+        return found
 
 
 def param_paths(model) -> list:
@@ -436,7 +437,7 @@ def param_paths(model) -> list:
 def own_kept(cfg: Config, policy) -> list[int]:
     """For each block of the grader's own gradient with one jax.checkpoint(policy) around each
     block: the bytes of the forward pass's values its checkpoint is computed from
-    (Gradient.kept), read exactly as the learner's are."""
+    (Gradient.reached), read exactly as the learner's are."""
     def grad_fn(ps, x, y):
         checkpointed = jax.checkpoint(block_fn, policy=policy, static_argnums=2)
 
@@ -459,7 +460,7 @@ def gradient_sources(closed, paths: list, layers: int, live: set) -> list[dict]:
     """For each block: which working checkpoints of the gradient program compute its parameters'
     gradients ("checkpoints": one number per execution of a checkpoint, so a jitted remat called
     for every block counts once per block), the policy each carries ("policies", policy_kind)
-    and how many bytes each receives from the forward pass ("kept", Gradient.kept), and whether
+    and how many bytes each receives from the forward pass ("kept", Gradient.reached), and whether
     any part of those gradients is computed outside every checkpoint ("outside"). Followed back
     from each gradient through the equations that only move, add or reshape values
     (HANDING_OUT); at a checkpoint, through its body the same way, so that a value it only
@@ -517,15 +518,39 @@ def gradient_sources(closed, paths: list, layers: int, live: set) -> list[dict]:
             else:
                 found[i]["outside"] = True
     owners = {v.site for f in found for v in f["checkpoints"].values()}
+    reached = [{k: g.reached(v, owners) for k, v in f["checkpoints"].items()} for f in found]
+    # A value several blocks' checkpoints reach counts for the last of those blocks alone: with the
+    # residual additions outside the checkpoints, the loss's cotangent reaches every block past the
+    # others' checkpoints, and with it what the loss keeps (the model's output), which the grader's
+    # own stack charges to its last block.
+    charged = {}
+    for i, by_checkpoint in enumerate(reached):
+        for values in by_checkpoint.values():
+            charged.update(dict.fromkeys(values, i))
     return [{"checkpoints": sorted(f["checkpoints"]),
              "policies": [policy_kind(f["checkpoints"][k].eqn.params.get("policy")) for k in sorted(f["checkpoints"])],
-             "kept": [g.kept(f["checkpoints"][k], owners) for k in sorted(f["checkpoints"])],
-             "outside": f["outside"]} for f in found]
+             "kept": [sum(size for v, size in reached[i][k].items() if charged[v] == i) for k in sorted(f["checkpoints"])],
+             "outside": f["outside"]} for i, f in enumerate(found)]
 
 
 # Primitives that carry values out of the program and back (jax.pure_callback, io_callback): a
 # gradient could keep its activations on the host, where temp_size_in_bytes does not count them.
 CALLBACKS = frozenset({"pure_callback", "io_callback"})
+
+
+def side_channels(closed) -> int:
+    """Equations (and constants) by which values leave the program's dataflow: callbacks, and
+    mutable arrays (jax.new_ref), whose reads no dataflow edge links to the writes, so that
+    activations written in the forward pass could be read back in the backward pass unseen."""
+    inner = getattr(closed, "jaxpr", closed)
+
+    def is_ref(v) -> bool:
+        return type(getattr(v, "aval", None)).__name__ == "AbstractRef"
+
+    found = sum(map(is_ref, inner.constvars)) + sum(map(is_ref, inner.invars))
+    for e in jaxpr.walk(inner):
+        found += e.primitive.name in CALLBACKS or any(map(is_ref, [*e.invars, *e.outvars]))
+    return found
 
 
 def structure(t: Traced, cfg: Config, sol) -> dict:
@@ -572,7 +597,7 @@ def structure(t: Traced, cfg: Config, sol) -> dict:
             "blocks": gradient_sources(t.gradient, param_paths(t.models[0]), cfg.layers, live_grad),
             "gradient_outside": dict(gradient_outside),
             "prevent_cse_off": sum(e.params.get("prevent_cse") is False for e in working),
-            "callbacks": sum(e.primitive.name in CALLBACKS for e in [*jaxpr.walk(t.gradient.jaxpr), *jaxpr.walk(t.forward)]),
+            "side_channels": side_channels(t.gradient) + side_channels(t.forward),
             "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
 
 

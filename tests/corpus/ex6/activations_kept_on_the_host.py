@@ -6,8 +6,8 @@ does not count what lives on the host, so its memory looked like per-block remat
 alone, plain per-block nnx.remat. Found by a red-team (20/20, also under --sandbox, before
 callbacks were refused).
 
-loses: each_block_is_checkpointed_separately: values leave the program there
-loses: each_checkpoint_holds_a_whole_block: values leave the program there
+loses: each_block_is_checkpointed_separately: values leave the program's dataflow there
+loses: each_checkpoint_holds_a_whole_block: values leave the program's dataflow there
 loses: full_remat_matches_per_block_remat: is not in the temporary memory the grader measures
 loses: dots_memory_lies_between: is not in the temporary memory the grader measures
 technique: none (every number right, the technique not doing the work)
