@@ -42,7 +42,7 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
     the gradient program it compiles and measures, where each block's parameter gradients must
     be computed inside that block's own checkpoint, which recomputes the block from its input
     (it may use no more of the forward pass's values than a jax.checkpoint around the block),
-    as well as in model(x) traced alone; no jax.pure_callback or io_callback anywhere;
+    as well as in model(x) traced alone; no jax.pure_callback, io_callback or jax.new_ref;
   * each checkpoint holds all of one block -- both residual halves, every matmul and LayerNorm
     -- and no block work runs outside the checkpoints;
   * the policy of every checkpoint: none (or nothing_saveable) for "full", `dots_saveable` for
