@@ -565,7 +565,7 @@ def memory_diagnosis(run: Run, cfg: Config) -> str:
 
 
 # What the side channels the probe counts are, for the messages.
-SIDE_CHANNELS = "jax.pure_callback or io_callback, or a mutable array made with jax.new_ref"
+SIDE_CHANNELS = "a callback that returns values, such as jax.pure_callback, or a mutable array made with jax.new_ref"
 
 
 def require_no_side_channels(run: Run, cfg: Config) -> None:

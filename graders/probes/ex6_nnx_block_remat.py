@@ -533,14 +533,19 @@ def gradient_sources(closed, paths: list, layers: int, live: set) -> list[dict]:
              "outside": f["outside"]} for i, f in enumerate(found)]
 
 
-# Primitives that carry values out of the program and back (jax.pure_callback, io_callback): a
-# gradient could keep its activations on the host, where temp_size_in_bytes does not count them.
-CALLBACKS = frozenset({"pure_callback", "io_callback"})
+def carries_values_out(eqn) -> bool:
+    """Whether an equation can carry values out of the program and back (jax.pure_callback,
+    io_callback, jax.experimental.buffer_callback, an FFI call, a custom call): a gradient could
+    keep its activations on the host there, where temp_size_in_bytes does not count them.
+    jax.debug.callback (jax.debug.print) returns nothing, so it cannot bring them back."""
+    name = eqn.primitive.name
+    return ((name.endswith("callback") and name != "debug_callback") or "ffi" in name or "custom_call" in name
+            or callable(eqn.params.get("callback")) and name != "debug_callback")
 
 
 def side_channels(closed) -> int:
-    """Equations (and constants) by which values leave the program's dataflow: callbacks, and
-    mutable arrays (jax.new_ref), whose reads no dataflow edge links to the writes, so that
+    """Equations (and constants) by which values leave the program's dataflow: callbacks
+    (carries_values_out), and mutable arrays (jax.new_ref), whose reads no dataflow edge links to the writes, so that
     activations written in the forward pass could be read back in the backward pass unseen."""
     inner = getattr(closed, "jaxpr", closed)
 
@@ -549,7 +554,7 @@ def side_channels(closed) -> int:
 
     found = sum(map(is_ref, inner.constvars)) + sum(map(is_ref, inner.invars))
     for e in jaxpr.walk(inner):
-        found += e.primitive.name in CALLBACKS or any(map(is_ref, [*e.invars, *e.outvars]))
+        found += carries_values_out(e) or any(map(is_ref, [*e.invars, *e.outvars]))
     return found
 
 
