@@ -262,7 +262,7 @@ def well_formed(v, cfg: Config) -> bool:
             and is_(s.get("holds"), list) and all(counts(h) for h in s["holds"])
             and is_(s.get("policies"), list) and all(policy(p) for p in s["policies"])):
         return False
-    if not (counts(memory) and "temp_size_in_bytes" in memory):
+    if not (counts(memory) and "temp_size_in_bytes" in memory and is_(v.get("devices"), int)):
         return False
     if v["params_error"] is not None:
         return is_(v["params_error"], str)
@@ -580,6 +580,18 @@ def require_no_side_channels(run: Run, cfg: Config) -> None:
                  "Hint: the exercise needs neither; let nnx.remat recompute each block.")
 
 
+def require_one_device(run: Run, cfg: Config) -> None:
+    """temp_size_in_bytes is what one device holds: it says what a gradient keeps only if the
+    gradient runs on one device."""
+    for r in VARIANTS:
+        devices = variant(run, cfg, r)["devices"]
+        if devices > 1:
+            fail(f"the gradient of Transformer(remat={show(r)}) runs on {devices} devices (its values are sharded "
+                 "across them, e.g. by jax.lax.with_sharding_constraint): the temporary memory the grader measures is "
+                 "what one device holds, not what the gradient keeps. Hint: the exercise runs on one device; let "
+                 "nnx.remat recompute each block.")
+
+
 def require_one_whole_block_per_checkpoint(run: Run, cfg: Config, remat) -> None:
     """A policy earns points only on checkpoints that do the work: one per block, each holding
     the whole block (so a policy on a decoy checkpoint around a no-op earns nothing)."""
@@ -735,6 +747,7 @@ def test_full_remat_matches_per_block_remat(worker, seed, note):
     """"full" needs no more temporary memory than the grader's own per-block checkpointed gradient."""
     run, cfg = Run(worker, seed), config(seed)
     require_no_side_channels(run, cfg)
+    require_one_device(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = {r: own_temp(cfg, r) for r in ("full", "dots")}
     note(f"temp memory of the gradient, measured by the grader ({cfg.text()}): {figures(values)}; "
@@ -750,6 +763,7 @@ def test_dots_memory_lies_between(worker, seed):
     """"dots" needs less temporary memory than None, more than "full", and no more than the grader's own."""
     run, cfg = Run(worker, seed), config(seed)
     require_no_side_channels(run, cfg)
+    require_one_device(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = own_temp(cfg, "dots")
     if not values["full"] < values["dots"] < values[None]:

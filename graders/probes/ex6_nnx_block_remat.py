@@ -637,8 +637,11 @@ def variant(sol, cfg, remat, seeds, layout, x, y, runs):
         found = structure(t, cfg, sol)
     except Exception as exc:  # only the checks that read the structure say so
         found = {"error": _verdict(exc, sol)}
+    shardings = jax.tree.leaves((program.input_shardings, program.output_shardings))
     reply = {"structure": found,
              "memory": {f: int(getattr(stats, f)) for f in MEMORY_FIELDS if hasattr(stats, f)},
+             # memory_analysis() is per device: a program spread over several says less than it keeps
+             "devices": max((len(s.device_set) for s in shardings), default=1),
              "params": None, "params_error": None, "outs": [], "grads": []}
     try:
         reply["params"] = [read_params(m, cfg, remat) for m in t.models]
