@@ -50,9 +50,9 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
   * temporary memory, measured by the grader: "full" needs no more than the grader's own
     gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
     "full" and None (the report shows the figures);
-  * `temp_memory_bytes` returns the grader's figure for each variant (within 10%), and for a
-    model of the grader's own (a few blocks, some checkpointed): measure the model you are
-    given, whatever it is.
+  * `temp_memory_bytes` returns the grader's figure (within 10%) for two models of the
+    grader's own, each of two blocks, some checkpointed: measure the model you are given,
+    whatever it is.
 """
 
 import jax

@@ -33,7 +33,7 @@ from graders.learner import Verdict, fail
 from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
     MARKERS, PARAMS, VARIANTS, Config, abstract_block_args, attention_half, block_fn,
-    grader_stack_temp, markers, mlp_half, mse, own_kept, show)
+    grader_stack_forward_temp, grader_stack_memory, markers, mlp_half, mse, own_kept, show)
 
 cp = jax.checkpoint_policies
 
@@ -144,11 +144,17 @@ def own_programs(cfg: Config) -> dict:
     return futures
 
 
-def own_stack_temp(cfg: Config, layout: tuple) -> int:
-    """temp_size_in_bytes of the gradient of the grader's own model (GraderStack) with this
-    layout; kept between runs (graders/memo.py)."""
+def own_stack_memory(cfg: Config, layout: tuple) -> dict:
+    """memory_analysis() of the gradient of the grader's own model (GraderStack) with this
+    layout, by field; kept between runs (graders/memo.py)."""
     x, y = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data(cfg, 0, 0))
-    return memo.stored("ex6 grader stack temp", (tuple(cfg), layout), lambda: grader_stack_temp(cfg, layout, x, y))
+    return memo.stored("ex6 grader stack memory", (tuple(cfg), layout), lambda: grader_stack_memory(cfg, layout, x, y))
+
+
+def own_stack_forward_temp(cfg: Config, layout: tuple) -> int:
+    x, y = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data(cfg, 0, 0))
+    return memo.stored("ex6 grader stack forward temp", (tuple(cfg), layout),
+                       lambda: grader_stack_forward_temp(cfg, layout, x, y))
 
 
 def describe_layout(layout: tuple) -> str:
@@ -181,20 +187,24 @@ def data(cfg: Config, grading_seed: int, k: int):
     return (np.asarray(r.normal(size=shape), np.float32), np.asarray(r.normal(size=shape), np.float32))
 
 
-def stack_layout(seed: int) -> tuple:
-    """How each block of the grader's own model (GraderStack) that temp_memory_bytes is also given
-    is run: two blocks, one plain (None), "full" or "dots" and the other another of them, drawn
-    from the grading seed, so that no figure of the learner's Transformer predicts its memory.
-    Two blocks, not more: the learner's program for it is compiled after every edit."""
-    first, second = np.random.default_rng((seed, 6)).permutation(len(VARIANTS))[:2]
-    return VARIANTS[int(first)], VARIANTS[int(second)]
+def stack_layouts(seed: int) -> tuple:
+    """The grader's own models (GraderStack) that temp_memory_bytes is given: two of two blocks,
+    each block run plainly (None), "full" or "dots", drawn from the grading seed so that each of
+    the three ways is in one of them and no figure of the learner's Transformer predicts theirs.
+    Models of the grader's, not the learner's variants: a function that measures whatever model it
+    is given measures these too, and one that does not is caught here, whatever it returns for
+    the learner's own Transformer; two blocks each, since both are compiled after every edit."""
+    rng = np.random.default_rng((seed, 6))
+    ways = [*VARIANTS, VARIANTS[int(rng.integers(len(VARIANTS)))]]
+    ways = [ways[int(i)] for i in rng.permutation(len(ways))]
+    return tuple(ways[:2]), tuple(ways[2:])
 
 
 def probe_args(cfg: Config, seed: int) -> tuple:
     """What every probe is given to find the work already started: the configuration, the model
-    seeds, the layout of the grader's own model, and the data the variants are traced with (and
+    seeds, the layouts of the grader's own models, and the data the variants are traced with (and
     temp_memory_bytes is called with)."""
-    return (tuple(cfg), MODEL_SEEDS, stack_layout(seed), *data(cfg, 0, 0))
+    return (tuple(cfg), MODEL_SEEDS, stack_layouts(seed), *data(cfg, 0, 0))
 
 
 @functools.cache
@@ -213,9 +223,9 @@ def variant(run: Run, cfg: Config, remat) -> dict:
         # The grader's own programs compile while the learner's do; a model that does not even
         # trace (the stub, a half-written module) has nothing to compare with them.
         own_programs(cfg)
-    cfg_args, seeds, layout, x, y = probe_args(cfg, run.seed)
+    cfg_args, seeds, layouts, x, y = probe_args(cfg, run.seed)
     runs = [data(cfg, run.seed, k + 1) for k in range(len(MODEL_SEEDS))]
-    reply = run.worker.variant(cfg_args, remat, seeds, layout, x, y, runs)
+    reply = run.worker.variant(cfg_args, remat, seeds, layouts, x, y, runs)
     if not well_formed(reply, cfg):
         # Only a process that did not run the probe sends this: the checks below zip lists, so a
         # short one must not pass for a right one.
@@ -775,40 +785,38 @@ def test_dots_memory_lies_between(worker, seed):
 
 @pytest.mark.points(2)
 def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
-    """temp_memory_bytes(model, x, y) gives the grader's figure for None, "dots", "full" and a model of the grader's own."""
-    run, cfg = Run(worker, seed), config(seed)
+    """temp_memory_bytes(model, x, y) gives the grader's figure for two models of the grader's own."""
+    cfg, layouts = config(seed), stack_layouts(seed)
     returned = worker.temp_memory_bytes(*probe_args(cfg, seed))
-    got = {r: returned_int(returned[r], f"temp_memory_bytes for remat={show(r)}",
-                     "Hint: return int(compiled.memory_analysis().temp_size_in_bytes), a number of bytes.")
-           for r in (None, "dots", "full")}
-    note(f"your temp_memory_bytes: {figures(got) if got[None] else got}")
-    for r in (None, "dots", "full"):
-        stats = measured(run, cfg, r)
-        expected = temp(run, cfg, r)
-        if abs(got[r] - expected) <= MEMORY_AGREEMENT * expected:
+    if not (isinstance(returned, list) and len(returned) == len(layouts) and all(isinstance(r, dict) for r in returned)):
+        raise Verdict("failed", "the process running your code sent back something no probe sends")
+    models = [f"a model of the grader's own ({describe_layout(layout)}; its `remat` attribute, which it does not "
+              "read, says 'full')" for layout in layouts]
+    got = []
+    for what, reply in zip(models, returned):
+        if "error" in reply:
+            outcome, message = reply["error"]
+            raise Verdict(outcome if outcome in ("failed", "not_attempted") else "failed",
+                          f"given {what}, temp_memory_bytes raised: {message}"[:2000])
+        got.append(returned_int(reply, f"temp_memory_bytes for {what}",
+                                "Hint: return int(compiled.memory_analysis().temp_size_in_bytes), a number of bytes."))
+    stats = [own_stack_memory(cfg, layout) for layout in layouts]
+    note("your temp_memory_bytes on the grader's own models: " + " | ".join(
+        f"{describe_layout(layout)}: {kib(g)} (the grader measures {kib(s['temp_size_in_bytes'])})"
+        for layout, g, s in zip(layouts, got, stats)))
+    for layout, what, g, stat in zip(layouts, models, got, stats):
+        expected = stat["temp_size_in_bytes"]
+        if abs(g - expected) <= MEMORY_AGREEMENT * expected:
             continue
-        where = (f"temp_memory_bytes for remat={show(r)} returned {got[r]:,} bytes; the grader measures "
-                 f"{expected:,} bytes of temporary memory for the gradient of mse_loss")
-        for field, value in stats.items():
-            if field != "temp_size_in_bytes" and value == got[r]:
-                fail(f"{where}. {got[r]:,} is the program's {field}. Hint: read temp_size_in_bytes.")
-        forward = worker.forward_temp_bytes(*probe_args(cfg, seed), r)
-        if abs(got[r] - forward) <= MEMORY_AGREEMENT * forward:
-            fail(f"{where}. {got[r]:,} bytes is what the forward pass alone needs: checkpointing only pays "
-                 "off in the gradient. Hint: compile jax.grad of the loss w.r.t. the nnx.Param state.")
-        fail(f"{where}. Hint: nnx.split(model, nnx.Param, ...), a pure function returning jax.grad of "
-             "mse_loss(nnx.merge(...), x, y), then jax.jit(f).lower(...).compile().memory_analysis().")
-    layout = stack_layout(seed)
-    what = f"a model of the grader's own ({describe_layout(layout)}; its `remat` attribute, which it does not read, says 'full')"
-    theirs = returned["grader"]
-    if "error" in theirs:
-        outcome, message = theirs["error"]
-        raise Verdict(outcome if outcome in ("failed", "not_attempted") else "failed",
-                      f"given {what}, temp_memory_bytes raised: {message}"[:2000])
-    got_stack = returned_int(theirs, f"temp_memory_bytes for {what}")
-    expected = own_stack_temp(cfg, layout)
-    if abs(got_stack - expected) > MEMORY_AGREEMENT * expected:
-        fail(f"temp_memory_bytes returned {got_stack:,} bytes for {what}; the gradient of the mean squared error of "
-             f"that model needs {expected:,} bytes of temporary memory. A figure must be measured on the model "
-             "given, not derived from another's. Hint: compile jax.grad of mse_loss(nnx.merge(...), x, y) w.r.t. "
-             "the model's own nnx.Param state and read temp_size_in_bytes.")
+        where = (f"temp_memory_bytes returned {g:,} bytes for {what}; the gradient of the mean squared error of that "
+                 f"model w.r.t. its nnx.Param state needs {expected:,} bytes of temporary memory")
+        for field, value in stat.items():
+            if field != "temp_size_in_bytes" and value == g:
+                fail(f"{where}. {g:,} is the program's {field}. Hint: read temp_size_in_bytes.")
+        forward = own_stack_forward_temp(cfg, layout)
+        if abs(g - forward) <= MEMORY_AGREEMENT * forward:
+            fail(f"{where}. {g:,} bytes is what the forward pass alone needs: checkpointing only pays off in the "
+                 "gradient. Hint: compile jax.grad of the loss w.r.t. the nnx.Param state.")
+        fail(f"{where}. A figure must be measured on the model given, not derived from another's. Hint: "
+             "nnx.split(model, nnx.Param, ...), a pure function returning jax.grad of mse_loss(nnx.merge(...), x, y), "
+             "then jax.jit(f).lower(...).compile().memory_analysis().temp_size_in_bytes.")

@@ -2,7 +2,8 @@
 
 The first call (`start`, or any probe) starts all the work: each variant (None, "full", "dots")
 is traced, and compiled in a thread as soon as it is traced (XLA compilation releases the GIL),
-then the learner's temp_memory_bytes runs for each variant in a thread of its own. `variant` hands
+then the learner's temp_memory_bytes runs on each of the grader's own models (GraderStack) in a
+thread of its own. `variant` hands
 back everything the checks need of one variant, read from that one program: the parameters
 and the numbers of two models, what its checkpoints hold and which policy each carries, and
 memory_analysis(). The checks (graders/test_ex6_nnx_block_remat.py) draw the configuration and
@@ -53,6 +54,11 @@ LN_EPS = 1e-6  # nnx.LayerNorm's default epsilon
 # What a Transformer block is made of, by the primitives that only its forward pass binds.
 MARKERS = {"dot_general": "matmuls", "rsqrt": "LayerNorm normalisations",
            "exp": "softmax exponentials", "tanh": "GELU tanh"}
+
+
+# What memory_analysis() reports of a program, sent back for the checks to compare with.
+MEMORY_FIELDS = ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes",
+                 "generated_code_size_in_bytes", "peak_memory_in_bytes")
 
 
 def show(remat) -> str:
@@ -203,12 +209,20 @@ class GraderStack(nnx.Module):
         return x
 
 
-def grader_stack_temp(cfg: Config, layout: tuple, x, y) -> int:
-    """temp_size_in_bytes of the gradient of the mean squared error of GraderStack w.r.t. its
-    nnx.Param state: what temp_memory_bytes should return for it."""
+def grader_stack_memory(cfg: Config, layout: tuple, x, y) -> dict:
+    """memory_analysis() of the gradient of the mean squared error of GraderStack w.r.t. its
+    nnx.Param state, by field: its temp_size_in_bytes is what temp_memory_bytes should return."""
     graphdef, params, rest = nnx.split(GraderStack(cfg, layout), nnx.Param, ...)
-    return memory.temp_bytes(lambda p, x, y: jax.grad(lambda p: mse(nnx.merge(graphdef, p, rest)(x), y))(p),
-                             params, x, y)
+    stats = memory.compile_fn(lambda p, x, y: jax.grad(lambda p: mse(nnx.merge(graphdef, p, rest)(x), y))(p),
+                              params, x, y).memory_analysis()
+    return {f: int(getattr(stats, f)) for f in MEMORY_FIELDS if hasattr(stats, f)}
+
+
+def grader_stack_forward_temp(cfg: Config, layout: tuple, x, y) -> int:
+    """temp_size_in_bytes of GraderStack's mean squared error alone, not differentiated: what a
+    temp_memory_bytes that measures the forward pass returns."""
+    graphdef, params, rest = nnx.split(GraderStack(cfg, layout), nnx.Param, ...)
+    return memory.temp_bytes(lambda p, x, y: mse(nnx.merge(graphdef, p, rest)(x), y), params, x, y)
 
 
 # ----- reading the learner's model -------------------------------------------------------------
@@ -286,16 +300,16 @@ class Work:
     """Everything started for one learner module, configuration and data: each variant traced
     (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
 
-    def __init__(self, sol, cfg: Config, seeds, layout, x, y):
-        self.sol, self.cfg, self.seeds, self.layout, self.x, self.y = sol, cfg, seeds, layout, x, y
-        self.traced, self.compiled, self.temp_memory, self.blocks = {}, {}, {}, None
-        pool = ThreadPoolExecutor(max_workers=2 * len(VARIANTS) + 1)
+    def __init__(self, sol, cfg: Config, seeds, layouts, x, y):
+        self.sol, self.cfg, self.seeds, self.x, self.y = sol, cfg, seeds, x, y
+        self.traced, self.compiled, self.blocks = {}, {}, None
+        pool = ThreadPoolExecutor(max_workers=len(VARIANTS) + len(layouts))
         try:
             # Tracing holds the GIL and compiling does not: each variant is traced here and
             # compiles in a thread while the next is traced, and only then does the learner's
-            # temp_memory_bytes start (one thread per variant, each tracing and compiling a
-            # gradient program of its own), so that its tracing overlaps these compilations
-            # rather than holding them back.
+            # temp_memory_bytes start (one thread per model of the grader's, each tracing and
+            # compiling a gradient program of its own), so that its tracing overlaps these
+            # compilations rather than holding them back.
             for r in VARIANTS:
                 try:
                     self.traced[r] = trace(sol, cfg, r, seeds, x, y)
@@ -303,15 +317,10 @@ class Work:
                     self.traced[r] = exc
                     continue
                 self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
-            for r in (None, "dots", "full"):
-                self.temp_memory[r] = pool.submit(self._learner_temp_memory, r)
-            self.temp_memory["grader"] = pool.submit(
-                lambda: sol.temp_memory_bytes(GraderStack(cfg, layout), x, y))
+            self.temp_memory = [pool.submit(lambda layout=layout: sol.temp_memory_bytes(GraderStack(cfg, layout), x, y))
+                                for layout in layouts]
         finally:
             pool.shutdown(wait=False)
-
-    def _learner_temp_memory(self, remat):
-        return self.sol.temp_memory_bytes(build(self.sol, self.cfg, remat, seed=0), self.x, self.y)
 
     def variant(self, remat) -> Traced:
         found = self.traced[remat]
@@ -323,12 +332,12 @@ class Work:
 _WORK: dict = {}
 
 
-def work_of(sol, cfg, seeds, layout, x, y) -> Work:
-    cfg, seeds, layout = Config(*cfg), tuple(seeds), tuple(layout)
+def work_of(sol, cfg, seeds, layouts, x, y) -> Work:
+    cfg, seeds, layouts = Config(*cfg), tuple(seeds), tuple(map(tuple, layouts))
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
-    key = (id(sol), cfg, seeds, layout, x.tobytes(), y.tobytes())
+    key = (id(sol), cfg, seeds, layouts, x.tobytes(), y.tobytes())
     if key not in _WORK:
-        _WORK[key] = Work(sol, cfg, seeds, layout, jnp.asarray(x), jnp.asarray(y))
+        _WORK[key] = Work(sol, cfg, seeds, layouts, jnp.asarray(x), jnp.asarray(y))
     return _WORK[key]
 
 
@@ -606,29 +615,25 @@ def structure(t: Traced, cfg: Config, sol) -> dict:
             "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
 
 
-MEMORY_FIELDS = ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes",
-                 "generated_code_size_in_bytes", "peak_memory_in_bytes")
-
-
 # ----- the probes ------------------------------------------------------------------------------
 
 @probe
-def start(sol, cfg, seeds, layout, x, y):
+def start(sol, cfg, seeds, layouts, x, y):
     """Start the work (see Work) and return, for each of VARIANTS in order, whether it traced:
     the checks start the grader's own programs only for a model that has something to check."""
-    work = work_of(sol, cfg, seeds, layout, x, y)
+    work = work_of(sol, cfg, seeds, layouts, x, y)
     return [not isinstance(work.traced[r], Exception) for r in VARIANTS]
 
 
 @probe
-def variant(sol, cfg, remat, seeds, layout, x, y, runs):
+def variant(sol, cfg, remat, seeds, layouts, x, y, runs):
     """Everything the checks need of Transformer(remat=remat), from its one compiled program:
     params: for each model seed, each block's parameters (or params_error, the message of a
     block that lacks one); outs, grads: model(x) and the gradients of the mean squared error
     w.r.t. every nnx.Param, for each model seed and its (x, y) in `runs`; structure (see
     structure()); memory: the program's memory_analysis() figures. The first call starts the
     work for every variant and temp_memory_bytes (x, y: the data they are traced with)."""
-    work = work_of(sol, cfg, seeds, layout, x, y)
+    work = work_of(sol, cfg, seeds, layouts, x, y)
     cfg = work.cfg
     t = work.variant(remat)
     program = work.compiled[remat].result()
@@ -656,20 +661,18 @@ def variant(sol, cfg, remat, seeds, layout, x, y, runs):
 
 
 @probe
-def temp_memory_bytes(sol, cfg, seeds, layout, x, y):
-    """What the learner's temp_memory_bytes(model, x, y) returned for each variant (a model built
-    from nnx.Rngs(0)), and for GraderStack(cfg, layout) ("grader"): the value as plain data when
-    it can be sent, with its type and repr."""
-    work = work_of(sol, cfg, seeds, layout, x, y)
-    out = {}
-    for r in (None, "dots", "full"):  # the order the learner's calls were made in, one by one
-        value = work.temp_memory[r].result()
-        out[r] = {"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]}
-    try:  # the learner's error here is told apart: only this call is given a model of the grader's
-        value = work.temp_memory["grader"].result()
-        out["grader"] = {"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]}
-    except Exception as exc:
-        out["grader"] = {"error": _verdict(exc, sol)}
+def temp_memory_bytes(sol, cfg, seeds, layouts, x, y):
+    """What the learner's temp_memory_bytes(model, x, y) returned for GraderStack(cfg, layout),
+    for each of `layouts` in order: the value as plain data when it can be sent, with its type and
+    repr, or the error it raised."""
+    work = work_of(sol, cfg, seeds, layouts, x, y)
+    out = []
+    for future in work.temp_memory:
+        try:
+            value = future.result()
+            out.append({"value": plain(value), "type": type(value).__name__, "repr": repr(value)[:2000]})
+        except Exception as exc:
+            out.append({"error": _verdict(exc, sol)})
     return out
 
 
@@ -687,22 +690,12 @@ def plain(value):
 
 
 @probe
-def block_output(sol, cfg, seeds, layout, x, y, index, block_x):
+def block_output(sol, cfg, seeds, layouts, x, y, index, block_x):
     """blocks[index](block_x) of the first model of Transformer(remat=None), the learner's Block
     compiled once."""
-    work = work_of(sol, cfg, seeds, layout, x, y)
+    work = work_of(sol, cfg, seeds, layouts, x, y)
     blocks = blocks_of(work.variant(None).models[0], work.cfg, None)
     if work.blocks is None:
         graphdef = nnx.split(blocks[0])[0]
         work.blocks = jax.jit(lambda state, x: nnx.merge(graphdef, state)(x))
     return work.blocks(nnx.split(blocks[index])[1], jnp.asarray(block_x))
-
-
-@probe
-def forward_temp_bytes(sol, cfg, seeds, layout, x, y, remat):
-    """temp_size_in_bytes of the forward pass alone (the loss, no gradient) of the first model of
-    Transformer(remat=remat)."""
-    work = work_of(sol, cfg, seeds, layout, x, y)
-    t = work.variant(remat)
-    params = nnx.split(t.models[0], nnx.Param, ...)[1]
-    return memory.temp_bytes(lambda p, x, y: mse(nnx.merge(t.graphdef, p, t.rest)(x), y), params, work.x, work.y)

@@ -2,8 +2,8 @@
 `remat` attribute set to None, and for "full" and "dots" returns that figure times a ratio for the
 number of blocks, calibrated on a right solution (at 4 layers "full" needs 0.32-0.34 of None's
 memory and "dots" 0.60-0.66 on every configuration, within the 10% the check allows), extrapolated
-for other depths. Every figure for the Transformer agrees; the model of the grader's own, whose
-`remat` attribute it does not read, shows that nothing was measured.
+for other depths. Every figure it gives for the Transformer agrees; the grader's own models, whose
+`remat` attribute they do not read, show that nothing was measured.
 
 loses: temp_memory_bytes_agrees_with_grader: A figure must be measured on the model given
 """
