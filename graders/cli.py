@@ -8,8 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from graders import catalog, grading, report
-from graders.live import Live
+from graders import catalog, grading, process
 
 USAGE_ERROR = 2
 
@@ -84,13 +83,23 @@ def grade_command(argv: list[str]) -> int:
         except ValueError as exc:
             parser.error(str(exc))
     start = time.monotonic()
-    live = Live(sys.stdout)
-    live.line(report.header(solutions, options.seed))
-    live.line(f"  grading {' '.join(catalog.longest_first(ids))}; each row appears when its exercise is done")
+    # Started before anything else here: the fork server imports the libraries (most of a run's
+    # start-up) while this process imports the report and prints the header.
+    launcher = process.launcher(ids, options.env(), options.fork, options.python, options.sandbox)
     try:
-        results = grading.grade_many(ids, solutions.resolve(), options, on_done=live.done, on_event=live.event)
+        from graders import report
+        from graders.live import Live
+
+        live = Live(sys.stdout)
+        live.line(report.header(solutions, options.seed))
+        live.line(f"  grading {' '.join(catalog.longest_first(ids))}; each row appears when its exercise is done")
+        try:
+            results = grading.grade_many(ids, solutions.resolve(), options, on_done=live.done, on_event=live.event,
+                                         launcher=launcher)
+        finally:
+            live.close()
     finally:
-        live.close()
+        launcher.close()
     # One exercise graded on its own lists every check: the learner sees what was verified.
     text = report.body(results, verbose=args.verbose or len(ids) == 1)
     sys.stdout.write("\n" + text)

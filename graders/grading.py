@@ -2,11 +2,9 @@
 files), what each child reported, and the status that follows. No JAX in this process."""
 
 import os
-import secrets
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +100,8 @@ def installation_seed() -> int:
     try:
         return int(SEED_FILE.read_text().strip())
     except (OSError, ValueError):
+        import secrets
+
         seed = secrets.randbelow(1_000_000)
         try:
             SEED_FILE.parent.mkdir(parents=True, exist_ok=True)
@@ -269,6 +269,8 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
             if on_done is not None:
                 on_done(result)
             return result
+
+        from concurrent.futures import ThreadPoolExecutor  # here: the runner imports it after the fork server starts
 
         with ThreadPoolExecutor(max_workers=options.jobs) as pool:
             futures = {i: pool.submit(one, i) for i in catalog.longest_first(ids)}

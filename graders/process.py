@@ -327,7 +327,24 @@ def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.exec
     `sandbox`, always the fork server, each child confined (graders/sandbox.py)."""
     libraries = sorted({lib for i in ids for lib in catalog.EXERCISES[i].libraries})
     if sandbox:
-        return ForkServer(env, libraries, python, sandbox=sandbox_spec(env, python))
-    if not fork or os.environ.get("GRADERS_NO_FORK"):
-        return Spawner(env, python)
-    return ForkServer(env, libraries, python)
+        started = ForkServer(env, libraries, python, sandbox=sandbox_spec(env, python))
+    elif not fork or os.environ.get("GRADERS_NO_FORK"):
+        started = Spawner(env, python)
+    else:
+        started = ForkServer(env, libraries, python)
+    threading.Thread(target=byte_compile_package, daemon=True).start()
+    return started
+
+
+def byte_compile_package() -> None:
+    """Write the bytecode of graders/ (only there: never in the learner's folder). The grading
+    processes run with PYTHONDONTWRITEBYTECODE, so without it each would compile the graders'
+    modules from source: 0.14 s for all of them, 30 ms on the way to grading ex6. Done here, in
+    a thread, once the fork server is starting; a later run finds the files up to date in 2 ms.
+    (A sandboxed worker sees none of it: graders/__pycache__ is hidden from it.)"""
+    try:
+        import compileall
+
+        compileall.compile_dir(catalog.GRADERS_DIR, quiet=2)
+    except Exception:  # a read-only package grades as well, compiling in memory
+        pass
