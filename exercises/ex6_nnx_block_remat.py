@@ -51,8 +51,8 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
     gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
     "full" and None (the report shows the figures);
   * `temp_memory_bytes` returns the grader's figure (within 10%) for two models of the
-    grader's own, each of two blocks, some checkpointed: measure the model you are given,
-    whatever it is.
+    grader's own, each of two blocks, some checkpointed, of sizes drawn at grading time:
+    measure the model you are given, whatever it is.
 """
 
 import jax

@@ -144,22 +144,27 @@ def own_programs(cfg: Config) -> dict:
     return futures
 
 
-def own_stack_memory(cfg: Config, layout: tuple) -> dict:
-    """memory_analysis() of the gradient of the grader's own model (GraderStack) with this
-    layout, by field; kept between runs (graders/memo.py)."""
-    x, y = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data(cfg, 0, 0))
-    return memo.stored("ex6 grader stack memory", (tuple(cfg), layout), lambda: grader_stack_memory(cfg, layout, x, y))
+def own_stack_memory(c: Config, layout: tuple) -> dict:
+    """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by
+    field; kept between runs (graders/memo.py)."""
+    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)
+    return memo.stored("ex6 grader stack memory", (tuple(c), layout), lambda: grader_stack_memory(c, layout, x, x))
 
 
-def own_stack_forward_temp(cfg: Config, layout: tuple) -> int:
-    x, y = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data(cfg, 0, 0))
-    return memo.stored("ex6 grader stack forward temp", (tuple(cfg), layout),
-                       lambda: grader_stack_forward_temp(cfg, layout, x, y))
+def own_stack_forward_temp(c: Config, layout: tuple) -> int:
+    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)
+    return memo.stored("ex6 grader stack forward temp", (tuple(c), layout),
+                       lambda: grader_stack_forward_temp(c, layout, x, x))
 
 
 def describe_layout(layout: tuple) -> str:
     return f"{len(layout)} blocks: " + ", ".join(
         f"blocks[{i}] {'plain' if how is None else f'checkpointed as {how!r}'}" for i, how in enumerate(layout))
+
+
+def describe_stack(c: Config, layout: tuple) -> str:
+    return (f"{describe_layout(layout)}; d_model={c.d_model}, heads={c.heads}, d_ff={c.d_ff}; x and y of shape "
+            f"{(c.batch, c.length, c.d_model)}")
 
 
 def own_kept_bytes(cfg: Config) -> dict:
@@ -187,24 +192,40 @@ def data(cfg: Config, grading_seed: int, k: int):
     return (np.asarray(r.normal(size=shape), np.float32), np.asarray(r.normal(size=shape), np.float32))
 
 
-def stack_layouts(seed: int) -> tuple:
-    """The grader's own models (GraderStack) that temp_memory_bytes is given: two of two blocks,
-    each block run plainly (None), "full" or "dots", drawn from the grading seed so that each of
-    the three ways is in one of them and no figure of the learner's Transformer predicts theirs.
+# The sizes the grader's own models are drawn from, for each model apart (two blocks each): over
+# 100,000 shapes with every axis a distinct size, times 9 layouts, so that no table of figures
+# computed beforehand holds theirs (tests/test_ex6_grader.py counts them). Compiling takes about
+# as long whatever the sizes.
+STACK_SIZES = {"batch": range(3, 8), "length": range(5, 25), "heads": range(1, 6), "head": range(3, 10),
+               "d_ff": range(6, 129)}
+
+
+def stack_specs(seed: int) -> tuple:
+    """The grader's own models (GraderStack) that temp_memory_bytes is given, as (configuration,
+    layout): two of two blocks, each block run plainly (None), "full" or "dots", drawn so that each
+    of the three ways is in one of them, and each model's sizes drawn from STACK_SIZES (every axis
+    a distinct size), all from the grading seed.
     Models of the grader's, not the learner's variants: a function that measures whatever model it
     is given measures these too, and one that does not is caught here, whatever it returns for
     the learner's own Transformer; two blocks each, since both are compiled after every edit."""
     rng = np.random.default_rng((seed, 6))
     ways = [*VARIANTS, VARIANTS[int(rng.integers(len(VARIANTS)))]]
     ways = [ways[int(i)] for i in rng.permutation(len(ways))]
-    return tuple(ways[:2]), tuple(ways[2:])
+    specs = []
+    for layout in (tuple(ways[:2]), tuple(ways[2:])):
+        while True:
+            b, t, h, hd, f = (int(rng.choice(STACK_SIZES[k])) for k in ("batch", "length", "heads", "head", "d_ff"))
+            sizes = (len(layout), b, t, h, hd, h * hd, f)
+            if len(set(sizes)) == len(sizes):
+                break
+        specs.append((Config(len(layout), b, t, h * hd, h, f), layout))
+    return tuple(specs)
 
 
 def probe_args(cfg: Config, seed: int) -> tuple:
     """What every probe is given to find the work already started: the configuration, the model
-    seeds, the layouts of the grader's own models, and the data the variants are traced with (and
-    temp_memory_bytes is called with)."""
-    return (tuple(cfg), MODEL_SEEDS, stack_layouts(seed), *data(cfg, 0, 0))
+    seeds, the grader's own models, and the data the variants are traced with."""
+    return (tuple(cfg), MODEL_SEEDS, tuple((tuple(c), layout) for c, layout in stack_specs(seed)), *data(cfg, 0, 0))
 
 
 @functools.cache
@@ -223,9 +244,9 @@ def variant(run: Run, cfg: Config, remat) -> dict:
         # The grader's own programs compile while the learner's do; a model that does not even
         # trace (the stub, a half-written module) has nothing to compare with them.
         own_programs(cfg)
-    cfg_args, seeds, layouts, x, y = probe_args(cfg, run.seed)
+    cfg_args, seeds, stacks, x, y = probe_args(cfg, run.seed)
     runs = [data(cfg, run.seed, k + 1) for k in range(len(MODEL_SEEDS))]
-    reply = run.worker.variant(cfg_args, remat, seeds, layouts, x, y, runs)
+    reply = run.worker.variant(cfg_args, remat, seeds, stacks, x, y, runs)
     if not well_formed(reply, cfg):
         # Only a process that did not run the probe sends this: the checks below zip lists, so a
         # short one must not pass for a right one.
@@ -786,12 +807,12 @@ def test_dots_memory_lies_between(worker, seed):
 @pytest.mark.points(2)
 def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
     """temp_memory_bytes(model, x, y) gives the grader's figure for two models of the grader's own."""
-    cfg, layouts = config(seed), stack_layouts(seed)
+    cfg, stacks = config(seed), stack_specs(seed)
     returned = worker.temp_memory_bytes(*probe_args(cfg, seed))
-    if not (isinstance(returned, list) and len(returned) == len(layouts) and all(isinstance(r, dict) for r in returned)):
+    if not (isinstance(returned, list) and len(returned) == len(stacks) and all(isinstance(r, dict) for r in returned)):
         raise Verdict("failed", "the process running your code sent back something no probe sends")
-    models = [f"a model of the grader's own ({describe_layout(layout)}; its `remat` attribute, which it does not "
-              "read, says 'full')" for layout in layouts]
+    models = [f"a model of the grader's own ({describe_stack(c, layout)}; its `remat` attribute, which it does not "
+              "read, says 'full')" for c, layout in stacks]
     got = []
     for what, reply in zip(models, returned):
         if "error" in reply:
@@ -801,11 +822,11 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
             raise Verdict("failed", f"given {what}, temp_memory_bytes raised: {message}"[:2000])
         got.append(returned_int(reply, f"temp_memory_bytes for {what}",
                                 "Hint: return int(compiled.memory_analysis().temp_size_in_bytes), a number of bytes."))
-    stats = [own_stack_memory(cfg, layout) for layout in layouts]
+    stats = [own_stack_memory(c, layout) for c, layout in stacks]
     note("your temp_memory_bytes on the grader's own models: " + " | ".join(
-        f"{describe_layout(layout)}: {kib(g)} (the grader measures {kib(s['temp_size_in_bytes'])})"
-        for layout, g, s in zip(layouts, got, stats)))
-    for layout, what, g, stat in zip(layouts, models, got, stats):
+        f"{describe_layout(layout)}, d_model={c.d_model}: {kib(g)} (the grader measures {kib(s['temp_size_in_bytes'])})"
+        for (c, layout), g, s in zip(stacks, got, stats)))
+    for (c, layout), what, g, stat in zip(stacks, models, got, stats):
         expected = stat["temp_size_in_bytes"]
         if abs(g - expected) <= MEMORY_AGREEMENT * expected:
             continue
@@ -814,7 +835,7 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
         for field, value in stat.items():
             if field != "temp_size_in_bytes" and value == g:
                 fail(f"{where}. {g:,} is the program's {field}. Hint: read temp_size_in_bytes.")
-        forward = own_stack_forward_temp(cfg, layout)
+        forward = own_stack_forward_temp(c, layout)
         if abs(g - forward) <= MEMORY_AGREEMENT * forward:
             fail(f"{where}. {g:,} bytes is what the forward pass alone needs: checkpointing only pays off in the "
                  "gradient. Hint: compile jax.grad of the loss w.r.t. the nnx.Param state.")

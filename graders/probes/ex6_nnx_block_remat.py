@@ -198,7 +198,7 @@ class GraderStack(nnx.Module):
     and a `remat` attribute, which it does not read."""
 
     def __init__(self, cfg: Config, layout: tuple):
-        rng = np.random.default_rng(len(layout))
+        rng = np.random.default_rng((len(layout), *cfg))
         self.blocks = nnx.List([GraderBlock(cfg, rng) for _ in layout])
         self.layout = tuple(layout)
         self.remat = "full"
@@ -207,6 +207,13 @@ class GraderStack(nnx.Module):
         for block, how in zip(self.blocks, self.layout):
             x = block(x) if how is None else nnx.remat(lambda b, x: b(x), policy=HOW[how])(block, x)
         return x
+
+
+def stack_data(cfg: Config):
+    """x and y that GraderStack(cfg, ...) is given: only their shapes matter to its memory."""
+    r = np.random.default_rng(tuple(cfg))
+    shape = (cfg.batch, cfg.length, cfg.d_model)
+    return tuple(jnp.asarray(r.normal(size=shape), jnp.float32) for _ in range(2))
 
 
 def grader_stack_memory(cfg: Config, layout: tuple, x, y) -> dict:
@@ -300,10 +307,10 @@ class Work:
     """Everything started for one learner module, configuration and data: each variant traced
     (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
 
-    def __init__(self, sol, cfg: Config, seeds, layouts, x, y):
+    def __init__(self, sol, cfg: Config, seeds, stacks, x, y):
         self.sol, self.cfg, self.seeds, self.x, self.y = sol, cfg, seeds, x, y
         self.traced, self.compiled, self.blocks = {}, {}, None
-        pool = ThreadPoolExecutor(max_workers=len(VARIANTS) + len(layouts))
+        pool = ThreadPoolExecutor(max_workers=len(VARIANTS) + len(stacks))
         try:
             # Tracing holds the GIL and compiling does not: each variant is traced here and
             # compiles in a thread while the next is traced, and only then does the learner's
@@ -317,8 +324,9 @@ class Work:
                     self.traced[r] = exc
                     continue
                 self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
-            self.temp_memory = [pool.submit(lambda layout=layout: sol.temp_memory_bytes(GraderStack(cfg, layout), x, y))
-                                for layout in layouts]
+            self.temp_memory = [pool.submit(lambda c=Config(*c), layout=layout:
+                                            sol.temp_memory_bytes(GraderStack(c, layout), *stack_data(c)))
+                                for c, layout in stacks]
         finally:
             pool.shutdown(wait=False)
 
@@ -332,12 +340,13 @@ class Work:
 _WORK: dict = {}
 
 
-def work_of(sol, cfg, seeds, layouts, x, y) -> Work:
-    cfg, seeds, layouts = Config(*cfg), tuple(seeds), tuple(map(tuple, layouts))
+def work_of(sol, cfg, seeds, stacks, x, y) -> Work:
+    cfg, seeds = Config(*cfg), tuple(seeds)
+    stacks = tuple((tuple(c), tuple(layout)) for c, layout in stacks)
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
-    key = (id(sol), cfg, seeds, layouts, x.tobytes(), y.tobytes())
+    key = (id(sol), cfg, seeds, stacks, x.tobytes(), y.tobytes())
     if key not in _WORK:
-        _WORK[key] = Work(sol, cfg, seeds, layouts, jnp.asarray(x), jnp.asarray(y))
+        _WORK[key] = Work(sol, cfg, seeds, stacks, jnp.asarray(x), jnp.asarray(y))
     return _WORK[key]
 
 
@@ -618,22 +627,22 @@ def structure(t: Traced, cfg: Config, sol) -> dict:
 # ----- the probes ------------------------------------------------------------------------------
 
 @probe
-def start(sol, cfg, seeds, layouts, x, y):
+def start(sol, cfg, seeds, stacks, x, y):
     """Start the work (see Work) and return, for each of VARIANTS in order, whether it traced:
     the checks start the grader's own programs only for a model that has something to check."""
-    work = work_of(sol, cfg, seeds, layouts, x, y)
+    work = work_of(sol, cfg, seeds, stacks, x, y)
     return [not isinstance(work.traced[r], Exception) for r in VARIANTS]
 
 
 @probe
-def variant(sol, cfg, remat, seeds, layouts, x, y, runs):
+def variant(sol, cfg, remat, seeds, stacks, x, y, runs):
     """Everything the checks need of Transformer(remat=remat), from its one compiled program:
     params: for each model seed, each block's parameters (or params_error, the message of a
     block that lacks one); outs, grads: model(x) and the gradients of the mean squared error
     w.r.t. every nnx.Param, for each model seed and its (x, y) in `runs`; structure (see
     structure()); memory: the program's memory_analysis() figures. The first call starts the
     work for every variant and temp_memory_bytes (x, y: the data they are traced with)."""
-    work = work_of(sol, cfg, seeds, layouts, x, y)
+    work = work_of(sol, cfg, seeds, stacks, x, y)
     cfg = work.cfg
     t = work.variant(remat)
     program = work.compiled[remat].result()
@@ -661,11 +670,11 @@ def variant(sol, cfg, remat, seeds, layouts, x, y, runs):
 
 
 @probe
-def temp_memory_bytes(sol, cfg, seeds, layouts, x, y):
-    """What the learner's temp_memory_bytes(model, x, y) returned for GraderStack(cfg, layout),
-    for each of `layouts` in order: the value as plain data when it can be sent, with its type and
+def temp_memory_bytes(sol, cfg, seeds, stacks, x, y):
+    """What the learner's temp_memory_bytes(model, x, y) returned for GraderStack(c, layout) and
+    stack_data(c), for each (c, layout) of `stacks` in order: the value as plain data when it can be sent, with its type and
     repr, or the error it raised."""
-    work = work_of(sol, cfg, seeds, layouts, x, y)
+    work = work_of(sol, cfg, seeds, stacks, x, y)
     out = []
     for future in work.temp_memory:
         try:
@@ -690,10 +699,10 @@ def plain(value):
 
 
 @probe
-def block_output(sol, cfg, seeds, layouts, x, y, index, block_x):
+def block_output(sol, cfg, seeds, stacks, x, y, index, block_x):
     """blocks[index](block_x) of the first model of Transformer(remat=None), the learner's Block
     compiled once."""
-    work = work_of(sol, cfg, seeds, layouts, x, y)
+    work = work_of(sol, cfg, seeds, stacks, x, y)
     blocks = blocks_of(work.variant(None).models[0], work.cfg, None)
     if work.blocks is None:
         graphdef = nnx.split(blocks[0])[0]
