@@ -147,11 +147,12 @@ def own_programs(cfg: Config) -> dict:
 def own_stack_memory(c: Config, layout: tuple) -> dict:
     """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by
     field; kept between runs (graders/memo.py)."""
-    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)
+    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)  # x and y alike
     return memo.stored("ex6 grader stack memory", (tuple(c), layout), lambda: grader_stack_memory(c, layout, x, x))
 
 
 def own_stack_forward_temp(c: Config, layout: tuple) -> int:
+    """temp_size_in_bytes of that model's loss alone, not differentiated; kept between runs."""
     x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)
     return memo.stored("ex6 grader stack forward temp", (tuple(c), layout),
                        lambda: grader_stack_forward_temp(c, layout, x, x))
@@ -599,8 +600,9 @@ def memory_diagnosis(run: Run, cfg: Config) -> str:
 SIDE_CHANNELS = "a callback that returns values, such as jax.pure_callback, or a mutable array made with jax.new_ref"
 
 
-def require_no_side_channels(run: Run, cfg: Config) -> None:
-    """temp_size_in_bytes says what a gradient keeps only if every value stays in the program."""
+def require_measurable(run: Run, cfg: Config) -> None:
+    """temp_size_in_bytes says what a gradient keeps only if every value stays in the program
+    and the gradient runs on one device (the figure is what one device holds)."""
     for r in VARIANTS:
         found = structure(run, cfg, r).side_channels
         if found:
@@ -609,12 +611,6 @@ def require_no_side_channels(run: Run, cfg: Config) -> None:
                  "leaves the program there (say, activations kept on the host or in a mutable array) is not in the "
                  "temporary memory the grader measures, so the figure says nothing about what the gradient keeps. "
                  "Hint: the exercise needs neither; let nnx.remat recompute each block.")
-
-
-def require_one_device(run: Run, cfg: Config) -> None:
-    """temp_size_in_bytes is what one device holds: it says what a gradient keeps only if the
-    gradient runs on one device."""
-    for r in VARIANTS:
         devices = variant(run, cfg, r)["devices"]
         if devices > 1:
             fail(f"the gradient of Transformer(remat={show(r)}) runs on {devices} devices (its values are sharded "
@@ -633,6 +629,17 @@ def require_one_whole_block_per_checkpoint(run: Run, cfg: Config, remat) -> None
     problem = content_problem(run, cfg, remat)
     if problem:
         fail(f"the policy of remat={show(remat)} is read from checkpoints that each hold one whole block: {problem}")
+
+
+def returned_well_formed(reply) -> bool:
+    """Whether a reply is what the temp_memory_bytes probe sends for one call: {"value", "type",
+    "repr"}, or {"error": [outcome, message]}."""
+    if not isinstance(reply, dict):
+        return False
+    if set(reply) == {"error"}:
+        error = reply["error"]
+        return isinstance(error, (list, tuple)) and len(error) == 2 and all(isinstance(e, str) for e in error)
+    return set(reply) == {"value", "type", "repr"} and isinstance(reply["type"], str) and isinstance(reply["repr"], str)
 
 
 def returned_int(reply: dict, what: str, hint: str = "") -> int:
@@ -777,8 +784,7 @@ def test_dots_uses_dots_saveable(worker, seed):
 def test_full_remat_matches_per_block_remat(worker, seed, note):
     """"full" needs no more temporary memory than the grader's own per-block checkpointed gradient."""
     run, cfg = Run(worker, seed), config(seed)
-    require_no_side_channels(run, cfg)
-    require_one_device(run, cfg)
+    require_measurable(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = {r: own_temp(cfg, r) for r in ("full", "dots")}
     note(f"temp memory of the gradient, measured by the grader ({cfg.text()}): {figures(values)}; "
@@ -793,8 +799,7 @@ def test_full_remat_matches_per_block_remat(worker, seed, note):
 def test_dots_memory_lies_between(worker, seed):
     """"dots" needs less temporary memory than None, more than "full", and no more than the grader's own."""
     run, cfg = Run(worker, seed), config(seed)
-    require_no_side_channels(run, cfg)
-    require_one_device(run, cfg)
+    require_measurable(run, cfg)
     values = {r: temp(run, cfg, r) for r in (None, "dots", "full")}
     own = own_temp(cfg, "dots")
     if not values["full"] < values["dots"] < values[None]:
@@ -809,7 +814,7 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
     """temp_memory_bytes(model, x, y) gives the grader's figure for two models of the grader's own."""
     cfg, stacks = config(seed), stack_specs(seed)
     returned = worker.temp_memory_bytes(*probe_args(cfg, seed))
-    if not (isinstance(returned, list) and len(returned) == len(stacks) and all(isinstance(r, dict) for r in returned)):
+    if not (isinstance(returned, list) and len(returned) == len(stacks) and all(map(returned_well_formed, returned))):
         raise Verdict("failed", "the process running your code sent back something no probe sends")
     models = [f"a model of the grader's own ({describe_stack(c, layout)}; its `remat` attribute, which it does not "
               "read, says 'full')" for c, layout in stacks]

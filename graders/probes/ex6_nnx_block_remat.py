@@ -56,11 +56,6 @@ MARKERS = {"dot_general": "matmuls", "rsqrt": "LayerNorm normalisations",
            "exp": "softmax exponentials", "tanh": "GELU tanh"}
 
 
-# What memory_analysis() reports of a program, sent back for the checks to compare with.
-MEMORY_FIELDS = ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes",
-                 "generated_code_size_in_bytes", "peak_memory_in_bytes")
-
-
 def show(remat) -> str:
     return "None" if remat is None else repr(remat)
 
@@ -216,20 +211,24 @@ def stack_data(cfg: Config):
     return tuple(jnp.asarray(r.normal(size=shape), jnp.float32) for _ in range(2))
 
 
+def _stack_loss(cfg: Config, layout: tuple):
+    """GraderStack's nnx.Param state, and its mean squared error as a pure function of it."""
+    graphdef, params, rest = nnx.split(GraderStack(cfg, layout), nnx.Param, ...)
+    return params, lambda p, x, y: mse(nnx.merge(graphdef, p, rest)(x), y)
+
+
 def grader_stack_memory(cfg: Config, layout: tuple, x, y) -> dict:
     """memory_analysis() of the gradient of the mean squared error of GraderStack w.r.t. its
     nnx.Param state, by field: its temp_size_in_bytes is what temp_memory_bytes should return."""
-    graphdef, params, rest = nnx.split(GraderStack(cfg, layout), nnx.Param, ...)
-    stats = memory.compile_fn(lambda p, x, y: jax.grad(lambda p: mse(nnx.merge(graphdef, p, rest)(x), y))(p),
-                              params, x, y).memory_analysis()
-    return {f: int(getattr(stats, f)) for f in MEMORY_FIELDS if hasattr(stats, f)}
+    params, loss = _stack_loss(cfg, layout)
+    return memory.memory_figures(memory.compile_fn(jax.grad(loss), params, x, y))
 
 
 def grader_stack_forward_temp(cfg: Config, layout: tuple, x, y) -> int:
     """temp_size_in_bytes of GraderStack's mean squared error alone, not differentiated: what a
     temp_memory_bytes that measures the forward pass returns."""
-    graphdef, params, rest = nnx.split(GraderStack(cfg, layout), nnx.Param, ...)
-    return memory.temp_bytes(lambda p, x, y: mse(nnx.merge(graphdef, p, rest)(x), y), params, x, y)
+    params, loss = _stack_loss(cfg, layout)
+    return memory.temp_bytes(loss, params, x, y)
 
 
 # ----- reading the learner's model -------------------------------------------------------------
@@ -308,8 +307,7 @@ class Work:
     (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
 
     def __init__(self, sol, cfg: Config, seeds, stacks, x, y):
-        self.sol, self.cfg, self.seeds, self.x, self.y = sol, cfg, seeds, x, y
-        self.traced, self.compiled, self.blocks = {}, {}, None
+        self.cfg, self.traced, self.compiled, self.blocks = cfg, {}, {}, None
         pool = ThreadPoolExecutor(max_workers=len(VARIANTS) + len(stacks))
         try:
             # Tracing holds the GIL and compiling does not: each variant is traced here and
@@ -646,14 +644,13 @@ def variant(sol, cfg, remat, seeds, stacks, x, y, runs):
     cfg = work.cfg
     t = work.variant(remat)
     program = work.compiled[remat].result()
-    stats = program.memory_analysis()
     try:
         found = structure(t, cfg, sol)
     except Exception as exc:  # only the checks that read the structure say so
         found = {"error": _verdict(exc, sol)}
     shardings = jax.tree.leaves((program.input_shardings, program.output_shardings))
     reply = {"structure": found,
-             "memory": {f: int(getattr(stats, f)) for f in MEMORY_FIELDS if hasattr(stats, f)},
+             "memory": memory.memory_figures(program),
              # memory_analysis() is per device: a program spread over several says less than it keeps
              "devices": max((len(s.device_set) for s in shardings), default=1),
              "params": None, "params_error": None, "outs": [], "grads": []}
@@ -672,8 +669,8 @@ def variant(sol, cfg, remat, seeds, stacks, x, y, runs):
 @probe
 def temp_memory_bytes(sol, cfg, seeds, stacks, x, y):
     """What the learner's temp_memory_bytes(model, x, y) returned for GraderStack(c, layout) and
-    stack_data(c), for each (c, layout) of `stacks` in order: the value as plain data when it can be sent, with its type and
-    repr, or the error it raised."""
+    stack_data(c), for each (c, layout) of `stacks` in order: the value as plain data when it
+    can be sent, with its type and repr, or the error it raised."""
     work = work_of(sol, cfg, seeds, stacks, x, y)
     out = []
     for future in work.temp_memory:
