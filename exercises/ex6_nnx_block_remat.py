@@ -50,8 +50,9 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
   * temporary memory, measured by the grader: "full" needs no more than the grader's own
     gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
     "full" and None (the report shows the figures);
-  * `temp_memory_bytes` returns the grader's figure (within 10%) for two models of the
-    grader's own, each of two blocks, some checkpointed, of sizes drawn at grading time:
+  * `temp_memory_bytes` returns the grader's figure (within 10%) for a model of the
+    grader's own, of three blocks (one run plainly, one "full", one "dots", in an order drawn
+    at grading time) and of sizes drawn at grading time:
     measure the model you are given, whatever it is.
 """
 

@@ -2,8 +2,8 @@
 
 The first call (`start`, or any probe) starts all the work: each variant (None, "full", "dots")
 is traced, and compiled in a thread as soon as it is traced (XLA compilation releases the GIL),
-then the learner's temp_memory_bytes runs on each of the grader's own models (GraderStack) in a
-thread of its own. `variant` hands
+then the learner's temp_memory_bytes runs on the grader's own model (GraderStack) in a thread
+of its own. `variant` hands
 back everything the checks need of one variant, read from that one program: the parameters
 and the numbers of two models, what its checkpoints hold and which policy each carries, and
 memory_analysis(). The checks (graders/test_ex6_nnx_block_remat.py) draw the configuration and
@@ -177,7 +177,8 @@ class GraderBlock(nnx.Module):
         groups: dict = {}
         for path, shape in param_shapes(cfg).items():
             module, name = path.split(".")
-            groups.setdefault(module, {})[name] = jnp.asarray(0.3 * rng.normal(size=shape), jnp.float32)
+            # float32 in NumPy: jnp.asarray of a float64 array runs a conversion program per shape
+            groups.setdefault(module, {})[name] = jnp.asarray((0.3 * rng.normal(size=shape)).astype(np.float32))
         for module, arrays in groups.items():
             setattr(self, module, _Params(**arrays))
         self.heads = cfg.heads
@@ -208,7 +209,7 @@ def stack_data(cfg: Config):
     """x and y that GraderStack(cfg, ...) is given: only their shapes matter to its memory."""
     r = np.random.default_rng(tuple(cfg))
     shape = (cfg.batch, cfg.length, cfg.d_model)
-    return tuple(jnp.asarray(r.normal(size=shape), jnp.float32) for _ in range(2))
+    return tuple(jnp.asarray(r.normal(size=shape).astype(np.float32)) for _ in range(2))
 
 
 def _stack_loss(cfg: Config, layout: tuple):
@@ -312,8 +313,8 @@ class Work:
         try:
             # Tracing holds the GIL and compiling does not: each variant is traced here and
             # compiles in a thread while the next is traced, and only then does the learner's
-            # temp_memory_bytes start (one thread per model of the grader's, each tracing and
-            # compiling a gradient program of its own), so that its tracing overlaps these
+            # temp_memory_bytes start (in a thread, tracing and compiling the gradient of the
+            # grader's model), so that its tracing overlaps these
             # compilations rather than holding them back.
             for r in VARIANTS:
                 try:
