@@ -27,26 +27,44 @@ class Exercise:
     # An exercise whose answer is plain data (the quiz's ANSWERS): under --sandbox, a confined
     # process only reads these values, and the checks run where no learner code ever ran.
     data: tuple[str, ...] = ()
+    # make bench's edit loop, the learner's-loop issue's measure: (text, replacement) pairs that
+    # put a `* 1.0` into each computation of the reference that ends up in a compiled program,
+    # so that every program the learner writes changes and misses the compilation cache (the
+    # graders' own still hit it). tests/test_catalog.py checks that each text occurs once.
+    edit: tuple[tuple[str, str], ...] = ()
 
 
 _ALL = (
     Exercise("ex1", "ex1_token_accumulation", "token-weighted gradient accumulation",
-             "the chapter's Exercise 1", cost=1.7),
+             "the chapter's Exercise 1", cost=1.7,
+             edit=(("(jnp.tanh(x @ w) - y) ** 2", "(jnp.tanh(x @ w) - y) ** 2 * 1.0"),)),
     Exercise("ex2", "ex2_sqrt_checkpointing", "sqrt(L) grouped checkpointing",
-             "the chapter's Exercise 2", cost=6.5),
+             "the chapter's Exercise 2", cost=6.5,
+             edit=(("return x + jnp.tanh(x @ w), None", "return x + jnp.tanh(x @ w) * 1.0, None"),)),
     Exercise("ex3", "ex3_fsdp_shard_map", "FSDP by hand with shard_map",
-             "the chapter's Exercise 3", cost=1.2),
+             "the chapter's Exercise 3", cost=1.2,
+             edit=(("@ w2 - y_blk) ** 2)", "@ w2 - y_blk) ** 2 * 1.0)"),)),
     Exercise("ex4", "ex4_master_weights", "fp32 master weights",
-             "the chapter's Exercise 4", cost=0.8, libraries=("jax", "ml_dtypes")),
+             "the chapter's Exercise 4", cost=0.8, libraries=("jax", "ml_dtypes"),
+             edit=(("return (w - lr * grad)", "return (w * 1.0 - lr * grad)"),
+                   ("return w - jnp.float32(lr * grad)", "return w * 1.0 - jnp.float32(lr * grad)"))),
     Exercise("ex5", "ex5_linen_checkpoint", "Linen nn.checkpoint",
-             "a Linen checkpointing task", cost=5.1, libraries=("jax", "flax.linen")),
+             "a Linen checkpointing task", cost=5.1, libraries=("jax", "flax.linen"),
+             edit=(("return nn.Dense(self.features)(x)", "return nn.Dense(self.features)(x) * 1.0"),)),
     Exercise("ex6", "ex6_nnx_block_remat", "per-block nnx.remat",
              "an NNX rematerialization tutorial and the chapter's section 6.10", cost=19.3,
-             libraries=("jax", "flax.nnx")),
+             libraries=("jax", "flax.nnx"),
+             edit=(("return h + self.fc2(jax.nn.gelu(self.fc1(self.ln2(h))))",
+                    "return h + self.fc2(jax.nn.gelu(self.fc1(self.ln2(h)))) * 1.0"),
+                   ("return jnp.mean((model(x) - y) ** 2)", "return jnp.mean((model(x) - y) ** 2) * 1.0"))),
     Exercise("ex7", "ex7_megatron_tp", "Megatron tensor parallelism",
-             "the chapter's section 6.8", cost=2.4, libraries=("jax", "optax")),
+             "the chapter's section 6.8", cost=2.4, libraries=("jax", "optax"),
+             edit=(("h = jax.nn.relu(x @ w1)", "h = jax.nn.relu(x @ w1) * 1.0"),
+                   ("partial = jax.nn.relu(x_blk @ w1_blk) @ w2_blk", "partial = jax.nn.relu(x_blk @ w1_blk) @ w2_blk * 1.0"))),
     Exercise("ex8", "ex8_loss_scaling", "dynamic loss scaling in fp16",
-             "the chapter's section 6.7", cost=3.6, libraries=("jax", "optax")),
+             "the chapter's section 6.7", cost=3.6, libraries=("jax", "optax"),
+             edit=(("lambda g: g / scale", "lambda g: g / scale * 1.0"),
+                   ("jnp.maximum(ls.scale / factor, min_scale)", "jnp.maximum(ls.scale / factor * 1.0, min_scale)"))),
     Exercise("quiz", "quiz", "quiz", "the chapter's quiz, the tutorial's bugs, bf16's range and Explicit-axis matmuls",
              cost=0.3, libraries=(), data=("ANSWERS",)),
 )
@@ -55,6 +73,14 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in _ALL}
 # Files of graders/ that only the trusted side may read: a release leaves them out, and a
 # sandboxed grading process sees them empty.
 SECRETS = (GRADERS_DIR / "quiz_key.json",)
+
+
+def edited(ex_id: str, text: str, times: int = 1) -> str:
+    """A module's text with the exercise's bench edit applied (see Exercise.edit), its `* 1.0`
+    repeated `times` times: each count makes programs of their own."""
+    for old, new in EXERCISES[ex_id].edit:
+        text = text.replace(old, new.replace(" * 1.0", " * 1.0" * times), 1)
+    return text
 
 
 def needs_jax(ex_id: str) -> bool:

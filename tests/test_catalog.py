@@ -96,3 +96,20 @@ def test_readme_total_is_the_sum_of_the_exercises():
     total = sum(c.points for e in IDS for c in read_checks(catalog.grader_file(e)))
     found = re.search(r"\*\*(\d+) points\*\* in all", text)
     assert found and int(found.group(1)) == total, f"README should say **{total} points** in all"
+
+
+@pytest.mark.parametrize("ex_id", [e for e in IDS if catalog.needs_jax(e)])
+def test_the_bench_edit_puts_a_times_one_into_the_reference_once_per_anchor(ex_id):
+    # make bench's edit loop grades the reference with this edit: an anchor that no longer
+    # occurs (the reference was rewritten) would leave the learner's programs cached, and the
+    # edit loop would measure a warm run.
+    edit = catalog.EXERCISES[ex_id].edit
+    assert edit, f"{ex_id} has no bench edit: its edit loop would change no program"
+    text = (ROOT / "reference" / f"{catalog.module_name(ex_id)}.py").read_text()
+    for old, new in edit:
+        assert text.count(old) == 1, f"{ex_id}: {old!r} occurs {text.count(old)} times in the reference"
+        assert new.count(" * 1.0") == 1 and new.replace(" * 1.0", "") == old, (old, new)
+    for times in (1, 3):
+        changed = catalog.edited(ex_id, text, times)
+        ast.parse(changed)
+        assert changed.count(" * 1.0") - text.count(" * 1.0") == times * len(edit)
