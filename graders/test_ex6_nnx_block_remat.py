@@ -2,9 +2,10 @@
 
 The checks never call the learner's code: graders/probes/ex6_nnx_block_remat.py does, and hands
 back plain data (parameters, outputs, gradients, what each checkpoint holds, the policies' names,
-memory figures). Expected outputs and gradients come from the grader's own functional version of
-the block the stub gives, applied to the parameters read out of the learner's model: a plain
-stack in float32 JAX, no checkpointing anywhere. So an edited Block, a skipped or repeated block,
+memory figures). Expected outputs and gradients come from the grader's own version of the block
+the stub gives, applied to the parameters read out of the learner's model: a plain stack in NumPy
+float64 with its gradients written out by hand (graders/plain_stack.py), no checkpointing and no
+JAX anywhere. So an edited Block, a skipped or repeated block,
 or a variant that initialises differently all show as wrong numbers. Checkpointing itself changes
 no number: the technique checks read the jaxprs (which checkpoints reach the loss, what each
 holds, their `policy`), and the memory checks compare `temp_size_in_bytes` with the grader's own
@@ -13,7 +14,7 @@ per-block checkpointed gradient of the same parameters.
 Speed: each variant of the learner's model is traced and compiled once (outputs, gradients and
 memory all come from that one program, in one probe call per variant); the first call starts
 every variant and the learner's temp_memory_bytes, and once a variant has traced the grader's own
-programs compile here at the same time (XLA compilation releases the GIL; under --sandbox they run
+programs (the memory figures of its per-block checkpointed gradient) compile here at the same time (XLA compilation releases the GIL; under --sandbox they run
 in another process). A model that traces in no variant (the stub) costs no program of the grader's.
 The grader's own memory figures and block signatures depend on the configuration alone: they are
 computed once and read back in later runs (graders/memo.py).
@@ -28,7 +29,7 @@ import jax
 import numpy as np
 import pytest
 
-from graders import jaxpr, memo
+from graders import jaxpr, memo, plain_stack
 from graders.learner import Verdict, fail
 from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
@@ -89,12 +90,6 @@ def stack_fn(ps: list, x, heads: int, policy=None, remat=False):
     return x
 
 
-@functools.partial(jax.jit, static_argnums=3)
-def stack_out_and_grads(ps, x, y, heads):
-    out = stack_fn(ps, x, heads)
-    return out, jax.grad(lambda ps: mse(stack_fn(ps, x, heads), y))(ps)
-
-
 def own_checkpointed_gradient(policy):
     """The grader's own per-block checkpointed gradient (one jax.checkpoint per block)."""
     def grad_fn(ps, x, y, heads):
@@ -133,11 +128,9 @@ def own_memory(cfg: Config) -> dict:
 @functools.cache
 def own_programs(cfg: Config) -> dict:
     """The grader's own work, started in threads while the learner's programs compile:
-    "expected": the plain stack's output and gradients, compiled; "memory": own_memory(cfg)."""
-    block, act = abstract_block_args(cfg)
-    shapes = [block] * cfg.layers
-    jobs = {"expected": lambda: stack_out_and_grads.lower(shapes, act, act, cfg.heads).compile(),
-            "memory": lambda: own_memory(cfg)}
+    "memory": own_memory(cfg). (The expected outputs and gradients need no program: they are
+    computed in NumPy, graders/plain_stack.py.)"""
+    jobs = {"memory": lambda: own_memory(cfg)}
     pool = ThreadPoolExecutor(max_workers=len(jobs))
     futures = {key: pool.submit(job) for key, job in jobs.items()}
     pool.shutdown(wait=False)
@@ -312,11 +305,10 @@ def numbers(run: Run, cfg: Config, remat) -> list:
     """For each model seed: (seed, params, model(x), gradients, expected output, expected gradients)."""
     v = variant(run, cfg, remat)
     params = params_of(run, cfg, remat)
-    expected_program = own_program(cfg, "expected")
     rows = []
     for k, seed in enumerate(MODEL_SEEDS):
         x, y = data(cfg, run.seed, k + 1)
-        expected_out, expected_grads = expected_program(params[k], x, y)
+        expected_out, expected_grads = plain_stack.out_and_grads(params[k], x, y, cfg.heads)
         rows.append((seed, params[k], v["outs"][k], v["grads"][k], expected_out, expected_grads))
     return rows
 
@@ -658,9 +650,8 @@ def test_blocks_compute_the_given_block(worker, seed):
            for _, _, out, grads, e_out, e_grads in rows):
         return
     x, _ = data(cfg, seed, 1)
-    grader_block = jax.jit(block_fn, static_argnums=2)
     for i, params in enumerate(params_of(run, cfg, None)[0]):
-        expected = grader_block(params, x, cfg.heads)
+        expected = plain_stack.block_output(params, x, cfg.heads)
         assert_close(worker.block_output(*probe_args(cfg, seed), i, x), expected, f"blocks[{i}](x) of Transformer(remat=None)",
                      "Hint: Block is given and shared with the grader; keep it as in the stub.")
 

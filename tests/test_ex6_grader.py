@@ -1,6 +1,8 @@
 """Exercise 6's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, and what they keep."""
 
+import pytest
+
 from grading import technique_free_cases
 
 EX = "ex6"
@@ -88,3 +90,43 @@ def test_the_models_given_to_temp_memory_bytes_are_drawn_from_too_many_shapes_to
         orders.add(layout)
     assert len(orders) == 6, orders
     assert len(drawn) > 195, len(drawn)  # 200 draws, almost all different
+
+
+@pytest.mark.parametrize("index", [0, 23])
+def test_the_numpy_expected_values_are_jax_grad_of_the_grader_block_in_float64(index):
+    # The checks' expected outputs and gradients are written out by hand in NumPy
+    # (graders/plain_stack.py); here they meet jax.grad of the same block written in JAX
+    # (block_fn, whose markers the structure checks read), both in float64, on configurations
+    # the grader draws: a wrong term in the hand-written backward pass is off by far more.
+    import jax
+    import numpy as np
+
+    from graders import plain_stack
+    from graders.probes.ex6_nnx_block_remat import block_fn, mse, param_shapes
+    from graders.test_ex6_nnx_block_remat import CONFIGS
+
+    cfg = CONFIGS[index % len(CONFIGS)]._replace(layers=2)  # two: a block's gradient reaches the one before
+    rng = np.random.default_rng(index)
+    ps = [{k: 0.5 * rng.normal(size=s) for k, s in param_shapes(cfg).items()} for _ in range(cfg.layers)]
+    x, y = (rng.normal(size=(cfg.batch, cfg.length, cfg.d_model)) for _ in range(2))
+
+    def stack(ps, x):
+        for p in ps:
+            x = block_fn(p, x, cfg.heads)
+        return x
+
+    @jax.jit
+    def expected(ps, x, y):
+        return stack(ps, x), jax.grad(lambda ps: mse(stack(ps, x), y))(ps), block_fn(ps[0], x, cfg.heads)
+
+    with jax.enable_x64(True):
+        out, grads, first = jax.tree.map(np.asarray, expected(ps, x, y))
+    assert out.dtype == np.float64
+    mine_out, mine_grads = plain_stack.out_and_grads(ps, x, y, cfg.heads)
+    np.testing.assert_allclose(mine_out, out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(plain_stack.block_output(ps[0], x, cfg.heads), first, rtol=1e-12, atol=1e-12)
+    for i, (mine, theirs) in enumerate(zip(mine_grads, grads)):
+        assert set(mine) == set(theirs), (i, sorted(mine), sorted(theirs))
+        for path in theirs:
+            scale = np.max(np.abs(theirs[path]))
+            assert np.max(np.abs(mine[path] - theirs[path])) <= 1e-10 * scale, (i, path)
