@@ -24,6 +24,7 @@ import numpy as np
 from flax import nnx
 
 from graders import jaxpr, learner, memory
+from graders.plain_stack import LN_EPS, MASKED
 from graders.learner import fail
 from graders.worker import probe
 
@@ -50,7 +51,6 @@ VARIANTS = (None, "full", "dots")
 # The attributes of the given Block that hold parameters, in a fixed order.
 PARAMS = ("ln1.scale", "ln1.bias", "qkv.kernel", "proj.kernel",
           "ln2.scale", "ln2.bias", "fc1.kernel", "fc1.bias", "fc2.kernel", "fc2.bias")
-LN_EPS = 1e-6  # nnx.LayerNorm's default epsilon
 # What a Transformer block is made of, by the primitives that only its forward pass binds.
 MARKERS = {"dot_general": "matmuls", "rsqrt": "LayerNorm normalisations",
            "exp": "softmax exponentials", "tanh": "GELU tanh"}
@@ -74,7 +74,7 @@ def attention_half(p: dict, x, heads: int):
     a = layer_norm(x, p["ln1.scale"], p["ln1.bias"])
     q, k, v = (z.reshape(b, t, heads, hd) for z in jnp.split(a @ p["qkv.kernel"], 3, axis=-1))
     s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(hd)
-    s = jnp.where(np.tril(np.ones((t, t), bool)), s, -1e30)
+    s = jnp.where(np.tril(np.ones((t, t), bool)), s, MASKED)
     o = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v).reshape(b, t, d)
     return x + o @ p["proj.kernel"]
 
