@@ -5,8 +5,8 @@ back plain data (parameters, outputs, gradients, what each checkpoint holds, the
 memory figures). Expected outputs and gradients come from the grader's own version of the block
 the stub gives, applied to the parameters read out of the learner's model: a plain stack in NumPy
 float64 with its gradients written out by hand (graders/plain_stack.py), no checkpointing and no
-JAX anywhere. So an edited Block, a skipped or repeated block,
-or a variant that initialises differently all show as wrong numbers. Checkpointing itself changes
+JAX anywhere. So an edited Block, a skipped or repeated block, or a variant that initialises
+differently all show as wrong numbers. Checkpointing itself changes
 no number: the technique checks read the jaxprs (which checkpoints reach the loss, what each
 holds, their `policy`), and the memory checks compare `temp_size_in_bytes` with the grader's own
 per-block checkpointed gradient of the same parameters.
@@ -14,8 +14,8 @@ per-block checkpointed gradient of the same parameters.
 Speed: each variant of the learner's model is traced and compiled once (outputs, gradients and
 memory all come from that one program, in one probe call per variant); the first call starts
 every variant and the learner's temp_memory_bytes, and once a variant has traced the grader's own
-programs (the memory figures of its per-block checkpointed gradient) compile here at the same time (XLA compilation releases the GIL; under --sandbox they run
-in another process). A model that traces in no variant (the stub) costs no program of the grader's.
+programs (its per-block checkpointed gradients, for their memory figures) compile here at the
+same time (XLA compilation releases the GIL; under --sandbox they run in another process). A model that traces in no variant (the stub) costs no program of the grader's.
 The grader's own memory figures and block signatures depend on the configuration alone: they are
 computed once and read back in later runs (graders/memo.py).
 """
@@ -126,15 +126,13 @@ def own_memory(cfg: Config) -> dict:
 
 
 @functools.cache
-def own_programs(cfg: Config) -> dict:
-    """The grader's own work, started in threads while the learner's programs compile:
-    "memory": own_memory(cfg). (The expected outputs and gradients need no program: they are
-    computed in NumPy, graders/plain_stack.py.)"""
-    jobs = {"memory": lambda: own_memory(cfg)}
-    pool = ThreadPoolExecutor(max_workers=len(jobs))
-    futures = {key: pool.submit(job) for key, job in jobs.items()}
+def own_memory_started(cfg: Config):
+    """own_memory(cfg), started in a thread while the learner's programs compile (the expected
+    outputs and gradients need no program: graders/plain_stack.py computes them in NumPy)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(own_memory, cfg)
     pool.shutdown(wait=False)
-    return futures
+    return future
 
 
 def own_stack_memory(c: Config, layout: tuple) -> dict:
@@ -166,10 +164,6 @@ def own_kept_bytes(cfg: Config) -> dict:
     bytes of the forward pass's values its checkpoint is computed from; kept between runs."""
     return memo.stored("ex6 own kept", tuple(cfg),
                        lambda: {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)})
-
-
-def own_program(cfg: Config, kind: str):
-    return own_programs(cfg)[kind].result()
 
 
 # ----- what the learner's model gives, through the probes ----------------------------------------
@@ -233,7 +227,7 @@ def variant(run: Run, cfg: Config, remat) -> dict:
     if started(run, cfg):
         # The grader's own programs compile while the learner's do; a model that does not even
         # trace (the stub, a half-written module) has nothing to compare with them.
-        own_programs(cfg)
+        own_memory_started(cfg)
     cfg_args, seeds, stacks, x, y = probe_args(cfg, run.seed)
     runs = [data(cfg, run.seed, k + 1) for k in range(len(MODEL_SEEDS))]
     reply = run.worker.variant(cfg_args, remat, seeds, stacks, x, y, runs)
@@ -544,7 +538,7 @@ def temp(run: Run, cfg: Config, remat) -> int:
 
 
 def own_temp(cfg: Config, remat) -> int:
-    return own_program(cfg, "memory")[remat]
+    return own_memory_started(cfg).result()[remat]
 
 
 def kib(n: float) -> str:

@@ -3,14 +3,15 @@
 The first call (`start`, or any probe) starts all the work: each variant (None, "full", "dots")
 is traced, and compiled in a thread as soon as it is traced (XLA compilation releases the GIL),
 then the learner's temp_memory_bytes runs on the grader's own model (GraderStack) in a thread
-of its own. `variant` hands
-back everything the checks need of one variant, read from that one program: the parameters
-and the numbers of two models, what its checkpoints hold and which policy each carries, and
-memory_analysis(). The checks (graders/test_ex6_nnx_block_remat.py) draw the configuration and
-the data, compute every expected value and decide every verdict.
+of its own. `variant` hands back everything the checks need of one variant, read from that one
+program: the parameters and the numbers of two models, what its checkpoints hold and which
+policy each carries, and memory_analysis(). The checks (graders/test_ex6_nnx_block_remat.py)
+draw the configuration and the data, compute every expected value and decide every verdict.
 
-The grader's own block is defined here, because both sides need it: the checks compute the
-expected values with it, and a policy (the learner's code) is asked about its equations here.
+The grader's own block, in JAX, is defined here, because both sides need it: the checks read its
+signatures and the memory of its checkpointed gradient (its expected numbers come from the same
+block in NumPy, graders/plain_stack.py), and a policy (the learner's code) is asked about its
+equations here.
 """
 
 from collections import Counter
@@ -24,8 +25,8 @@ import numpy as np
 from flax import nnx
 
 from graders import jaxpr, learner, memory
-from graders.plain_stack import LN_EPS, MASKED
 from graders.learner import fail
+from graders.plain_stack import LN_EPS, MASKED
 from graders.worker import probe
 
 cp = jax.checkpoint_policies
@@ -314,8 +315,8 @@ class Work:
             # Tracing holds the GIL and compiling does not: each variant is traced here and
             # compiles in a thread while the next is traced, and only then does the learner's
             # temp_memory_bytes start (in a thread, tracing and compiling the gradient of the
-            # grader's model), so that its tracing overlaps these
-            # compilations rather than holding them back.
+            # grader's model), so that its tracing overlaps these compilations rather than
+            # holding them back.
             for r in VARIANTS:
                 try:
                     self.traced[r] = trace(sol, cfg, r, seeds, x, y)
