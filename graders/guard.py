@@ -22,10 +22,13 @@ def _namespaces() -> dict[str, dict]:
     if "jax" in sys.modules:
         import jax
         import jax.numpy as jnp
+        # The class of every jax.Array, named rather than made: making one would start a JAX
+        # backend, and graders/ahead.py forks only while there is none.
+        from jax._src.array import ArrayImpl
 
         spaces.update({"jax": vars(jax), "jax.numpy": vars(jnp), "jax.lax": vars(jax.lax),
                        "jax.tree": vars(jax.tree), "jax.tree_util": vars(jax.tree_util),
-                       "jax.Array": dict(vars(type(jnp.zeros(())))),
+                       "jax.Array": dict(vars(ArrayImpl)),
                        "numpy.ndarray": dict(vars(np.ndarray))})
     if "pytest" in sys.modules:
         spaces["pytest"] = vars(sys.modules["pytest"])

@@ -13,11 +13,12 @@ per-block checkpointed gradient of the same parameters.
 
 Speed: each variant of the learner's model is traced and compiled once (outputs, gradients and
 memory all come from that one program, in one probe call per variant); the first call starts
-every variant and the learner's temp_memory_bytes, and once a variant has traced the grader's own
-programs (its per-block checkpointed gradients, for their memory figures) compile here at the
-same time (XLA compilation releases the GIL; under --sandbox they run in another process). A model that traces in no variant (the stub) costs no program of the grader's.
-The grader's own memory figures and block signatures depend on the configuration alone: they are
-computed once and read back in later runs (graders/memo.py).
+every variant and the learner's temp_memory_bytes. The grader's own figures (its per-block
+checkpointed gradients' memory and what each checkpoint keeps, its block's signatures, and the
+memory of the model temp_memory_bytes is given) are worked out from the start in a process of
+their own (graders/ahead.py), on the other CPU, while the learner's code traces here; those that
+depend on the configuration alone are read back in later runs (graders/memo.py). The checks ask
+for them only once the learner's model has traced in some variant, so a stub stores none.
 """
 
 import functools
@@ -29,7 +30,7 @@ import jax
 import numpy as np
 import pytest
 
-from graders import jaxpr, memo, plain_stack
+from graders import ahead, jaxpr, memo, plain_stack
 from graders.learner import Verdict, fail
 from graders.numeric import as_int, assert_close, is_close
 from graders.probes.ex6_nnx_block_remat import (
@@ -97,8 +98,11 @@ def own_checkpointed_gradient(policy):
     return jax.jit(grad_fn, static_argnums=3)
 
 
-@functools.cache
-def own_signatures(cfg: Config) -> dict:
+# The grader's own figures: each a (name, key, compute) for graders/memo.py, which keeps it
+# between runs; the first check that asks for one finds it worked out already, in a process of
+# its own (see own_figures_ahead), when graders/ahead.py could start one.
+
+def signatures_figure(cfg: Config) -> tuple:
     """name -> what the grader's own block (and each of its halves) binds, by MARKERS."""
     def trace_all():
         p, x = abstract_block_args(cfg)
@@ -106,13 +110,12 @@ def own_signatures(cfg: Config) -> dict:
         return {"one whole block": trace(lambda p, x: block_fn(p, x, cfg.heads)),
                 "only the attention half, x + attn(ln1(x))": trace(lambda p, x: attention_half(p, x, cfg.heads)),
                 "only the MLP half, h + fc2(gelu(fc1(ln2(h))))": trace(mlp_half)}
-    # They depend on the configuration alone, so they are kept between runs (graders/memo.py).
-    return {name: Counter(sig) for name, sig in memo.stored("ex6 own signatures", tuple(cfg), trace_all).items()}
+    return "ex6 own signatures", tuple(cfg), trace_all
 
 
-def own_memory(cfg: Config) -> dict:
+def own_temp_figure(cfg: Config) -> tuple:
     """remat -> temp_size_in_bytes of the grader's own per-block checkpointed gradient ("full":
-    no policy, "dots": dots_saveable), compiled in threads; kept between runs (graders/memo.py)."""
+    no policy, "dots": dots_saveable), compiled in threads."""
     block, act = abstract_block_args(cfg)
     shapes = [block] * cfg.layers
 
@@ -122,7 +125,41 @@ def own_memory(cfg: Config) -> dict:
             programs = {r: pool.submit(lambda p=p: own_checkpointed_gradient(p).lower(shapes, act, act, cfg.heads).compile())
                         for r, p in policies.items()}
             return {r: int(f.result().memory_analysis().temp_size_in_bytes) for r, f in programs.items()}
-    return memo.stored("ex6 own temp", tuple(cfg), compile_both)
+    return "ex6 own temp", tuple(cfg), compile_both
+
+
+def kept_figure(cfg: Config) -> tuple:
+    """"full"/"dots" -> for each block of the grader's own per-block checkpointed gradient, the
+    bytes of the forward pass's values its checkpoint is computed from."""
+    return "ex6 own kept", tuple(cfg), lambda: {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)}
+
+
+def stack_memory_figure(c: Config, layout: tuple) -> tuple:
+    """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by field."""
+    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)  # x and y alike
+    return "ex6 grader stack memory", (tuple(c), layout), lambda: grader_stack_memory(c, layout, x, x)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_figures_ahead(seed):
+    """Every figure of the grader's own this run's draw needs, worked out from the start in a
+    process of its own while the learner's model is traced and compiled here: a configuration
+    drawn for the first time, and the model temp_memory_bytes is given (new every run), would
+    otherwise cost their tracing and compiling after the learner's, one after the other."""
+    cfg = config(seed)
+    ahead.start([signatures_figure(cfg), own_temp_figure(cfg), kept_figure(cfg),
+                 *(stack_memory_figure(c, layout) for c, layout in stack_specs(seed))])
+    yield
+    ahead.stop()
+
+
+@functools.cache
+def own_signatures(cfg: Config) -> dict:
+    return {name: Counter(sig) for name, sig in memo.stored(*signatures_figure(cfg)).items()}
+
+
+def own_memory(cfg: Config) -> dict:
+    return memo.stored(*own_temp_figure(cfg))
 
 
 @functools.cache
@@ -136,10 +173,7 @@ def own_memory_started(cfg: Config):
 
 
 def own_stack_memory(c: Config, layout: tuple) -> dict:
-    """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by
-    field; kept between runs (graders/memo.py)."""
-    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)  # x and y alike
-    return memo.stored("ex6 grader stack memory", (tuple(c), layout), lambda: grader_stack_memory(c, layout, x, x))
+    return memo.stored(*stack_memory_figure(c, layout))
 
 
 def own_stack_forward_temp(c: Config, layout: tuple) -> int:
@@ -160,10 +194,7 @@ def describe_stack(c: Config, layout: tuple) -> str:
 
 
 def own_kept_bytes(cfg: Config) -> dict:
-    """"full"/"dots" -> for each block of the grader's own per-block checkpointed gradient, the
-    bytes of the forward pass's values its checkpoint is computed from; kept between runs."""
-    return memo.stored("ex6 own kept", tuple(cfg),
-                       lambda: {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)})
+    return memo.stored(*kept_figure(cfg))
 
 
 # ----- what the learner's model gives, through the probes ----------------------------------------

@@ -55,9 +55,9 @@ def test_exercise_5_stores_its_expected_parameters():
         assert stored == {"ex5 plain params"}, stored
 
 
-def test_a_stub_that_does_not_trace_costs_no_program_of_exercise_6s_grader():
-    # The checks start their own programs (and store their figures) only once the learner's
-    # model has traced in some variant.
+def test_a_stub_that_does_not_trace_stores_no_figure_of_exercise_6s_grader():
+    # The checks ask for their own figures (and store them) only once the learner's model has
+    # traced in some variant; what graders/ahead.py worked out meanwhile is dropped.
     with tempfile.TemporaryDirectory() as cache:
         run = _grade_with_cache(cache, ["ex6"], solutions=ROOT / "exercises")
         assert run.exercise("ex6")["status"] == "not attempted"

@@ -1,0 +1,82 @@
+"""The grader's own figures worked out ahead, in a forked process (graders/ahead.py): the checks
+get the same figure through graders/memo.py, computed elsewhere, stored only when asked for, and
+computed by the checks themselves whenever that process cannot give it."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from grading import ROOT
+
+# A grading process as the fork server leaves it: JAX imported, no backend yet (or, with
+# START_BACKEND, one started before the figures are announced, as a learner's module may).
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    sys.path.insert(0, sys.argv[1])
+    import jax, jax.numpy as jnp
+    from graders import ahead, memo
+
+    if sys.argv[2] == "START_BACKEND":
+        jnp.ones(1).block_until_ready()
+
+    def where(tag):
+        return lambda: {"pid": os.getpid(), "tag": tag}
+
+    def fails():
+        raise ValueError("no figure here")
+
+    def jax_sum():  # a figure that needs a backend of its own
+        return {"pid": os.getpid(), "sum": float(jnp.arange(5.0).sum())}
+
+    out = {"judge": os.getpid()}
+    out["started"] = ahead.start([("a", 1, where("a")), ("b", (2, "x"), jax_sum), ("c", 3, fails),
+                                  ("never asked", 4, where("never asked"))])
+    out["helper"] = ahead._pid
+    out["b"] = memo.stored("b", (2, "x"), lambda: {"pid": os.getpid(), "sum": -1.0})
+    out["a"] = memo.stored("a", 1, where("judge a"))
+    out["c"] = memo.stored("c", 3, where("judge c"))
+    out["d"] = memo.stored("d", 5, where("judge d"))
+    ahead.stop()
+    out["helper_alive"] = bool(out["helper"]) and os.path.exists(f"/proc/{out['helper']}")
+    print(json.dumps(out))
+""")
+
+
+def run(tmp_path, mode: str) -> dict:
+    env = {"GRADERS_EXPECTED_DIR": str(tmp_path / "expected"), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT), mode], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def stored_names(tmp_path) -> set[str]:
+    return {json.loads(p.read_text())["name"] for p in (tmp_path / "expected").glob("*.json")}
+
+
+def test_announced_figures_are_computed_in_another_process_in_any_order(tmp_path):
+    out = run(tmp_path, "NO_BACKEND")
+    assert out["started"]
+    assert out["a"]["tag"] == "a" and out["a"]["pid"] == out["helper"] != out["judge"]
+    # asked for before one announced earlier, and with a JAX backend of the process's own
+    assert out["b"] == {"pid": out["helper"], "sum": 10.0}
+    assert out["d"] == {"pid": out["judge"], "tag": "judge d"}  # never announced: computed here
+
+
+def test_a_figure_the_other_process_could_not_compute_is_computed_by_the_checks(tmp_path):
+    out = run(tmp_path, "NO_BACKEND")
+    assert out["c"] == {"pid": out["judge"], "tag": "judge c"}
+
+
+def test_only_what_the_checks_asked_for_is_stored_and_the_process_is_gone(tmp_path):
+    out = run(tmp_path, "NO_BACKEND")
+    assert stored_names(tmp_path) == {"a", "b", "c", "d"}  # not "never asked"
+    assert not out["helper_alive"]
+
+
+def test_once_a_backend_exists_nothing_is_forked_and_the_checks_compute_everything(tmp_path):
+    out = run(tmp_path, "START_BACKEND")
+    assert out["started"] is False and out["helper"] == 0
+    assert out["a"] == {"pid": out["judge"], "tag": "judge a"}
+    assert out["b"] == {"pid": out["judge"], "sum": -1.0}
