@@ -124,7 +124,7 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
 
         jax.monitoring.register_event_duration_secs_listener(on_duration)
         # Import every shared helper now, so the guard's snapshot covers them before learner code runs.
-        from graders import hlo, jaxpr, memory, numeric  # noqa: F401
+        from graders import ahead, forked, hlo, jaxpr, memo, memory, numeric  # noqa: F401
 
     module_name = catalog.module_name(ex_id)
     probes = worker.probe_module(ex_id) if remote is None and catalog.has_probes(ex_id) else None

@@ -38,7 +38,7 @@ def _preload(libraries: list[str]) -> None:
     if "jax" in libraries:
         import jax.numpy  # noqa: F401
 
-        from graders import hlo, jaxpr, memory, numeric  # noqa: F401
+        from graders import ahead, forked, hlo, jaxpr, memo, memory, numeric  # noqa: F401
 
 
 def backend_started() -> bool:
