@@ -18,15 +18,22 @@ from collections.abc import Callable
 
 from graders.forked import Forked
 
-_process: Forked | None = None
-_order: dict[tuple[str, str], int] = {}  # (name, repr(key)) -> the message that carries it
+class _Ahead:
+    """This run's forked process and the message each announced figure comes in. Kept in one
+    object, not in module globals: the guard (graders/guard.py) takes a module global that
+    changes for learner code replacing it."""
+
+    process: Forked | None = None
+    order: dict[tuple[str, str], int] = {}  # (name, repr(key)) -> the message that carries it
+
+
+_run = _Ahead()
 
 
 def start(figures: list[tuple[str, object, Callable]]) -> bool:
     """Fork a process that computes each (name, key, compute) in order (or reads it from the
     memo) and sends it back; whether it was started. Call it once, before this process has run
     any JAX computation."""
-    global _process
     from graders import memo
 
     def job():
@@ -36,29 +43,28 @@ def start(figures: list[tuple[str, object, Callable]]) -> bool:
             except Exception as exc:  # the check computes it again, and says what went wrong
                 yield {"error": f"{type(exc).__name__}: {exc}"}
 
-    if _process is not None or not figures:
+    if _run.process is not None or not figures:
         return False
-    _process = Forked.start(job)
-    if _process is None:
+    _run.process = Forked.start(job)
+    if _run.process is None:
         return False
-    _order.update(((name, repr(key)), i) for i, (name, key, _) in enumerate(figures))
+    _run.order = {(name, repr(key)): i for i, (name, key, _) in enumerate(figures)}
     return True
 
 
 def take(name: str, key) -> tuple[bool, object]:
     """(True, value) for a figure the forked process was given, once it has sent it; (False,
     None) for any other, or when that process ended without it (the caller computes it)."""
-    index = _order.get((name, repr(key)))
-    if index is None or _process is None:
+    index = _run.order.get((name, repr(key)))
+    if index is None or _run.process is None:
         return False, None
-    got = _process.message(index)
+    got = _run.process.message(index)
     return (True, got["value"]) if isinstance(got, dict) and "value" in got else (False, None)
 
 
 def stop() -> None:
     """End the forked process (a run whose checks asked for less than it was given) and reap it."""
-    global _process
-    if _process is not None:
-        _process.stop()
-        _process = None
-    _order.clear()
+    if _run.process is not None:
+        _run.process.stop()
+        _run.process = None
+    _run.order = {}

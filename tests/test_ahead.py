@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
     out = {"judge": os.getpid()}
     out["started"] = ahead.start([("a", 1, where("a")), ("b", (2, "x"), jax_sum), ("c", 3, fails),
                                   ("never asked", 4, where("never asked"))])
-    out["helper"] = ahead._process.pid if ahead._process else 0
+    out["helper"] = ahead._run.process.pid if ahead._run.process else 0
     out["b"] = memo.stored("b", (2, "x"), lambda: {"pid": os.getpid(), "sum": -1.0})
     out["a"] = memo.stored("a", 1, where("judge a"))
     out["c"] = memo.stored("c", 3, where("judge c"))
