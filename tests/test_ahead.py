@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from grading import ROOT
 
 # A grading process as the fork server leaves it: JAX imported, no backend yet (or, with
@@ -43,20 +45,27 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def run(tmp_path, mode: str) -> dict:
-    env = {"GRADERS_EXPECTED_DIR": str(tmp_path / "expected"), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+def run(folder, mode: str) -> dict:
+    env = {"GRADERS_EXPECTED_DIR": str(folder / "expected"), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT), mode], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def stored_names(tmp_path) -> set[str]:
-    return {json.loads(p.read_text())["name"] for p in (tmp_path / "expected").glob("*.json")}
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory):
+    """(what the script printed, its memo folder), from a process with no backend yet."""
+    folder = tmp_path_factory.mktemp("ahead")
+    return run(folder, "NO_BACKEND"), folder
 
 
-def test_announced_figures_are_computed_in_another_process_in_any_order(tmp_path):
-    out = run(tmp_path, "NO_BACKEND")
+def stored_names(folder) -> set[str]:
+    return {json.loads(p.read_text())["name"] for p in (folder / "expected").glob("*.json")}
+
+
+def test_announced_figures_are_computed_in_another_process_in_any_order(forked):
+    out, _ = forked
     assert out["started"]
     assert out["a"]["tag"] == "a" and out["a"]["pid"] == out["helper"] != out["judge"]
     # asked for before one announced earlier, and with a JAX backend of the process's own
@@ -64,14 +73,14 @@ def test_announced_figures_are_computed_in_another_process_in_any_order(tmp_path
     assert out["d"] == {"pid": out["judge"], "tag": "judge d"}  # never announced: computed here
 
 
-def test_a_figure_the_other_process_could_not_compute_is_computed_by_the_checks(tmp_path):
-    out = run(tmp_path, "NO_BACKEND")
+def test_a_figure_the_other_process_could_not_compute_is_computed_by_the_checks(forked):
+    out, _ = forked
     assert out["c"] == {"pid": out["judge"], "tag": "judge c"}
 
 
-def test_only_what_the_checks_asked_for_is_stored_and_the_process_is_gone(tmp_path):
-    out = run(tmp_path, "NO_BACKEND")
-    assert stored_names(tmp_path) == {"a", "b", "c", "d"}  # not "never asked"
+def test_only_what_the_checks_asked_for_is_stored_and_the_process_is_gone(forked):
+    out, folder = forked
+    assert stored_names(folder) == {"a", "b", "c", "d"}  # not "never asked"
     assert not out["helper_alive"]
 
 
