@@ -3,7 +3,8 @@ message at a time.
 
 Tracing a program holds the GIL, so a thread cannot take it off a process's path: another
 process can, on the other CPU. Forking is safe only while this process has no JAX backend (a
-backend starts threads and holds device state), so `Forked.start` forks only then, and says so;
+backend starts threads and holds device state), nor while another thread runs (a lock it held
+would stay held in the forked process), so `Forked.start` forks only then, and says so;
 the caller does the work itself otherwise. The forked process keeps no descriptor of this one's
 but its pipe, runs none of this one's signal handlers, and ends when this one does.
 """
@@ -31,10 +32,11 @@ class Forked:
     @classmethod
     def start(cls, job: Callable[[], Iterator]) -> "Forked | None":
         """Fork a process that sends every message job() yields, then ends; None (and nothing
-        forked) when this process already has a JAX backend."""
+        forked) when this process already has a JAX backend, or another thread (one that held
+        a lock at the fork would leave it held for good in the forked process)."""
         from graders import forkserver
 
-        if forkserver.backend_started():
+        if forkserver.backend_started() or threading.active_count() > 1:
             return None
         read_end, write_end = os.pipe()
         parent = os.getpid()

@@ -21,6 +21,9 @@ SCRIPT = textwrap.dedent("""
 
     if sys.argv[2] == "START_BACKEND":
         jnp.ones(1).block_until_ready()
+    if sys.argv[2] == "ANOTHER_THREAD":  # as a learner's module (without --sandbox) may start one
+        import threading, time
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
 
     def where(tag):
         return lambda: {"pid": os.getpid(), "tag": tag}
@@ -84,8 +87,9 @@ def test_only_what_the_checks_asked_for_is_stored_and_the_process_is_gone(forked
     assert not out["helper_alive"]
 
 
-def test_once_a_backend_exists_nothing_is_forked_and_the_checks_compute_everything(tmp_path):
-    out = run(tmp_path, "START_BACKEND")
+@pytest.mark.parametrize("mode", ["START_BACKEND", "ANOTHER_THREAD"])
+def test_with_a_backend_or_another_thread_nothing_is_forked_and_the_checks_compute_everything(tmp_path, mode):
+    out = run(tmp_path, mode)
     assert out["started"] is False and out["helper"] == 0
     assert out["a"] == {"pid": out["judge"], "tag": "judge a"}
     assert out["b"] == {"pid": out["judge"], "sum": -1.0}
