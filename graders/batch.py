@@ -104,6 +104,24 @@ def _failed_results(message: str) -> dict:
 SANDBOX = () if sandbox.available() else ("--sandbox",)
 
 
+def private_caches(into: Path) -> dict[str, str]:
+    """Environment variables that give one unconfined student's run a copy of the package's
+    compilation cache and stored figures (graders/memo.py), made in `into`. Unconfined, a
+    student's code runs as the grader does and could write a forged program or figure where the
+    next student's grading would read it; with a copy, the next student starts from the caches
+    as the reference left them. (Confined, the student's code can write neither.)"""
+    env = {}
+    for name, default in (("JAX_COMPILATION_CACHE_DIR", catalog.ROOT / ".cache" / "jax"),
+                          ("GRADERS_EXPECTED_DIR", catalog.ROOT / ".cache" / "expected")):
+        source, copy = Path(os.environ.get(name) or default), into / name.lower()
+        if source.is_dir():
+            shutil.copytree(source, copy, symlinks=True)  # copies: a hard link would be written through
+        else:
+            copy.mkdir(parents=True)
+        env[name] = str(copy)
+    return env
+
+
 def grade_student(student: Student, out: Path, timeout: float) -> dict:
     """Grade one student into out/<student>/; returns the results (never raises for their code)."""
     folder = out / student.name
@@ -133,11 +151,12 @@ def grade_student(student: Student, out: Path, timeout: float) -> dict:
         json_path.unlink(missing_ok=True)
         # The runner enforces each exercise's limit; this bound only catches a runner that hangs.
         bound = timeout * len(ids) + 120
+        env = dict(os.environ) if SANDBOX else dict(os.environ, **private_caches(Path(tmp) / "caches"))
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "graders", "--solutions", str(work), "--json", str(json_path),
                  "--jobs", "1", "--timeout", f"{timeout:g}", *SANDBOX],
-                cwd=catalog.ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                 errors="replace", timeout=bound)
             report = proc.stdout.replace(str(work), student.name) + (proc.stderr if proc.returncode > 1 else "")
         except subprocess.TimeoutExpired:

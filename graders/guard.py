@@ -35,6 +35,11 @@ def _namespaces() -> dict[str, dict]:
     for name, module in list(sys.modules.items()):
         if name == "graders" or name.startswith("graders."):
             spaces[name] = vars(module)
+            # and each class the module defines: a method replaced on the class (say, how a
+            # forked process's messages are read) is as much a replacement as a function's
+            for attr, value in list(vars(module).items()):
+                if isinstance(value, type) and value.__module__ == name:
+                    spaces[f"{name}.{attr}"] = dict(vars(value))
     return spaces
 
 

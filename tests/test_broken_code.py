@@ -37,6 +37,9 @@ MODULES = {
     # the store of the graders' own figures (graders/memo.py), which takes them from graders/ahead.py
     "replaces_the_figure_store": REFERENCE + "\n\nimport graders.memo\n\n"
     "graders.memo.stored = lambda name, key, compute, write=True: compute()\n",
+    # a method of a graders class: how the figures worked out in a forked process are read
+    "replaces_a_graders_method": REFERENCE + "\n\nimport graders.forked\n\n"
+    "graders.forked.Forked.message = lambda self, index: {'value': 0}\n",
     "atexit_rewrites_json": "import atexit, glob, json, os\n\n\ndef _cheat():\n"
     "    for path in glob.glob('/tmp/**/*.json', recursive=True) + glob.glob('**/*.json', recursive=True):\n"
     "        try:\n            data = json.load(open(path))\n            data['score'] = 999\n"
@@ -89,6 +92,7 @@ EXPECTED = {
     "replaces_comparisons": ("error", "numpy.allclose"),
     "replaces_comparisons_when_called": ("error", "numpy.allclose"),
     "replaces_the_figure_store": ("error", "graders.memo.stored"),
+    "replaces_a_graders_method": ("error", "graders.forked.Forked.message"),
 }
 
 

@@ -1,12 +1,15 @@
 """Fast checks of the course tools' pieces (no grading): where a submission's modules are found,
-what a student's zip may hold, when a student counts as unchanged, and how notes are written."""
+what a student's zip may hold, when a student counts as unchanged, how notes are written, and
+which caches an unconfined student's run is given."""
 
+import subprocess
 import zipfile
 
 import pytest
 
 from graders import catalog
-from graders.batch import Student, _notes, fingerprint, unzip
+from graders import batch
+from graders.batch import Student, _notes, fingerprint, private_caches, unzip
 from graders.bundle import find_solutions, grading_budget
 from graders.grading import budget_limits
 
@@ -64,3 +67,38 @@ def test_ten_minutes_leave_every_exercise_its_share_and_a_margin():
     assert min(limits.values()) >= 20 and max(limits, key=limits.get) == max(
         catalog.available(), key=lambda i: catalog.EXERCISES[i].cost)
     assert grading_budget(20) > 2 * grading_budget(10)
+
+
+def test_an_unconfined_student_gets_copies_of_the_caches_that_nothing_written_there_leaves(tmp_path, monkeypatch):
+    for name in ("jax", "expected"):
+        (tmp_path / "package" / name).mkdir(parents=True)
+        (tmp_path / "package" / name / "entry").write_text("as the reference left it")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "package" / "jax"))
+    monkeypatch.setenv("GRADERS_EXPECTED_DIR", str(tmp_path / "package" / "expected"))
+    env = private_caches(tmp_path / "student")
+    for name, folder in (("jax", env["JAX_COMPILATION_CACHE_DIR"]), ("expected", env["GRADERS_EXPECTED_DIR"])):
+        copied = tmp_path / "student" / folder.rsplit("/", 1)[1] / "entry"
+        assert str(copied.parent) == folder and copied.read_text() == "as the reference left it"
+        with open(copied, "w") as f:  # written in place, as a student's code could
+            f.write("forged")
+        (copied.parent / "planted").write_text("forged")
+        assert (tmp_path / "package" / name / "entry").read_text() == "as the reference left it"
+        assert not (tmp_path / "package" / name / "planted").exists()
+
+
+@pytest.mark.parametrize("confined", [True, False])
+def test_grade_student_gives_private_caches_exactly_when_unconfined(tmp_path, monkeypatch, confined):
+    monkeypatch.setattr(batch, "SANDBOX", ("--sandbox",) if confined else ())
+    monkeypatch.setenv("GRADERS_EXPECTED_DIR", str(tmp_path / "package-expected"))
+    seen = {}
+
+    def run(command, **kwargs):  # the grading command, not run: what it would be given
+        seen.update(command=command, env=kwargs["env"])
+        raise subprocess.TimeoutExpired(command, 0)
+
+    monkeypatch.setattr(batch.subprocess, "run", run)
+    (tmp_path / "ada").mkdir()
+    (tmp_path / "ada" / EX1).write_text("")
+    batch.grade_student(Student("ada", tmp_path / "ada"), tmp_path / "out", 60)
+    assert ("--sandbox" in seen["command"]) == confined
+    assert (seen["env"]["GRADERS_EXPECTED_DIR"] == str(tmp_path / "package-expected")) == confined
