@@ -55,11 +55,21 @@ class Forked:
                     continue
                 self._reading, pipe = True, self._pipe
                 self._cond.release()
+                message = None
                 try:
                     message = _read(pipe)
-                finally:
+                except wire.WireError:
+                    pass  # not a message this module sends: read as the end of the pipe
+                except BaseException:
+                    # Interrupted partway (a check's time limit): the pipe has lost its place,
+                    # so no later message is read from it; the checks compute what they need.
                     self._cond.acquire()
                     self._reading = False
+                    self._close()
+                    self._cond.notify_all()
+                    raise
+                self._cond.acquire()
+                self._reading = False
                 if message is None:
                     self._close()
                 else:

@@ -93,3 +93,39 @@ def test_with_a_backend_or_another_thread_nothing_is_forked_and_the_checks_compu
     assert out["started"] is False and out["helper"] == 0
     assert out["a"] == {"pid": out["judge"], "tag": "judge a"}
     assert out["b"] == {"pid": out["judge"], "sum": -1.0}
+
+
+INTERRUPTED = textwrap.dedent("""
+    import json, os, signal, sys, time
+    sys.path.insert(0, sys.argv[1])
+    import jax
+    from graders import ahead, memo
+
+    def slow():
+        time.sleep(3)
+        return "from the other process"
+
+    ahead.start([("slow", 1, slow)])
+    def stop(*_):
+        raise TimeoutError("the check's time limit")
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(1)
+    try:
+        memo.stored("slow", 1, lambda: "never")
+        first = "returned"
+    except TimeoutError:
+        first = "interrupted"
+    start = time.monotonic()
+    again = memo.stored("slow", 1, lambda: "computed by the checks")
+    print(json.dumps({"first": first, "again": again, "waited": time.monotonic() - start}))
+    ahead.stop()
+""")
+
+
+def test_a_wait_cut_short_by_a_time_limit_leaves_later_figures_to_the_checks(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTED, str(ROOT)], capture_output=True, text=True, timeout=60,
+                          env={"GRADERS_EXPECTED_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the pipe may have been cut partway through a message: it is not read again
+    assert out["first"] == "interrupted" and out["again"] == "computed by the checks" and out["waited"] < 1.0
