@@ -10,13 +10,15 @@ figure from here when it was announced, waiting for it if it is not there yet, a
 as it always did. So nothing is written for a run whose checks never ask (a stub's), and
 nothing changes in what a figure is.
 
-Nothing is computed ahead when a JAX backend already exists here (forking then is unsafe): the
-checks compute what they need themselves, as before.
+Nothing is computed ahead when a JAX backend already exists here, or another thread runs
+(forking then is unsafe, graders/forked.py): the checks compute what they need themselves, as
+before.
 """
 
 from collections.abc import Callable
 
 from graders.forked import Forked
+
 
 class _Ahead:
     """This run's forked process and the message each announced figure comes in. Kept in one

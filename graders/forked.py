@@ -60,21 +60,17 @@ class Forked:
                     message = _read(pipe)
                 except wire.WireError:
                     pass  # not a message this module sends: read as the end of the pipe
-                except BaseException:
-                    # Interrupted partway (a check's time limit): the pipe has lost its place,
-                    # so no later message is read from it; the checks compute what they need.
+                finally:
+                    # No message: the pipe ended, or the read was cut short (a check's time
+                    # limit) and the pipe lost its place. Either way nothing more is read from
+                    # it, and the checks compute what they still need.
                     self._cond.acquire()
                     self._reading = False
-                    self._close()
+                    if message is None:
+                        self._close()
+                    else:
+                        self._messages.append(message)
                     self._cond.notify_all()
-                    raise
-                self._cond.acquire()
-                self._reading = False
-                if message is None:
-                    self._close()
-                else:
-                    self._messages.append(message)
-                self._cond.notify_all()
             return self._messages[index] if index < len(self._messages) else None
 
     def _close(self) -> None:

@@ -65,8 +65,9 @@ def stored(name: str, key, compute, write: bool = True):
     a process started by graders/ahead.py computed for it. The value must survive JSON as it
     is: numbers, strings, lists, dicts with string keys. `write=False`: store nothing."""
     folder = os.environ.get("GRADERS_EXPECTED_DIR")
-    path = folder and Path(folder) / (hashlib.sha256(f"{fingerprint()}\0{name}\0{key!r}".encode()).hexdigest() + ".json")
-    if path:
+    path = None
+    if folder:
+        path = Path(folder) / (hashlib.sha256(f"{fingerprint()}\0{name}\0{key!r}".encode()).hexdigest() + ".json")
         try:
             return json.loads(path.read_text())["value"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -74,7 +75,7 @@ def stored(name: str, key, compute, write: bool = True):
     found, value = ahead.take(name, key)
     if not found:
         value = json.loads(json.dumps(compute()))  # the same types whether computed or read back
-    if not (path and write):
+    if path is None or not write:
         return value
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

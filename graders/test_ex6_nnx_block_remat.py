@@ -142,10 +142,10 @@ def stack_memory_figure(c: Config, layout: tuple) -> tuple:
 
 @pytest.fixture(scope="session", autouse=True)
 def own_figures_ahead(seed):
-    """Every figure of the grader's own this run's draw needs, worked out from the start in a
-    process of its own while the learner's model is traced and compiled here: a configuration
-    drawn for the first time, and the model temp_memory_bytes is given (new every run), would
-    otherwise cost their tracing and compiling after the learner's, one after the other."""
+    """Every figure of the grader's own that this run's draw needs, worked out from the start in
+    a process of its own while the learner's model is traced and compiled here. Otherwise a
+    configuration drawn for the first time, and the model temp_memory_bytes is given (new every
+    run), would cost their tracing and compiling after the learner's."""
     cfg = config(seed)
     ahead.start([signatures_figure(cfg), own_temp_figure(cfg), kept_figure(cfg),
                  *(stack_memory_figure(c, layout) for c, layout in stack_specs(seed))])
