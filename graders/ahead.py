@@ -1,8 +1,8 @@
 """The grader's own figures for this run's draw, worked out in a forked process while the
 learner's code is traced and compiled in this one.
 
-A figure graders/memo.py has not stored yet (a configuration drawn for the first time, or the
-model of the grader's own that ex6 draws afresh every run) costs the checks tracing and
+A figure graders/memo.py has not stored yet (the first run on a seed: a new installation's,
+one given with --seed, a submission graded with an empty cache) costs the checks tracing and
 compiling programs of their own. Tracing holds the GIL, so in a thread those programs would
 only take turns with the learner's; a process forked before this one has a JAX backend works
 them out on another CPU. The checks still ask graders/memo.py for every figure: it takes the

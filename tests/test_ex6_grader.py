@@ -130,3 +130,31 @@ def test_the_numpy_expected_values_are_jax_grad_of_the_grader_block_in_float64(i
         for path in theirs:
             scale = np.max(np.abs(theirs[path]))
             assert np.max(np.abs(mine[path] - theirs[path])) <= 1e-10 * scale, (i, path)
+
+
+@pytest.mark.course  # compiles three gradients for each configuration: about half a minute
+def test_every_configuration_shows_the_saving():
+    # What graders/test_ex6_nnx_block_remat.py's _configs() says of the depths it draws: on every
+    # configuration, the grader's own per-block checkpointed gradient with no policy ("full")
+    # needs less than half of the plain gradient's temporary memory, and dots_saveable lies
+    # strictly between, so the memory checks' lesson shows whichever configuration is drawn.
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jax
+
+    from graders.memory import temp_bytes
+    from graders.probes.ex6_nnx_block_remat import abstract_block_args, mse
+    from graders.test_ex6_nnx_block_remat import CONFIGS, own_memory, stack_fn
+
+    def figures(cfg):
+        block, act = abstract_block_args(cfg)
+        plain = temp_bytes(lambda ps, x, y: jax.grad(lambda ps: mse(stack_fn(ps, x, cfg.heads), y))(ps),
+                           [block] * cfg.layers, act, act)
+        return plain, own_memory(cfg)
+
+    assert {c.layers for c in CONFIGS} == {3, 4}, CONFIGS
+    with ThreadPoolExecutor(max_workers=2) as pool:  # XLA compiles without the GIL
+        measured = dict(zip(CONFIGS, pool.map(figures, CONFIGS)))
+    for cfg, (plain, own) in measured.items():
+        assert own["full"] < own["dots"] < plain, (cfg, own, plain)
+        assert own["full"] < plain / 2, (cfg, own, plain)

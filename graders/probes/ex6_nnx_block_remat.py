@@ -274,22 +274,36 @@ def read_params(model, cfg: Config, remat) -> list:
 
 
 class Traced(NamedTuple):
-    models: tuple        # built from nnx.Rngs(s) for each of the checks' model seeds
+    models: tuple        # one per model seed of the checks: see trace()
     graphdef: object
     rest: object
+    paths: list          # the key path of each nnx.Param, in the order its gradients are returned
     forward: object      # jaxpr of model(x)
     gradient: object     # jaxpr of (model(x), gradients w.r.t. the nnx.Param state)
     lowered: object
 
 
-def trace(sol, cfg: Config, remat, seeds, x, y) -> Traced:
+def trace(sol, cfg: Config, remat, seeds, x, y, plain: "Traced | None" = None) -> Traced:
     """The learner's variant traced once: its forward jaxpr (what each checkpoint holds), and one
     program returning the output and the gradient of the grader's mean squared error, whose jaxpr
-    is read, and which is compiled once for both the numbers and memory_analysis()."""
-    models = tuple(build(sol, cfg, remat, s) for s in seeds)
-    for m in models:
-        blocks_of(m, cfg, remat)
-    graphdef, state, rest = nnx.split(models[0], nnx.Param, ...)
+    is read, and which is compiled once for both the numbers and memory_analysis().
+
+    Its models: Transformer(remat=remat) built from nnx.Rngs(seeds[0]), then, for the other
+    seeds, remat=None's models (`plain`) when their parameters fit this variant's program: the
+    checks compare the variants' parameters on the first seed, and need the others only for a
+    second set of numbers through this variant's program. Building an NNX model runs its
+    initialisers op by op: this builds four models per grading instead of six."""
+    first = build(sol, cfg, remat, seeds[0])
+    blocks_of(first, cfg, remat)
+    graphdef, state, rest = nnx.split(first, nnx.Param, ...)
+    treedef = jax.tree.structure(state)
+    if plain is not None and all(jax.tree.structure(nnx.split(m, nnx.Param, ...)[1]) == treedef
+                                 for m in plain.models[1:]):
+        models = (first, *plain.models[1:])
+    else:
+        models = (first, *(build(sol, cfg, remat, s) for s in seeds[1:]))
+        for m in models[1:]:
+            blocks_of(m, cfg, remat)
 
     def out_and_grads(state, x, y):
         def loss(s):
@@ -301,7 +315,8 @@ def trace(sol, cfg: Config, remat, seeds, x, y) -> Traced:
     # Traced through split/merge: NNX refuses to let a trace mutate a module closed over from outside.
     forward = jaxpr.trace(lambda s, x: nnx.merge(graphdef, s, rest)(x), state, x)
     program = jax.jit(out_and_grads).trace(state, x, y)
-    return Traced(models, graphdef, rest, forward, program.jaxpr, program.lower())
+    paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
+    return Traced(models, graphdef, rest, paths, forward, program.jaxpr, program.lower())
 
 
 class Work:
@@ -319,7 +334,8 @@ class Work:
             # holding them back.
             for r in VARIANTS:
                 try:
-                    self.traced[r] = trace(sol, cfg, r, seeds, x, y)
+                    plain = self.traced.get(None)
+                    self.traced[r] = trace(sol, cfg, r, seeds, x, y, plain if isinstance(plain, Traced) else None)
                 except Exception as exc:  # raised again by every probe that needs this variant
                     self.traced[r] = exc
                     continue
@@ -359,9 +375,17 @@ def _verdict(exc: Exception, sol) -> list:
     return list(learner.classify(exc, sol, solutions_dir, 0.0))
 
 
-def policy_summary(policy, cfg: Config, sol) -> dict:
-    """Which of JAX's policies it is (if it is one the checks ask for), and what it keeps."""
+# The policies each checkpointed variant may carry, by policy_kind: what the checks accept.
+EXPECTED_POLICIES = {"full": ("None", "nothing_saveable"), "dots": ("dots_saveable",)}
+
+
+def policy_summary(policy, cfg: Config, sol, remat) -> dict:
+    """Which of JAX's policies it is (if it is one the checks ask for), and, if it is not one
+    Transformer(remat=remat) may carry, what it keeps: only a wrong policy is shown to the
+    learner, and asking one means tracing the grader's block (a tenth of a grading's tracing)."""
     summary = {"is": policy_kind(policy), "text": None, "error": None}
+    if summary["is"] in EXPECTED_POLICIES.get(remat, ()) or remat is None:
+        return summary  # nothing a check says about it: remat=None's checkpoints are only counted
     try:
         summary["text"] = describe_policy(policy, cfg)
     except Exception as exc:  # the learner's policy raised when asked about the grader's block
@@ -445,11 +469,6 @@ class Gradient:
             elif v.site not in blocks:
                 stack.extend(v.parents)
         return found
-
-
-def param_paths(model) -> list:
-    """The key path of each nnx.Param of the model, in the order its gradients are returned."""
-    return [p for p, _ in jax.tree_util.tree_flatten_with_path(nnx.split(model, nnx.Param, ...)[1])[0]]
 
 
 def own_kept(cfg: Config, policy) -> list[int]:
@@ -576,7 +595,7 @@ def side_channels(closed) -> int:
     return found
 
 
-def structure(t: Traced, cfg: Config, sol) -> dict:
+def structure(t: Traced, cfg: Config, sol, remat) -> dict:
     """What the learner's checkpoints do, read from both programs.
 
     From the gradient program (the one compiled and measured): working: its checkpoints whose
@@ -614,10 +633,10 @@ def structure(t: Traced, cfg: Config, sol) -> dict:
     for e in working:
         policy = e.params.get("policy")
         if id(policy) not in summaries:
-            summaries[id(policy)] = policy_summary(policy, cfg, sol)
+            summaries[id(policy)] = policy_summary(policy, cfg, sol, remat)
     return {"live": min(len(working), len(holds)), "working": len(working),
             "policies": [summaries[id(e.params.get("policy"))] for e in working],
-            "blocks": gradient_sources(t.gradient, param_paths(t.models[0]), cfg.layers, live_grad),
+            "blocks": gradient_sources(t.gradient, t.paths, cfg.layers, live_grad),
             "gradient_outside": dict(gradient_outside),
             "prevent_cse_off": sum(e.params.get("prevent_cse") is False for e in working),
             "side_channels": side_channels(t.gradient) + side_channels(t.forward),
@@ -647,7 +666,7 @@ def variant(sol, cfg, remat, seeds, stacks, x, y, runs):
     t = work.variant(remat)
     program = work.compiled[remat].result()
     try:
-        found = structure(t, cfg, sol)
+        found = structure(t, cfg, sol, remat)
     except Exception as exc:  # only the checks that read the structure say so
         found = {"error": _verdict(exc, sol)}
     shardings = jax.tree.leaves((program.input_shardings, program.output_shardings))
