@@ -45,6 +45,9 @@ def start(figures: list[tuple[str, object, Callable]]) -> bool:
             except Exception as exc:  # the check computes it again, and says what went wrong
                 yield {"error": f"{type(exc).__name__}: {exc}"}
 
+    # A figure an earlier run kept is read back by the check in a moment: forking a process for
+    # it would cost the fork and, while that process lives, a copy of each page this one writes.
+    figures = [f for f in figures if not memo.kept(f[0], f[1])]
     if _run.process is not None or not figures:
         return False
     _run.process = Forked.start(job)

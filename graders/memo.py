@@ -59,15 +59,27 @@ def _cpu_flags() -> str:
     return ""
 
 
+def _path(name: str, key) -> Path | None:
+    """Where the figure for (name, key) is kept, or None when no folder is set."""
+    folder = os.environ.get("GRADERS_EXPECTED_DIR")
+    if not folder:
+        return None
+    return Path(folder) / (hashlib.sha256(f"{fingerprint()}\0{name}\0{key!r}".encode()).hexdigest() + ".json")
+
+
+def kept(name: str, key) -> bool:
+    """Whether an earlier run stored the figure for (name, key)."""
+    path = _path(name, key)
+    return path is not None and path.is_file()
+
+
 def stored(name: str, key, compute, write: bool = True):
     """compute(), or what it returned in an earlier run for the same name and key (the key's
     repr must say everything the figure depends on besides graders/ and the libraries), or what
     a process started by graders/ahead.py computed for it. The value must survive JSON as it
     is: numbers, strings, lists, dicts with string keys. `write=False`: store nothing."""
-    folder = os.environ.get("GRADERS_EXPECTED_DIR")
-    path = None
-    if folder:
-        path = Path(folder) / (hashlib.sha256(f"{fingerprint()}\0{name}\0{key!r}".encode()).hexdigest() + ".json")
+    path = _path(name, key)
+    if path is not None:
         try:
             return json.loads(path.read_text())["value"]
         except (OSError, ValueError, KeyError, TypeError):
