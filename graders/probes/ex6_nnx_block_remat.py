@@ -283,6 +283,15 @@ class Traced(NamedTuple):
     lowered: object
 
 
+def _fits(state, like) -> bool:
+    """Whether `state` can be given to a program traced with `like`: the same tree, every leaf
+    of the same shape and dtype."""
+    def avals(tree):
+        leaves, treedef = jax.tree.flatten(tree)
+        return treedef, [(np.shape(a), np.result_type(a)) for a in leaves]
+    return avals(state) == avals(like)
+
+
 def trace(sol, cfg: Config, remat, seeds, x, y, plain: "Traced | None" = None) -> Traced:
     """The learner's variant traced once: its forward jaxpr (what each checkpoint holds), and one
     program returning the output and the gradient of the grader's mean squared error, whose jaxpr
@@ -296,9 +305,7 @@ def trace(sol, cfg: Config, remat, seeds, x, y, plain: "Traced | None" = None) -
     first = build(sol, cfg, remat, seeds[0])
     blocks_of(first, cfg, remat)
     graphdef, state, rest = nnx.split(first, nnx.Param, ...)
-    treedef = jax.tree.structure(state)
-    if plain is not None and all(jax.tree.structure(nnx.split(m, nnx.Param, ...)[1]) == treedef
-                                 for m in plain.models[1:]):
+    if plain is not None and all(_fits(nnx.split(m, nnx.Param, ...)[1], state) for m in plain.models[1:]):
         models = (first, *plain.models[1:])
     else:
         models = (first, *(build(sol, cfg, remat, s) for s in seeds[1:]))
