@@ -132,7 +132,7 @@ def test_the_numpy_expected_values_are_jax_grad_of_the_grader_block_in_float64(i
             assert np.max(np.abs(mine[path] - theirs[path])) <= 1e-10 * scale, (i, path)
 
 
-@pytest.mark.course  # compiles three gradients for each configuration: about half a minute
+@pytest.mark.course  # compiles three gradients for each configuration: about a minute
 def test_every_configuration_shows_the_saving():
     # What graders/test_ex6_nnx_block_remat.py's _configs() says of the depths it draws: on every
     # configuration, the grader's own per-block checkpointed gradient with no policy ("full")

@@ -389,7 +389,7 @@ EXPECTED_POLICIES = {"full": ("None", "nothing_saveable"), "dots": ("dots_saveab
 def policy_summary(policy, cfg: Config, sol, remat) -> dict:
     """Which of JAX's policies it is (if it is one the checks ask for), and, if it is not one
     Transformer(remat=remat) may carry, what it keeps: only a wrong policy is shown to the
-    learner, and asking one means tracing the grader's block (a tenth of a grading's tracing)."""
+    learner, and asking one means tracing the grader's block."""
     summary = {"is": policy_kind(policy), "text": None, "error": None}
     if summary["is"] in EXPECTED_POLICIES.get(remat, ()) or remat is None:
         return summary  # nothing a check says about it: remat=None's checkpoints are only counted
