@@ -51,8 +51,8 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
     gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
     "full" and None (the report shows the figures);
   * `temp_memory_bytes` returns the grader's figure (within 10%) for a model of the
-    grader's own, of three blocks (one run plainly, one "full", one "dots", in an order drawn
-    at grading time) and of sizes drawn at grading time:
+    grader's own, of three small blocks of its own, not Transformer blocks (one run plainly,
+    one "full", one "dots", in an order drawn at grading time), of sizes drawn at grading time:
     measure the model you are given, whatever it is.
 """
 

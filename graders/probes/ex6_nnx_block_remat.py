@@ -165,27 +165,29 @@ def describe_policy(policy, cfg: Config) -> str:
 HOW = {"full": None, "dots": DOTS_SAVEABLE}  # how a block of GraderStack is checkpointed, by name
 
 
-class _Params(nnx.Module):
-    def __init__(self, **arrays):
-        for name, value in arrays.items():
-            setattr(self, name, nnx.Param(value))
+class StackConfig(NamedTuple):
+    """The sizes of GraderStack and of its data: x and y are (batch, length, d_model)."""
+    batch: int
+    length: int
+    d_model: int
+    d_hidden: int
 
 
 class GraderBlock(nnx.Module):
-    """The grader's own block as an nnx Module: the parameters of PARAMS, applied by block_fn."""
+    """x + tanh(x @ w_in + b_in) @ w_out: a residual MLP block, unlike the Transformer's on
+    purpose. A function that measures the model it is given measures this one as well as any,
+    and its gradient compiles in a fraction of the time of a Transformer block's (XLA's compile
+    time goes with the number of distinct kernels, and this block has few): it is compiled
+    after every edit, by the learner's temp_memory_bytes."""
 
-    def __init__(self, cfg: Config, rng: np.random.Generator):
-        groups: dict = {}
-        for path, shape in param_shapes(cfg).items():
-            module, name = path.split(".")
+    def __init__(self, c: StackConfig, rng: np.random.Generator):
+        def param(*shape):
             # float32 in NumPy: jnp.asarray of a float64 array runs a conversion program per shape
-            groups.setdefault(module, {})[name] = jnp.asarray((0.3 * rng.normal(size=shape)).astype(np.float32))
-        for module, arrays in groups.items():
-            setattr(self, module, _Params(**arrays))
-        self.heads = cfg.heads
+            return nnx.Param(jnp.asarray((0.3 * rng.normal(size=shape)).astype(np.float32)))
+        self.w_in, self.b_in, self.w_out = param(c.d_model, c.d_hidden), param(c.d_hidden), param(c.d_hidden, c.d_model)
 
     def __call__(self, x):
-        return block_fn({p: getattr(getattr(self, p.split(".")[0]), p.split(".")[1])[...] for p in PARAMS}, x, self.heads)
+        return x + jnp.tanh(x @ self.w_in[...] + self.b_in[...]) @ self.w_out[...]
 
 
 class GraderStack(nnx.Module):
@@ -194,9 +196,9 @@ class GraderStack(nnx.Module):
     since no figure of the learner's Transformer predicts it. Like a Transformer it has `blocks`
     and a `remat` attribute, which it does not read."""
 
-    def __init__(self, cfg: Config, layout: tuple):
-        rng = np.random.default_rng((len(layout), *cfg))
-        self.blocks = nnx.List([GraderBlock(cfg, rng) for _ in layout])
+    def __init__(self, c: StackConfig, layout: tuple):
+        rng = np.random.default_rng((len(layout), *c))
+        self.blocks = nnx.List([GraderBlock(c, rng) for _ in layout])
         self.layout = tuple(layout)
         self.remat = "full"
 
@@ -206,30 +208,30 @@ class GraderStack(nnx.Module):
         return x
 
 
-def stack_data(cfg: Config):
-    """x and y that GraderStack(cfg, ...) is given: only their shapes matter to its memory."""
-    r = np.random.default_rng(tuple(cfg))
-    shape = (cfg.batch, cfg.length, cfg.d_model)
+def stack_data(c: StackConfig):
+    """x and y that GraderStack(c, ...) is given: only their shapes matter to its memory."""
+    r = np.random.default_rng(tuple(c))
+    shape = (c.batch, c.length, c.d_model)
     return tuple(jnp.asarray(r.normal(size=shape).astype(np.float32)) for _ in range(2))
 
 
-def _stack_loss(cfg: Config, layout: tuple):
+def _stack_loss(c: StackConfig, layout: tuple):
     """GraderStack's nnx.Param state, and its mean squared error as a pure function of it."""
-    graphdef, params, rest = nnx.split(GraderStack(cfg, layout), nnx.Param, ...)
+    graphdef, params, rest = nnx.split(GraderStack(c, layout), nnx.Param, ...)
     return params, lambda p, x, y: mse(nnx.merge(graphdef, p, rest)(x), y)
 
 
-def grader_stack_memory(cfg: Config, layout: tuple, x, y) -> dict:
+def grader_stack_memory(c: StackConfig, layout: tuple, x, y) -> dict:
     """memory_analysis() of the gradient of the mean squared error of GraderStack w.r.t. its
     nnx.Param state, by field: its temp_size_in_bytes is what temp_memory_bytes should return."""
-    params, loss = _stack_loss(cfg, layout)
+    params, loss = _stack_loss(c, layout)
     return memory.memory_figures(memory.compile_fn(jax.grad(loss), params, x, y))
 
 
-def grader_stack_forward_temp(cfg: Config, layout: tuple, x, y) -> int:
+def grader_stack_forward_temp(c: StackConfig, layout: tuple, x, y) -> int:
     """temp_size_in_bytes of GraderStack's mean squared error alone, not differentiated: what a
     temp_memory_bytes that measures the forward pass returns."""
-    params, loss = _stack_loss(cfg, layout)
+    params, loss = _stack_loss(c, layout)
     return memory.temp_bytes(loss, params, x, y)
 
 
@@ -347,7 +349,7 @@ class Work:
                     self.traced[r] = exc
                     continue
                 self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
-            self.temp_memory = [pool.submit(lambda c=Config(*c), layout=layout:
+            self.temp_memory = [pool.submit(lambda c=StackConfig(*c), layout=layout:
                                             sol.temp_memory_bytes(GraderStack(c, layout), *stack_data(c)))
                                 for c, layout in stacks]
         finally:
