@@ -214,10 +214,15 @@ def serve(sock: socket.socket) -> None:
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
+    # Importing the libraries makes almost no garbage, yet it set off some 300 collections, each
+    # walking a heap that grows with every module: without them the imports took 0.1 s less CPU
+    # (0.87 s against 0.97 s, four runs each).
+    gc.disable()
     _preload(sys.argv[2:])
     # The libraries' objects never become garbage: frozen, the children's collections skip them
     # (the work of one ex6 grading spent 0.40 s collecting, 0.15 s with them frozen).
     gc.freeze()
+    gc.enable()
     sock.send(b'{"ready": true}')
     serve(sock)
     # The runner waits for this process to end: tearing down the interpreter with the libraries
