@@ -1,6 +1,7 @@
 # make grade [SOLUTIONS=dir] [EX="ex1 quiz"]   grade a folder of solutions (default: exercises/)
 #            [JOBS=n] [TIMEOUT=s] [NO_CACHE=1]  parallel exercises, seconds per exercise, no compilation cache
 #            [SEED=n] [VERBOSE=1]             repeat a run's drawn configurations; list every check
+#            [KEEP_SERVER=0]                  start no fork server to keep for the next run (see README)
 # make reference                              grade reference/ (instructor check: full marks)
 # make test                                   the package's own tests (graders vs reference, stubs, wrong answers)
 # make test-course                            the slow course tests (release, autograder, batch); CI runs both
@@ -8,7 +9,7 @@
 # make bench                                  cold/warm/edit-loop grading times of the reference
 # make release                                the students' copy in dist/student/ (no solutions, no quiz key)
 # make autograder [MINUTES=10]                dist/autograder.zip for Gradescope (MINUTES: the assignment's timeout)
-# make clean                                  remove .venv and caches
+# make clean                                  remove .venv and caches; stop the kept fork servers
 SHELL := /bin/bash
 SOLUTIONS ?= exercises
 EX ?=
@@ -18,6 +19,7 @@ NO_CACHE ?=
 SEED ?=
 VERBOSE ?=
 MINUTES ?=
+KEEP_SERVER ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -33,7 +35,7 @@ GRADE_ARGS := $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $
 
 .PHONY: grade reference test test-course bench clean venv watch release autograder
 grade: $(STAMP)
-	@$(PY) -m graders $(GRADE_ARGS)
+	@$(if $(filter 0,$(KEEP_SERVER)),GRADERS_NO_RESIDENT=1 )$(PY) -m graders $(GRADE_ARGS)
 
 watch: $(STAMP)
 	@$(PY) -m graders watch $(EX) --solutions $(SOLUTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(NO_CACHE),--no-cache) $(if $(SEED),--seed $(SEED))
@@ -82,5 +84,6 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 clean:
+	@if [ -x $(PY) ]; then $(PY) -c "from graders import resident; resident.stop_all()" || true; fi
 	rm -rf $(VENV) .cache .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -62,7 +62,7 @@ def grade_parser() -> argparse.ArgumentParser:
 def options_from(args) -> grading.Options:
     seed = grading.installation_seed() if args.seed is None else args.seed
     return grading.Options(timeout=args.timeout, cache=not args.no_cache, seed=seed, jobs=args.jobs,
-                           sandbox=getattr(args, "sandbox", False))
+                           sandbox=getattr(args, "sandbox", False), keep_server=True)
 
 
 def grade_command(argv: list[str]) -> int:
@@ -85,7 +85,8 @@ def grade_command(argv: list[str]) -> int:
     start = time.monotonic()
     # Started before anything else here: the fork server imports the libraries (most of a run's
     # start-up) while this process imports the report and prints the header.
-    launcher = process.launcher(ids, options.env(), options.fork, options.python, options.sandbox)
+    launcher = process.launcher(ids, options.env(), options.fork, options.python, options.sandbox,
+                                options.keep_server)
     try:
         from graders import report
         from graders.live import Live

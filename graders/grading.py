@@ -69,6 +69,7 @@ class Options:
     force_cpu: bool = False  # the notebook's check(): never the kernel's own accelerator
     python: str = sys.executable  # the interpreter the children run in
     sandbox: bool = False  # confine each child (graders/sandbox.py); root only
+    keep_server: bool = False  # a learner's loop: the fork server kept between runs (graders/resident.py)
     limits: dict[str, float] = field(default_factory=dict)  # per exercise, overriding `timeout`
 
     def limit(self, ex_id: str) -> float:
@@ -138,7 +139,8 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
         return _finish(result, start, "not run: " + result.reason, status="error")
 
     own = launcher is None
-    launcher = launcher or process.launcher([ex_id], options.env(), options.fork, options.python, options.sandbox)
+    launcher = launcher or process.launcher([ex_id], options.env(), options.fork, options.python, options.sandbox,
+                                           options.keep_server)
     events = None if on_event is None else (lambda event: on_event(ex_id, event))
     try:
         data = catalog.EXERCISES[ex_id].data
@@ -256,7 +258,8 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
     """Grade several exercises in parallel, longest first; results in the order asked for.
     `on_done` sees each result as soon as its exercise is graded."""
     own = launcher is None
-    launcher = launcher or process.launcher(ids, options.env(), options.fork, options.python, options.sandbox)
+    launcher = launcher or process.launcher(ids, options.env(), options.fork, options.python, options.sandbox,
+                                           options.keep_server)
     staging = None
     if options.sandbox:
         import tempfile

@@ -74,7 +74,8 @@ def check(exercise: str | list[str], solutions: str | os.PathLike = "exercises",
     if not folder.is_dir():
         raise FileNotFoundError(f"no folder {solutions}")
     options = grading.Options(timeout=timeout, seed=grading.installation_seed() if seed is None else seed,
-                              force_cpu=True, python=_python(), jobs=min(len(ids), os.cpu_count() or 1))
+                              force_cpu=True, python=_python(), jobs=min(len(ids), os.cpu_count() or 1),
+                              keep_server=True)
     results = grading.grade_many(ids, folder.resolve(), options)
     result = Result(results, report.format_report(results, folder, options.seed, verbose=True),
                     report.html_report(results))

@@ -174,8 +174,9 @@ class ForkServer:
     START_TIMEOUT = 120.0
 
     def __init__(self, env: dict[str, str], libraries: list[str], python: str = sys.executable,
-                 sandbox: dict | None = None):
+                 sandbox: dict | None = None, resident: bool = False):
         self.env = env
+        self.libraries, self.python = libraries, python
         # A sandboxed run never falls back to an unconfined interpreter.
         self.sandbox = sandbox
         self._spawner = Spawner(env, python) if sandbox is None else None
@@ -184,16 +185,27 @@ class ForkServer:
         self._replies: dict[int, dict] = {}
         self._cond = threading.Condition()
         self._alive = False
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._sock = ours
-        self._log = tempfile.TemporaryFile()
-        try:
-            self._proc = subprocess.Popen(
-                [python, "-m", "graders.forkserver", str(theirs.fileno()), *libraries],
-                cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
-                stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
-        finally:
-            theirs.close()
+        self._private: ForkServer | None = None  # if the kept server went away before answering
+        self._private_lock = threading.Lock()
+        self._proc = self._log = None
+        self.server_pid: int | None = None
+        self.resident = False
+        if resident and sandbox is None:
+            from graders import resident as kept
+
+            self._sock = kept.connect(env, python, libraries)
+            self.resident = self._sock is not None
+        if not self.resident:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self._sock = ours
+            self._log = tempfile.TemporaryFile()
+            try:
+                self._proc = subprocess.Popen(
+                    [python, "-m", "graders.forkserver", str(theirs.fileno()), *libraries],
+                    cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
+                    stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
+            finally:
+                theirs.close()
         self._ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -210,6 +222,7 @@ class ForkServer:
             except ValueError:
                 continue
             if message.get("ready"):
+                self.server_pid = message.get("pid")
                 self._alive = True
                 self._ready.set()
                 continue
@@ -230,7 +243,13 @@ class ForkServer:
                 self._cond.wait(min(left, 1.0))
             return self._replies[request]
 
-    def _fallback(self, ex_id, solutions, timeout, on_event) -> ChildRun:
+    def _fallback(self, ex_id, solutions, timeout, on_event, extra=None) -> ChildRun:
+        if self.resident:
+            # The kept server left (idle, replaced) as this run came: a server for this run.
+            with self._private_lock:  # not self._lock, which a failed send below still holds
+                if self._private is None:
+                    self._private = ForkServer(self.env, self.libraries, self.python)
+            return self._private.run(ex_id, solutions, timeout, on_event, extra)
         if self._spawner is None:
             return ChildRun([{"event": "child_error", "message": "the sandbox could not start a grading "
                               "process (the fork server is gone); nothing of this exercise was run."}], False, None, "")
@@ -241,7 +260,7 @@ class ForkServer:
         learner's module; {"data": values, "trusted": True} to grade values, unconfined."""
         self._ready.wait(self.START_TIMEOUT)
         if not self._alive:
-            return self._fallback(ex_id, solutions, timeout, on_event)
+            return self._fallback(ex_id, solutions, timeout, on_event, extra)
         read_fd, write_fd = os.pipe()
         with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
             out_path = Path(tmp) / "output"
@@ -253,11 +272,13 @@ class ForkServer:
                         message = {"id": request, "ex": ex_id, "solutions": str(solutions), **(extra or {})}
                         if self.sandbox is not None:
                             message["sandbox"] = dict(self.sandbox, solutions=str(solutions))
+                        if self.resident:
+                            message["env"] = self.env
                         socket.send_fds(self._sock, [json.dumps(message).encode()], [write_fd, out.fileno()])
                     except OSError:
                         os.close(write_fd)
                         os.close(read_fd)
-                        return self._fallback(ex_id, solutions, timeout, on_event)
+                        return self._fallback(ex_id, solutions, timeout, on_event, extra)
             os.close(write_fd)
             start = time.monotonic()
             events = _Events(read_fd, on_event)
@@ -265,7 +286,7 @@ class ForkServer:
             if started is None or "pid" not in started:
                 events.join(timeout=1)
                 if started is not None and "refused" in started:
-                    return self._fallback(ex_id, solutions, timeout, on_event)
+                    return self._fallback(ex_id, solutions, timeout, on_event, extra)
                 return ChildRun(list(events.events), False, None, _tail(out_path))
             pid = started["pid"]
             ended = self._wait_for(request, "exit", start + timeout)
@@ -295,6 +316,10 @@ class ForkServer:
             self._sock.close()
         except OSError:
             pass
+        if self._private is not None:
+            self._private.close()
+        if self._proc is None:
+            return  # a kept server: it lives on for the next run
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -322,14 +347,21 @@ def sandbox_spec(env: dict[str, str], python: str) -> dict:
             "hidden": [str(p) for p in catalog.SECRETS]}
 
 
-def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.executable, sandbox: bool = False):
+def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.executable, sandbox: bool = False,
+             keep: bool = False):
     """The way to start the children of one run: a fork server unless told otherwise; with
-    `sandbox`, always the fork server, each child confined (graders/sandbox.py)."""
+    `sandbox`, always the fork server, each child confined (graders/sandbox.py). With `keep` (a
+    learner's `make grade` or `check()`), the server kept between runs (graders/resident.py)
+    when the run needs JAX: it imports what every exercise uses, once for all of them."""
+    from graders import resident
+
     libraries = sorted({lib for i in ids for lib in catalog.EXERCISES[i].libraries})
     if sandbox:
         started = ForkServer(env, libraries, python, sandbox=sandbox_spec(env, python))
     elif not fork or os.environ.get("GRADERS_NO_FORK"):
         started = Spawner(env, python)
+    elif keep and "jax" in libraries and resident.wanted(env):
+        started = ForkServer(env, resident.libraries(), python, resident=True)
     else:
         started = ForkServer(env, libraries, python)
     threading.Thread(target=byte_compile_package, daemon=True).start()

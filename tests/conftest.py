@@ -4,6 +4,9 @@ import os
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Every run a test starts serves itself and ends: a fork server kept between runs
+# (graders/resident.py) is tested on its own, in tests/test_resident_server.py.
+os.environ["GRADERS_NO_RESIDENT"] = "1"
 
 import re
 from concurrent.futures import ThreadPoolExecutor

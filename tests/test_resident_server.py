@@ -1,0 +1,256 @@
+"""The fork server kept between runs (graders/resident.py): a second run is forked from the
+server the first one left; a change to what the server has read starts another; it leaves when
+idle or when its name is removed; a runner that stops takes its exercises with it; the child
+sees the runner's environment; and it is never used where a run must stand alone."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grading import ROOT
+from graders import catalog, grading, process, resident
+
+LOOPING_EX1 = "def tok_loss_sum_count(*args):\n    while True:\n        pass\n\n\naccum_token_weighted = tok_loss_sum_count\n"
+LEAVES_WITHIN = 3 * 2.0 + 5  # seconds: a few of the server's polls (RESIDENT_POLL), and slack for a busy machine
+
+
+@pytest.fixture
+def own_folder(monkeypatch):
+    """A socket folder of the test's own (short: a socket's path is at most 107 bytes), and every
+    server started in it stopped at the end."""
+    base = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
+    monkeypatch.setattr(tempfile, "tempdir", base)
+    started: list[int] = []
+    yield started
+    resident.stop_all()
+    for pid in {*started, *_servers_in(base)}:
+        _wait_gone(pid, LEAVES_WITHIN)
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _servers_in(base: str) -> list[int]:
+    """The kept servers whose socket is in `base` (started by a run the test made, not by it)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--listen" in argv and any(a.startswith(base.encode() + b"/") for a in argv):
+            found.append(int(proc.name))
+    return found
+
+
+def _env(**extra) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("GRADERS_NO_RESIDENT", "CI")}
+    return grading.Options(seed=7).env(dict(base, **extra))
+
+
+def _launcher(env, started, ids=("ex1",)) -> process.ForkServer:
+    launcher = process.launcher(list(ids), env, keep=True)
+    assert isinstance(launcher, process.ForkServer) and launcher.resident
+    launcher._ready.wait(120)
+    assert launcher.server_pid, "the kept server never said it was ready"
+    if launcher.server_pid not in started:
+        started.append(launcher.server_pid)
+    return launcher
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
+def test_a_second_run_is_forked_from_the_server_the_first_run_left(own_folder):
+    env = _env()
+    first = _launcher(env, own_folder)
+    result = grading.grade_exercise("ex1", ROOT / "reference", grading.Options(seed=7), first)
+    first.close()
+    assert result.score == result.max_score
+    assert _alive(first.server_pid), "the server should outlive the run that started it"
+    second = _launcher(env, own_folder)
+    try:
+        assert second.server_pid == first.server_pid
+        result = grading.grade_exercise("ex1", ROOT / "reference", grading.Options(seed=7), second)
+        assert result.score == result.max_score, result.checks
+    finally:
+        second.close()
+
+
+def test_the_name_changes_with_what_the_server_has_read_and_only_with_that(monkeypatch, tmp_path):
+    env = _env()
+    name = resident.key(env, sys.executable, ["jax"])
+    assert resident.key(dict(env, _="/usr/bin/make", SHLVL="4", PWD="/elsewhere"), sys.executable, ["jax"]) == name
+    assert resident.key(dict(env, XLA_FLAGS=env["XLA_FLAGS"] + " --xla_dump_to=/tmp/x"), sys.executable, ["jax"]) != name
+    assert resident.key(dict(env, GRADERS_SEED="8"), sys.executable, ["jax"]) != name
+    assert resident.key(env, sys.executable, ["jax", "optax"]) != name
+    # An edit to any file of graders/ (here, of a copy of it).
+    copy = tmp_path / "graders"
+    shutil.copytree(catalog.GRADERS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(catalog, "GRADERS_DIR", copy)
+    before = resident.key(env, sys.executable, ["jax"])
+    target = copy / "probes" / "ex6_nnx_block_remat.py"
+    os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 1_000_000))
+    assert resident.key(env, sys.executable, ["jax"]) != before
+
+
+def test_another_environment_gets_a_server_of_its_own(own_folder):
+    one = _launcher(_env(), own_folder)
+    other = _launcher(_env(JAX_ENABLE_X64="0"), own_folder)
+    try:
+        assert one.server_pid != other.server_pid
+    finally:
+        one.close()
+        other.close()
+
+
+def test_the_child_sees_the_runners_current_environment(own_folder, tmp_path):
+    (tmp_path / "ex1_token_accumulation.py").write_text("import os\nSEEN = os.environ.get('OLDPWD')\n")
+    firsts = []
+    for value in ("/first", "/second"):
+        launcher = _launcher(_env(OLDPWD=value), own_folder)
+        try:
+            run = launcher.run("ex1", tmp_path, 60, extra={"extract": ["SEEN"]})
+        finally:
+            launcher.close()
+        firsts.append(launcher.server_pid)
+        data = next(e for e in run.events if e.get("event") == "data")
+        assert data["values"]["SEEN"] == value
+    assert firsts[0] == firsts[1], "OLDPWD is set by the shell: it should not need a server of its own"
+
+
+def test_an_idle_server_leaves_and_the_next_run_starts_another(own_folder):
+    env = _env(GRADERS_RESIDENT_IDLE="1")
+    first = _launcher(env, own_folder)
+    first.close()
+    assert _wait_gone(first.server_pid, 1 + LEAVES_WITHIN), "an idle server should leave"
+    second = _launcher(env, own_folder)
+    try:
+        assert second.server_pid != first.server_pid
+        result = grading.grade_exercise("ex1", ROOT / "reference", grading.Options(seed=7), second)
+        assert result.score == result.max_score
+    finally:
+        second.close()
+
+
+def test_removing_its_name_stops_a_server(own_folder):
+    launcher = _launcher(_env(), own_folder)
+    launcher.close()
+    assert resident.stop_all() == 1
+    assert _wait_gone(launcher.server_pid, LEAVES_WITHIN)
+
+
+def test_a_server_killed_between_runs_is_replaced(own_folder):
+    env = _env()
+    first = _launcher(env, own_folder)
+    first.close()
+    os.kill(first.server_pid, 9)
+    assert _wait_gone(first.server_pid, 10)
+    second = _launcher(env, own_folder)  # its socket's name is still there, and refuses
+    try:
+        assert second.server_pid != first.server_pid
+    finally:
+        second.close()
+
+
+def test_a_runner_that_stops_takes_its_running_exercise_with_it(own_folder, tmp_path):
+    (tmp_path / "ex1_token_accumulation.py").write_text(LOOPING_EX1)
+    launcher = _launcher(_env(), own_folder)
+    runner = threading.Thread(target=lambda: launcher.run("ex1", tmp_path, 120), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not launcher._replies:
+        time.sleep(0.05)
+    child = next(iter(launcher._replies.values())).get("pid")
+    assert child and _alive(child)
+    launcher.close()  # as a runner's end does: Ctrl-C, a crash
+    assert _wait_gone(child, 10), "the exercise of a runner that is gone should be killed"
+    assert _alive(launcher.server_pid), "the server itself should stay for the next run"
+
+
+@pytest.mark.parametrize("env_change, why", [({"CI": "true"}, "CI"), ({"GRADERS_NO_RESIDENT": "1"}, "asked not to")])
+def test_no_server_is_kept_where_a_run_must_stand_alone(own_folder, env_change, why):
+    launcher = process.launcher(["ex1"], _env(**env_change), keep=True)
+    try:
+        assert not getattr(launcher, "resident", False), why
+    finally:
+        launcher.close()
+    assert not list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))
+
+
+def test_runs_that_do_not_ask_for_it_never_keep_a_server(own_folder):
+    for launcher in (process.launcher(["ex1"], _env()), process.launcher(["quiz"], _env(), keep=True)):
+        try:
+            assert not getattr(launcher, "resident", False)
+        finally:
+            launcher.close()
+    assert not list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))
+
+
+def test_a_folder_others_can_enter_is_not_used(own_folder):
+    where = resident.folder()
+    assert where is not None
+    where.chmod(0o755)
+    assert resident.folder() is None
+    assert resident.connect(_env(), sys.executable, ["jax"]) is None
+
+
+def test_make_grade_uses_the_kept_server_unless_asked_not_to(own_folder):
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADERS_NO_RESIDENT", "CI")}
+    env["TMPDIR"] = tempfile.gettempdir()
+    for keep, kept in (("0", False), ("", True)):
+        proc = subprocess.run(["make", "--no-print-directory", "grade", "EX=ex1", "SOLUTIONS=reference", f"KEEP_SERVER={keep}"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert bool(list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))) == kept
+
+
+def test_check_in_a_notebook_keeps_a_server_for_the_next_call(own_folder, monkeypatch):
+    from graders import check
+
+    monkeypatch.delenv("GRADERS_NO_RESIDENT", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    result = check("ex1", solutions=ROOT / "reference", display=False)
+    assert result.score == result.max_score
+    assert list(Path(tempfile.gettempdir()).glob("graders-*/*.sock")), "check() should keep its server"
+
+
+def test_the_readme_says_how_long_a_kept_server_waits():
+    minutes = resident.IDLE_SECONDS / 60
+    text = (ROOT / "README.md").read_text()
+    assert text.count(f"{minutes:g} minutes without a run") == 2, "Performance and Troubleshooting"
+
+
+def test_a_run_whose_kept_server_dies_grades_on_a_server_of_its_own(own_folder):
+    launcher = _launcher(_env(), own_folder)
+    try:
+        os.kill(launcher.server_pid, 9)
+        assert _wait_gone(launcher.server_pid, 10)
+        result = grading.grade_exercise("ex1", ROOT / "reference", grading.Options(seed=7), launcher)
+        assert result.score == result.max_score, result.checks
+        assert launcher._private is not None and launcher._private.server_pid != launcher.server_pid
+    finally:
+        launcher.close()
