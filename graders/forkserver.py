@@ -212,23 +212,28 @@ def serve(sock: socket.socket | None = None, listener: socket.socket | None = No
 
     def hang_up(conn: socket.socket) -> None:
         # A runner stopped (Ctrl-C) with exercises running: they would grade on for no one.
+        from graders.process import kill_group
+
         for pid, (owner, _) in list(running.items()):
             if owner is conn:
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(pid, signal.SIGKILL)
-                        break
-                    except (ProcessLookupError, PermissionError):
-                        continue
+                kill_group(pid)
         del conns[conn.fileno()]
         conn.close()
 
-    def ours() -> bool:
+    def identity(name) -> tuple[int, int] | None:
         try:
-            st = os.stat(path)
+            st = os.stat(name)
         except OSError:
-            return False
-        return (st.st_dev, st.st_ino) == inode
+            return None
+        return st.st_dev, st.st_ino
+
+    from graders import catalog
+
+    home = identity(catalog.ROOT)  # the package's folder
+
+    def ours() -> bool:
+        # Its socket still has its name, and the package it grades is still where it was.
+        return identity(path) == inode and identity(catalog.ROOT) == home
 
     while True:
         waiting = [wake_r, *conns.values(), *([listener] if listener is not None and not leaving else [])]
@@ -283,7 +288,7 @@ def _request(conn, conns, listener, wake, running, send) -> bool:
         return False
     try:
         request = None if flags & socket.MSG_TRUNC else json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         request = None
     if not isinstance(request, dict) or "id" not in request:
         # A request carries a learner's values (the quiz's answers): one too long for a
@@ -298,7 +303,13 @@ def _request(conn, conns, listener, wake, running, send) -> bool:
         return True
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # out of processes or memory: the runner grades this one another way
+        for fd in fds:
+            os.close(fd)
+        send(conn, {"id": request["id"], "refused": "could not fork"})
+        return True
     if pid == 0:
         others = [c for c in conns.values() if c is not conn] + ([listener] if listener is not None else [])
         _child(conn, wake, request, fds, others)

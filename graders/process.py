@@ -115,7 +115,7 @@ class _Events:
         return not self._thread.is_alive()
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
     # Whatever the learner's code started (threads, grandchildren) goes with the group.
     for kill in (os.killpg, os.kill):
         try:
@@ -156,7 +156,7 @@ class Spawner:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
             events.join(timeout=5)
             return ChildRun(list(events.events), timed_out, proc.returncode, _tail(out_path))
@@ -284,8 +284,11 @@ class ForkServer:
             events = _Events(read_fd, on_event)
             started = self._wait_for(request, "pid", start + 30.0)
             if started is None or "pid" not in started:
-                events.join(timeout=1)
+                ended = events.join(timeout=1)
                 if started is not None and "refused" in started:
+                    return self._fallback(ex_id, solutions, timeout, on_event, extra)
+                if started is None and not self._alive and ended and not events.events:
+                    # The server died with the request unread (no child holds the event pipe)
                     return self._fallback(ex_id, solutions, timeout, on_event, extra)
                 return ChildRun(list(events.events), False, None, _tail(out_path))
             pid = started["pid"]
@@ -301,7 +304,7 @@ class ForkServer:
                 # The waiter outside the namespace kills its process 1, and so all of it.
                 _signal(pid, signal.SIGTERM)
                 self._wait_for(request, "exit", time.monotonic() + 5.0)
-            _kill_group(pid)
+            kill_group(pid)
             if timed_out and self._alive:
                 self._wait_for(request, "exit", time.monotonic() + 5.0)
             events.join(timeout=5)
@@ -323,7 +326,7 @@ class ForkServer:
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            _kill_group(self._proc.pid)
+            kill_group(self._proc.pid)
             self._proc.wait()
         self._log.close()
 

@@ -2,13 +2,17 @@
 starting Python and importing JAX, Flax, Optax and pytest (about 1 s of an edit loop).
 
 The server is graders/forkserver.py listening on a Unix socket in a folder only this user can
-enter. Its name is a hash of everything that server has read and a run could change: the
-interpreter, the installed packages (the time the site-packages folder last changed), every file
-of graders/ (size and time of change), the libraries it imports and the children's environment
-but for the variables below that nothing reads while importing. A run whose hash differs starts
-a new server; the old one leaves after IDLE_SECONDS without a run, or within RESIDENT_POLL
-seconds of its socket's name being removed (`make clean` does). Your module is never imported
-there: each exercise is graded in a fresh child forked from it, as in a run of its own.
+enter. Its name is a hash of everything that server has read or passes on to its children and
+that a run could change: the interpreter; the installed packages (the site-packages folders'
+times of change and the `.pth` files, which is what pip changes); every file of graders/ and the
+package's own folder (which file, its size and times: a copy of the package made with its times
+kept is still another file); the libraries it imports; the process's settings a child inherits
+(umask, resource limits, CPUs, niceness, control group); and the children's environment but for
+the variables below, which nothing reads while importing (the child is given the runner's own).
+A run whose hash differs starts a new server; the old one leaves after IDLE_SECONDS without a
+run, or within RESIDENT_POLL seconds of its socket's name being removed (`make clean` does).
+Your module is never imported there: each exercise is graded in a fresh child forked from it,
+as in a run of its own.
 
 Not used under CI, by batch grading, with --sandbox, or with GRADERS_NO_RESIDENT=1 (`make grade
 KEEP_SERVER=0`): those start a server for the run and end it with the run.
@@ -28,10 +32,13 @@ from pathlib import Path
 from graders import catalog
 
 IDLE_SECONDS = 600.0  # a learner between two edits; after that the memory is given back
-# Set by a shell or make for each command, read by nothing a server imports: the child is given
-# the runner's current values.
+# Set by a shell, make or a terminal for each command or window, or read by the grading child
+# alone (child.run): nothing a server imports reads them, and the child is given the runner's.
 VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES",
-                      "MAKE_TERMOUT", "MAKE_TERMERR", "COLUMNS", "LINES"})
+                      "MAKE_TERMOUT", "MAKE_TERMERR", "COLUMNS", "LINES", "WINDOWID", "TMUX", "TMUX_PANE", "STY",
+                      "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TERM_SESSION_ID", "ITERM_SESSION_ID",
+                      "WT_SESSION", "KITTY_WINDOW_ID", "GRADERS_SEED", "GRADERS_CHECK_TIMEOUT"})
+VOLATILE_PREFIXES = ("VSCODE_",)
 _started: list[subprocess.Popen] = []  # kept, so that no warning says a process was left running
 
 
@@ -52,23 +59,52 @@ def folder() -> Path | None:
     return path
 
 
+def _settings() -> list:
+    """What a forked child inherits from the process that started its server, besides files."""
+    import resource
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    limits = {name: resource.getrlimit(getattr(resource, name)) for name in dir(resource)
+              if name.startswith("RLIMIT_")}
+    try:
+        group = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        group = None
+    return [mask, sorted(limits.items()), sorted(os.sched_getaffinity(0)), os.nice(0), group]
+
+
+def _file(path: Path) -> list:
+    st = path.stat()
+    return [str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def key(env: dict[str, str], python: str, libraries: list[str]) -> str:
     digest = hashlib.sha256()
 
     def add(*parts) -> None:
         digest.update(json.dumps(parts, default=str).encode() + b"\n")
 
-    add("resident 1", os.path.realpath(python), sys.version, libraries)
-    add(sorted((k, v) for k, v in env.items() if k not in VOLATILE))
+    add("resident 2", os.path.realpath(python), sys.version, libraries, _settings())
+    add(sorted((k, v) for k, v in env.items() if k not in VOLATILE and not k.startswith(VOLATILE_PREFIXES)))
     # The child's interpreter may not be this one (check() in a kernel of another environment).
     prefix = Path(os.path.abspath(python)).parent.parent
-    for folder_ in sorted(prefix.glob("lib*/python*/site-packages")):
-        add(str(folder_), folder_.stat().st_mtime_ns)
+    for packages in sorted(prefix.glob("lib*/python*/site-packages")):
+        add(_file(packages), [(p.name, p.read_bytes()) for p in sorted(packages.glob("*.pth"))])
+    root = catalog.ROOT.stat()  # which folder, not its time: a run's files come and go there
+    add(str(catalog.ROOT), root.st_dev, root.st_ino)
     for file in sorted(catalog.GRADERS_DIR.rglob("*")):
-        if "__pycache__" not in file.parts and file.is_file():
-            st = file.stat()
-            add(str(file), st.st_size, st.st_mtime_ns)
+        if "__pycache__" not in file.parts:
+            add(_file(file))
     return digest.hexdigest()[:24]
+
+
+def idle_seconds(env: dict[str, str]) -> float:
+    try:
+        seconds = float(env.get("GRADERS_RESIDENT_IDLE", IDLE_SECONDS))
+    except ValueError:
+        return IDLE_SECONDS
+    return seconds if 0 < seconds < float("inf") else IDLE_SECONDS
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -93,7 +129,7 @@ def connect(env: dict[str, str], python: str, libraries: list[str]) -> socket.so
     if sock is not None:
         return sock
     try:
-        with open(where / f"{name}.lock", "w") as lock:
+        with open(where / "lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once start one server
             sock = _connect(path)
             if sock is not None:
@@ -107,7 +143,7 @@ def connect(env: dict[str, str], python: str, libraries: list[str]) -> socket.so
                 listener.bind(str(path))
                 listener.listen(16)
                 st = os.stat(path)
-                idle = env.get("GRADERS_RESIDENT_IDLE") or f"{IDLE_SECONDS:g}"
+                idle = f"{idle_seconds(env):g}"
                 # Its own session, its output nowhere: a pipe the runner's output goes to (a CI
                 # log, `make grade | less`) must not stay open while the server lives.
                 _started.append(subprocess.Popen(

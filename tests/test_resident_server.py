@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grading import ROOT
-from graders import catalog, grading, process, resident
+from graders import catalog, child, grading, process, resident
 
 LOOPING_EX1 = "def tok_loss_sum_count(*args):\n    while True:\n        pass\n\n\naccum_token_weighted = tok_loss_sum_count\n"
 LEAVES_WITHIN = 3 * 2.0 + 5  # seconds: a few of the server's polls (RESIDENT_POLL), and slack for a busy machine
@@ -68,11 +68,15 @@ def _launcher(env, started, ids=("ex1",)) -> process.ForkServer:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
+    """Whether any thread of the process still runs (its main thread can be a zombie while
+    another, e.g. OpenBLAS's, still holds the process's sockets open)."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            if (task / "stat").read_text().rsplit(") ", 1)[1][0] != "Z":
+                return True
+        except (OSError, IndexError):
+            continue
+    return False
 
 
 def _wait_gone(pid: int, seconds: float) -> bool:
@@ -105,7 +109,7 @@ def test_the_name_changes_with_what_the_server_has_read_and_only_with_that(monke
     name = resident.key(env, sys.executable, ["jax"])
     assert resident.key(dict(env, _="/usr/bin/make", SHLVL="4", PWD="/elsewhere"), sys.executable, ["jax"]) == name
     assert resident.key(dict(env, XLA_FLAGS=env["XLA_FLAGS"] + " --xla_dump_to=/tmp/x"), sys.executable, ["jax"]) != name
-    assert resident.key(dict(env, GRADERS_SEED="8"), sys.executable, ["jax"]) != name
+    assert resident.key(dict(env, JAX_ENABLE_X64="1"), sys.executable, ["jax"]) != name
     assert resident.key(env, sys.executable, ["jax", "optax"]) != name
     # An edit to any file of graders/ (here, of a copy of it).
     copy = tmp_path / "graders"
@@ -114,7 +118,36 @@ def test_the_name_changes_with_what_the_server_has_read_and_only_with_that(monke
     before = resident.key(env, sys.executable, ["jax"])
     target = copy / "probes" / "ex6_nnx_block_remat.py"
     os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 1_000_000))
-    assert resident.key(env, sys.executable, ["jax"]) != before
+    edited = resident.key(env, sys.executable, ["jax"])
+    assert edited != before
+    # Another file with the same name, size and time of change (as `cp -a` or `tar x` leave it).
+    shutil.copy2(target, tmp_path / "other")
+    os.replace(tmp_path / "other", target)
+    assert resident.key(env, sys.executable, ["jax"]) != edited
+
+
+def test_the_name_changes_with_the_settings_a_child_inherits():
+    import resource
+
+    env = _env()
+    name = resident.key(env, sys.executable, ["jax"])
+    mask = os.umask(0o077)
+    try:
+        assert resident.key(env, sys.executable, ["jax"]) != name
+    finally:
+        os.umask(mask)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
+    try:
+        assert resident.key(env, sys.executable, ["jax"]) != name
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert resident.key(env, sys.executable, ["jax"]) == name
+
+
+@pytest.mark.parametrize("text", ["abc", "nan", "inf", "-5", "0"])
+def test_an_idle_time_that_is_no_time_is_the_default(text):
+    assert resident.idle_seconds({"GRADERS_RESIDENT_IDLE": text}) == resident.IDLE_SECONDS
 
 
 def test_another_environment_gets_a_server_of_its_own(own_folder):
@@ -128,18 +161,23 @@ def test_another_environment_gets_a_server_of_its_own(own_folder):
 
 
 def test_the_child_sees_the_runners_current_environment(own_folder, tmp_path):
-    (tmp_path / "ex1_token_accumulation.py").write_text("import os\nSEEN = os.environ.get('OLDPWD')\n")
-    firsts = []
-    for value in ("/first", "/second"):
-        launcher = _launcher(_env(OLDPWD=value), own_folder)
+    """OLDPWD is set by the shell, the seed and the time limit of a check are read by the
+    grading child alone: runs that differ only there share a server, and each child sees its
+    runner's values."""
+    (tmp_path / "ex1_token_accumulation.py").write_text(
+        "import os\nSEEN = [os.environ.get(k) for k in ('OLDPWD', 'GRADERS_SEED', 'GRADERS_CHECK_TIMEOUT')]\n")
+    servers = []
+    for seed, oldpwd, timeout in ((11, "/first", 30.0), (12, "/second", 40.0)):
+        env = grading.Options(seed=seed, timeout=timeout).env(dict(_env(), OLDPWD=oldpwd))
+        launcher = _launcher(env, own_folder)
         try:
             run = launcher.run("ex1", tmp_path, 60, extra={"extract": ["SEEN"]})
         finally:
             launcher.close()
-        firsts.append(launcher.server_pid)
+        servers.append(launcher.server_pid)
         data = next(e for e in run.events if e.get("event") == "data")
-        assert data["values"]["SEEN"] == value
-    assert firsts[0] == firsts[1], "OLDPWD is set by the shell: it should not need a server of its own"
+        assert child.unplain(data["values"]["SEEN"]) == [oldpwd, str(seed), f"{timeout:g}"]
+    assert servers[0] == servers[1]
 
 
 def test_an_idle_server_leaves_and_the_next_run_starts_another(own_folder):
