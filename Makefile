@@ -20,6 +20,10 @@ SEED ?=
 VERBOSE ?=
 MINUTES ?=
 KEEP_SERVER ?=
+# make puts variables given on its command line into every recipe's environment; the runner
+# reads them as arguments, and in its environment they would make each EX=... a kept fork
+# server of its own (graders/resident.py).
+unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES KEEP_SERVER
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

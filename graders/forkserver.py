@@ -65,10 +65,15 @@ def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[
         for other in others:  # other runners' connections, the listener: none is the learner's
             other.close()
         if isinstance(request.get("env"), dict):
-            # A server kept between runs was started with this environment, but for the
-            # variables nothing reads at import (graders/resident.py): the runner's are current.
-            os.environ.clear()
+            # A server kept between runs has the runner's environment but for the variables
+            # nothing reads at import (graders/resident.py): the runner sends its own of those.
+            from graders.resident import volatile
+
+            for name in [n for n in os.environ if volatile(n)]:
+                del os.environ[name]
             os.environ.update(request["env"])
+            if "numpy" in sys.modules:  # as unseeded in each run as in a process of its own
+                sys.modules["numpy"].random.seed()
         for fd in wake:
             os.close(fd)
         signal.set_wakeup_fd(-1)

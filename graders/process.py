@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, resident
 
 OUTPUT_LINES = 15  # lines of the learner's own printing shown for a crashed exercise
 OUTPUT_CHARS = 1500
@@ -174,7 +174,7 @@ class ForkServer:
     START_TIMEOUT = 120.0
 
     def __init__(self, env: dict[str, str], libraries: list[str], python: str = sys.executable,
-                 sandbox: dict | None = None, resident: bool = False):
+                 sandbox: dict | None = None, keep: bool = False):
         self.env = env
         self.libraries, self.python = libraries, python
         # A sandboxed run never falls back to an unconfined interpreter.
@@ -189,13 +189,11 @@ class ForkServer:
         self._private_lock = threading.Lock()
         self._proc = self._log = None
         self.server_pid: int | None = None
-        self.resident = False
-        if resident and sandbox is None:
-            from graders import resident as kept
-
-            self._sock = kept.connect(env, python, libraries)
-            self.resident = self._sock is not None
-        if not self.resident:
+        self.kept = False
+        if keep and sandbox is None:
+            self._sock = resident.connect(env, python, libraries)
+            self.kept = self._sock is not None
+        if not self.kept:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self._sock = ours
             self._log = tempfile.TemporaryFile()
@@ -244,7 +242,7 @@ class ForkServer:
             return self._replies[request]
 
     def _fallback(self, ex_id, solutions, timeout, on_event, extra=None) -> ChildRun:
-        if self.resident:
+        if self.kept:
             # The kept server left (idle, replaced) as this run came: a server for this run.
             with self._private_lock:  # not self._lock, which a failed send below still holds
                 if self._private is None:
@@ -272,8 +270,10 @@ class ForkServer:
                         message = {"id": request, "ex": ex_id, "solutions": str(solutions), **(extra or {})}
                         if self.sandbox is not None:
                             message["sandbox"] = dict(self.sandbox, solutions=str(solutions))
-                        if self.resident:
-                            message["env"] = self.env
+                        if self.kept:
+                            # The rest is the server's own: the same, or its name would differ.
+                            # (The whole could be more than a message holds.)
+                            message["env"] = {k: v for k, v in self.env.items() if resident.volatile(k)}
                         socket.send_fds(self._sock, [json.dumps(message).encode()], [write_fd, out.fileno()])
                     except OSError:
                         os.close(write_fd)
@@ -356,15 +356,13 @@ def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.exec
     `sandbox`, always the fork server, each child confined (graders/sandbox.py). With `keep` (a
     learner's `make grade` or `check()`), the server kept between runs (graders/resident.py)
     when the run needs JAX: it imports what every exercise uses, once for all of them."""
-    from graders import resident
-
     libraries = sorted({lib for i in ids for lib in catalog.EXERCISES[i].libraries})
     if sandbox:
         started = ForkServer(env, libraries, python, sandbox=sandbox_spec(env, python))
     elif not fork or os.environ.get("GRADERS_NO_FORK"):
         started = Spawner(env, python)
     elif keep and "jax" in libraries and resident.wanted(env):
-        started = ForkServer(env, resident.libraries(), python, resident=True)
+        started = ForkServer(env, resident.libraries(), python, keep=True)
     else:
         started = ForkServer(env, libraries, python)
     threading.Thread(target=byte_compile_package, daemon=True).start()

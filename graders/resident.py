@@ -36,9 +36,15 @@ IDLE_SECONDS = 600.0  # a learner between two edits; after that the memory is gi
 # alone (child.run): nothing a server imports reads them, and the child is given the runner's.
 VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES",
                       "MAKE_TERMOUT", "MAKE_TERMERR", "COLUMNS", "LINES", "WINDOWID", "TMUX", "TMUX_PANE", "STY",
-                      "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TERM_SESSION_ID", "ITERM_SESSION_ID",
+                      "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "GPG_TTY", "TERM_SESSION_ID", "ITERM_SESSION_ID",
                       "WT_SESSION", "KITTY_WINDOW_ID", "GRADERS_SEED", "GRADERS_CHECK_TIMEOUT"})
-VOLATILE_PREFIXES = ("VSCODE_",)
+VOLATILE_PREFIXES = ("VSCODE_", "GNOME_TERMINAL_", "KONSOLE_", "WEZTERM_", "ALACRITTY_", "TERMINATOR_", "__INTELLIJ")
+
+
+def volatile(name: str) -> bool:
+    return name in VOLATILE or name.startswith(VOLATILE_PREFIXES)
+
+
 _started: list[subprocess.Popen] = []  # kept, so that no warning says a process was left running
 
 
@@ -60,18 +66,46 @@ def folder() -> Path | None:
 
 
 def _settings() -> list:
-    """What a forked child inherits from the process that started its server, besides files."""
+    """What a forked child inherits from the process that started its server, besides files and
+    the environment: umask, resource limits, CPUs, scheduling, blocked signals (a blocked SIGALRM
+    would stop pytest-timeout), capabilities, personality, namespaces, control group."""
     import resource
 
     mask = os.umask(0o022)
     os.umask(mask)
     limits = {name: resource.getrlimit(getattr(resource, name)) for name in dir(resource)
               if name.startswith("RLIMIT_")}
+    proc = Path("/proc/self")
+
+    def read(name: str) -> str | None:
+        try:
+            return (proc / name).read_text()
+        except OSError:
+            return None
+
+    # Blocked signals, not ignored ones: a shell may leave some of those to one way of starting
+    # a run and not another, and the grading process sets a handler for each it uses.
+    status = [line for line in (read("status") or "").splitlines()
+              if line.startswith(("SigBlk", "Cap", "NoNewPrivs", "Seccomp"))]
+    namespaces = sorted((ns.name, os.stat(ns).st_ino) for ns in (proc / "ns").glob("*") if ns.exists())
+    return [mask, sorted(limits.items()), sorted(os.sched_getaffinity(0)), os.nice(0), os.sched_getscheduler(0),
+            os.sched_getparam(0).sched_priority, _io_priority(), status, read("personality"),
+            read("oom_score_adj"), namespaces, read("cgroup")]
+
+
+def _io_priority() -> int | None:
+    """ioprio_get(IOPRIO_WHO_PROCESS, 0) (`ionice`): no Python call reads it."""
     try:
-        group = Path("/proc/self/cgroup").read_text()
-    except OSError:
-        group = None
-    return [mask, sorted(limits.items()), sorted(os.sched_getaffinity(0)), os.nice(0), group]
+        import ctypes
+        import platform
+
+        number = {"x86_64": 252, "aarch64": 31}.get(platform.machine())
+        if number is None:
+            return None
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(number, 1, 0)
+    except (OSError, AttributeError):
+        return None
 
 
 def _file(path: Path) -> list:
@@ -86,7 +120,7 @@ def key(env: dict[str, str], python: str, libraries: list[str]) -> str:
         digest.update(json.dumps(parts, default=str).encode() + b"\n")
 
     add("resident 2", os.path.realpath(python), sys.version, libraries, _settings())
-    add(sorted((k, v) for k, v in env.items() if k not in VOLATILE and not k.startswith(VOLATILE_PREFIXES)))
+    add(sorted((k, v) for k, v in env.items() if not volatile(k)))
     # The child's interpreter may not be this one (check() in a kernel of another environment).
     prefix = Path(os.path.abspath(python)).parent.parent
     for packages in sorted(prefix.glob("lib*/python*/site-packages")):
@@ -94,7 +128,8 @@ def key(env: dict[str, str], python: str, libraries: list[str]) -> str:
     root = catalog.ROOT.stat()  # which folder, not its time: a run's files come and go there
     add(str(catalog.ROOT), root.st_dev, root.st_ino)
     for file in sorted(catalog.GRADERS_DIR.rglob("*")):
-        if "__pycache__" not in file.parts:
+        # Files only: a folder changes when its __pycache__ is first written (after this run).
+        if "__pycache__" not in file.parts and file.is_file():
             add(_file(file))
     return digest.hexdigest()[:24]
 
@@ -123,8 +158,10 @@ def connect(env: dict[str, str], python: str, libraries: list[str]) -> socket.so
     where = folder()
     if where is None:
         return None
-    name = key(env, python, libraries)
-    path = where / f"{name}.sock"
+    try:
+        path = where / f"{key(env, python, libraries)}.sock"  # a file may vanish as it is read
+    except OSError:
+        return None
     sock = _connect(path)
     if sock is not None:
         return sock

@@ -5,6 +5,7 @@ sees the runner's environment; and it is never used where a run must stand alone
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,7 @@ def _env(**extra) -> dict[str, str]:
 
 def _launcher(env, started, ids=("ex1",)) -> process.ForkServer:
     launcher = process.launcher(list(ids), env, keep=True)
-    assert isinstance(launcher, process.ForkServer) and launcher.resident
+    assert isinstance(launcher, process.ForkServer) and launcher.kept
     launcher._ready.wait(120)
     assert launcher.server_pid, "the kept server never said it was ready"
     if launcher.server_pid not in started:
@@ -123,7 +124,14 @@ def test_the_name_changes_with_what_the_server_has_read_and_only_with_that(monke
     # Another file with the same name, size and time of change (as `cp -a` or `tar x` leave it).
     shutil.copy2(target, tmp_path / "other")
     os.replace(tmp_path / "other", target)
-    assert resident.key(env, sys.executable, ["jax"]) != edited
+    replaced = resident.key(env, sys.executable, ["jax"])
+    assert replaced != edited
+    # What a run writes itself (bytecode), and an editor's lock file (a link to nowhere), are not
+    # what the server has read.
+    (copy / "probes" / "__pycache__").mkdir()
+    (copy / "probes" / "__pycache__" / "ex6_nnx_block_remat.cpython-312.pyc").write_bytes(b"")
+    (copy / ".#test_ex1_token_accumulation.py").symlink_to("root@host.1234:1700000000")
+    assert resident.key(env, sys.executable, ["jax"]) == replaced
 
 
 def test_the_name_changes_with_the_settings_a_child_inherits():
@@ -136,6 +144,11 @@ def test_the_name_changes_with_the_settings_a_child_inherits():
         assert resident.key(env, sys.executable, ["jax"]) != name
     finally:
         os.umask(mask)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # pytest-timeout's signal
+    try:
+        assert resident.key(env, sys.executable, ["jax"]) != name
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
     try:
@@ -178,6 +191,32 @@ def test_the_child_sees_the_runners_current_environment(own_folder, tmp_path):
         data = next(e for e in run.events if e.get("event") == "data")
         assert child.unplain(data["values"]["SEEN"]) == [oldpwd, str(seed), f"{timeout:g}"]
     assert servers[0] == servers[1]
+
+
+def test_a_large_environment_is_still_served_by_the_kept_server(own_folder, tmp_path):
+    (tmp_path / "ex1_token_accumulation.py").write_text("import os\nSEEN = len(os.environ['BIG1'] + os.environ['BIG2'])\n")
+    # More than one message holds (each variable under the kernel's limit for one)
+    launcher = _launcher(_env(BIG1="x" * 120_000, BIG2="y" * 120_000), own_folder)
+    try:
+        run = launcher.run("ex1", tmp_path, 60, extra={"extract": ["SEEN"]})
+    finally:
+        launcher.close()
+    assert launcher._private is None, "the run fell back to a server of its own"
+    assert next(e for e in run.events if e.get("event") == "data")["values"]["SEEN"] == 240_000
+
+
+def test_numpys_global_random_state_differs_from_run_to_run(own_folder, tmp_path):
+    """As in a process of its own: a learner's unseeded np.random is not the same every run."""
+    (tmp_path / "ex1_token_accumulation.py").write_text("import numpy\nDRAW = float(numpy.random.rand())\n")
+    draws = []
+    for _ in range(2):
+        launcher = _launcher(_env(), own_folder)
+        try:
+            run = launcher.run("ex1", tmp_path, 60, extra={"extract": ["DRAW"]})
+        finally:
+            launcher.close()
+        draws.append(next(e for e in run.events if e.get("event") == "data")["values"]["DRAW"])
+    assert draws[0] != draws[1]
 
 
 def test_an_idle_server_leaves_and_the_next_run_starts_another(own_folder):
@@ -233,7 +272,7 @@ def test_a_runner_that_stops_takes_its_running_exercise_with_it(own_folder, tmp_
 def test_no_server_is_kept_where_a_run_must_stand_alone(own_folder, env_change, why):
     launcher = process.launcher(["ex1"], _env(**env_change), keep=True)
     try:
-        assert not getattr(launcher, "resident", False), why
+        assert not getattr(launcher, "kept", False), why
     finally:
         launcher.close()
     assert not list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))
@@ -242,7 +281,7 @@ def test_no_server_is_kept_where_a_run_must_stand_alone(own_folder, env_change, 
 def test_runs_that_do_not_ask_for_it_never_keep_a_server(own_folder):
     for launcher in (process.launcher(["ex1"], _env()), process.launcher(["quiz"], _env(), keep=True)):
         try:
-            assert not getattr(launcher, "resident", False)
+            assert not getattr(launcher, "kept", False)
         finally:
             launcher.close()
     assert not list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))
@@ -264,6 +303,13 @@ def test_make_grade_uses_the_kept_server_unless_asked_not_to(own_folder):
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert bool(list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))) == kept
+    # Another exercise, by make or by hand: the same server (make's own variables are not
+    # handed to the runner's environment).
+    for command in (["make", "--no-print-directory", "grade", "EX=ex4", "SOLUTIONS=reference"],
+                    [sys.executable, "-m", "graders", "ex4", "--solutions", "reference"]):
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert len(list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))) == 1, command
 
 
 def test_check_in_a_notebook_keeps_a_server_for_the_next_call(own_folder, monkeypatch):
