@@ -6,7 +6,9 @@ Prints, per exercise, median wall times over several runs:
   * edit loop: what a learner waits for after saving a change: `python -m graders <id>` on a
     copy of the reference with a `* 1.0` in each computation that ends up compiled (the
     catalog's `edit`), so every program the learner writes misses the cache while the graders'
-    own programs hit it: the learner's-loop issue's measure;
+    own programs hit it: the learner's-loop issue's measure. Each run is forked from the fork
+    server the previous run kept (graders/resident.py), as `make grade` does;
+  * no server kept: the same, each run starting its own fork server, as after 10 minutes away;
   * the floor: starting Python, importing JAX and running one op, and each edit loop as a
     multiple of it, taken pair by pair with a floor run before each edit run (the goal is at
     most 5x);
@@ -14,7 +16,8 @@ Prints, per exercise, median wall times over several runs:
     numbers in the cache key, so that everything traced through the learner's module misses,
     its eager set-up ops (a model's initialisers) included: an upper bound.
 Then the whole package, warm, against the chapter's own self-check cells for Exercises 1-4
-in one process (graders/bench_baseline.py), run in turn, and the median of their pairwise ratios.
+in one process (graders/bench_baseline.py), run in turn, with the kept server and without, and
+the medians of their pairwise ratios.
 A benchmark, not a test: it asserts nothing.
 """
 
@@ -36,11 +39,15 @@ EDIT_GOAL = 5.0  # an edit loop may take at most this many floors
 BASELINE_PAIRS = 7  # at least this many (chapter, ours) pairs: each takes about 4 s
 
 
-def _env(cache_dir: Path, metadata: bool = False) -> dict[str, str]:
+def _env(cache_dir: Path, metadata: bool = False, keep: bool = False) -> dict[str, str]:
     # The graders' stored figures (graders/memo.py) live beside the compilation cache: cold means
-    # neither holds anything.
+    # neither holds anything. The fork server kept between runs (graders/resident.py) only where
+    # the figure is a learner's loop: cold and warm start theirs, as the chapter's cells do.
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache_dir / "jax"),
                GRADERS_EXPECTED_DIR=str(cache_dir / "expected"))
+    env.pop("GRADERS_NO_RESIDENT", None)
+    if not keep:
+        env["GRADERS_NO_RESIDENT"] = "1"
     if metadata:
         env["JAX_COMPILATION_CACHE_INCLUDE_METADATA_IN_KEY"] = "true"
     return env
@@ -90,7 +97,8 @@ def series(label: str, runs: int, ids: list[str], jobs: int | None, cold: bool) 
             "compile": {i: statistics.median(v) for i, v in compile_s.items()}}
 
 
-def edit_loop(runs: int, ids: list[str], cache_dir: Path, moved: bool = False) -> dict[str, tuple[float, float]]:
+def edit_loop(runs: int, ids: list[str], cache_dir: Path, moved: bool = False,
+              keep: bool = True) -> dict[str, tuple[float, float]]:
     """(wall time, multiple of the floor) of `python -m graders <id>` after an edit, per exercise:
     the reference with its catalog edit (a `* 1.0` in each of its compiled computations, one more
     each run, so each run's programs are new to the cache), or, with `moved`, the reference with
@@ -98,9 +106,22 @@ def edit_loop(runs: int, ids: list[str], cache_dir: Path, moved: bool = False) -
     through the learner's code misses, its eager set-up ops included: an upper bound). Each run
     is paired with a floor run just before it, and the multiple is the median of the pairs'
     ratios: the machine's speed drifts (two floors measured a minute apart here: 0.68 s and
-    1.05 s), and a ratio taken pair by pair does not move with it."""
-    env = _env(cache_dir, metadata=moved)
+    1.05 s), and a ratio taken pair by pair does not move with it. With `keep`, as `make grade`
+    runs: forked from the server kept between runs, which the first run (the one that fills
+    the cache) starts; without, each run starts its own, as after 10 minutes away."""
+    env = _env(cache_dir, metadata=moved, keep=keep)
     _grade(env, ids, catalog.ROOT / "reference", None)  # the graders' own programs, cached
+    try:
+        return _edit_runs(runs, ids, cache_dir, env, moved, "moved lines" if moved else
+                          "edit loop" if keep else "edit loop, no server kept")
+    finally:
+        if keep:
+            from graders import resident
+
+            resident.stop(grading.Options(seed=grading.installation_seed()).env(env), sys.executable)
+
+
+def _edit_runs(runs, ids, cache_dir, env, moved, label) -> dict[str, tuple[float, float]]:
     figures = {}
     for ex_id in ids:
         module = catalog.module_name(ex_id) + ".py"
@@ -117,27 +138,37 @@ def edit_loop(runs: int, ids: list[str], cache_dir: Path, moved: bool = False) -
                 walls.append(_timed([sys.executable, "-m", "graders", ex_id, "--solutions", tmp], env))
             ratios.append(walls[-1] / base)
         figures[ex_id] = (statistics.median(walls), statistics.median(ratios))
-        print(f"  {'moved lines' if moved else 'edit loop'} {ex_id}: {figures[ex_id][0]:.1f} s, "
+        print(f"  {label} {ex_id}: {figures[ex_id][0]:.1f} s, "
               f"{figures[ex_id][1]:.1f}x the floor", file=sys.stderr)
     return figures
 
 
-def baseline(runs: int, cache_dir: Path) -> tuple[float, float, float]:
-    """(the chapter's self-checks in one process, our graders for ex1-ex4, the median of their
-    ratios), both warm, run in turn (chapter, ours, chapter, ...): the machine's speed drifts by
-    10-15% over minutes, and a ratio taken pair by pair does not move with it."""
+def baseline(runs: int, cache_dir: Path) -> dict[str, float]:
+    """The chapter's self-checks in one process, and our graders for ex1-ex4 with a fork server
+    of the run's own and with the one the previous run kept, all warm, run in turn (chapter,
+    ours, ours kept, chapter, ...): the machine's speed drifts by 10-15% over minutes, and a
+    ratio taken pair by pair does not move with it. Medians of each, and of the ratios."""
     ids = ["ex1", "ex2", "ex3", "ex4"]
     env = process.child_env(grading.CHECK_TIMEOUT, True, 0, base=_env(cache_dir))
     command = [sys.executable, "-m", "graders.bench_baseline"]
     _timed(command, env)
-    ours_env = _env(cache_dir)
-    _grade(ours_env, ids, catalog.ROOT / "reference", None)
-    pairs = []
-    for _ in range(max(runs, BASELINE_PAIRS)):
-        chapter = _timed(command, env)
-        pairs.append((chapter, _grade(ours_env, ids, catalog.ROOT / "reference", None)[0]))
-    return (statistics.median(c for c, _ in pairs), statistics.median(o for _, o in pairs),
-            statistics.median(o / c for c, o in pairs))
+    alone, kept = _env(cache_dir), _env(cache_dir, keep=True)
+    _grade(alone, ids, catalog.ROOT / "reference", None)
+    _grade(kept, ids, catalog.ROOT / "reference", None)  # starts the server the runs below keep
+    rows = []
+    try:
+        for _ in range(max(runs, BASELINE_PAIRS)):
+            chapter = _timed(command, env)
+            rows.append((chapter, _grade(alone, ids, catalog.ROOT / "reference", None)[0],
+                         _grade(kept, ids, catalog.ROOT / "reference", None)[0]))
+    finally:
+        from graders import resident
+
+        resident.stop(grading.Options(seed=grading.installation_seed()).env(kept), sys.executable)
+    return {"chapter": statistics.median(c for c, _, _ in rows),
+            "alone": statistics.median(a for _, a, _ in rows), "kept": statistics.median(k for _, _, k in rows),
+            "alone_ratio": statistics.median(a / c for c, a, _ in rows),
+            "kept_ratio": statistics.median(k / c for c, _, k in rows)}
 
 
 def main() -> None:
@@ -155,29 +186,37 @@ def main() -> None:
         cold = series("cold", args.runs, ids, args.jobs, cold=True)
         warm = series("warm", args.runs, ids, args.jobs, cold=False)
         edits = edit_loop(args.runs, ids, cache_dir / "edit")
+        alone = edit_loop(args.runs, ids, cache_dir / "alone", keep=False)
         moved = edit_loop(args.runs, ids, cache_dir / "moved", moved=True)
-        chapter, ours, paired = baseline(args.runs, cache_dir / "baseline")
+        base_line = baseline(args.runs, cache_dir / "baseline")
     shutil.rmtree(cache_dir, ignore_errors=True)
 
     print(f"\nMedian of {args.runs} runs, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs ({platform.machine()}), "
           f"Python {platform.python_version()}, jobs={args.jobs or os.cpu_count()}. Cold and warm: wall time in the "
           "exercise's process (of which tracing + compiling) while all exercises are graded. Edit loop: "
           "`make grade EX=<id>` after a `* 1.0` in each of the reference's compiled computations, whole "
-          "command, and as a multiple of the floor, the median of the ratios of each run to a floor run just before it. "
-          "Every program new: the same with the lines moved and source lines in the cache key.\n")
+          "command, and as a multiple of the floor, the median of the ratios of each run to a floor run just before it; "
+          "forked from the server the previous run kept, as `make grade` does, or (no server kept) with a server "
+          "of its own, as after 10 minutes away. Every program new: the same with the lines moved and source lines "
+          "in the cache key.\n")
     print(f"floor (start Python, import JAX, run one op): {base:.1f} s\n")
-    print("| exercise | cold | warm | edit loop | edit loop / floor | every program new |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| exercise | cold | warm | edit loop | edit loop / floor | no server kept | every program new |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    def over(ratio: float) -> str:
+        return "" if ratio <= EDIT_GOAL else " (over the goal)"
+
     for i in ids:
-        (edit, ratio), (new, new_ratio) = edits[i], moved[i]
+        (edit, ratio), (solo, solo_ratio), (new, new_ratio) = edits[i], alone[i], moved[i]
         print(f"| {i} | {cold['seconds'][i]:.1f} s ({cold['compile'][i]:.1f} s) | "
-              f"{warm['seconds'][i]:.1f} s ({warm['compile'][i]:.1f} s) | {edit:.1f} s | "
-              f"{ratio:.1f}x{'' if ratio <= EDIT_GOAL else ' (over the goal)'} | "
-              f"{new:.1f} s ({new_ratio:.1f}x) |")
-    print(f"| **all, wall clock** | **{cold['wall']:.1f} s** | **{warm['wall']:.1f} s** | | | |")
-    print(f"\nex1-ex4, warm: the graders {ours:.2f} s against the chapter's self-check cells in one process "
-          f"{chapter:.2f} s (medians of {max(args.runs, BASELINE_PAIRS)} runs each, in turn); the median of "
-          f"the ratios, pair by pair: {paired:.2f}x")
+              f"{warm['seconds'][i]:.1f} s ({warm['compile'][i]:.1f} s) | {edit:.1f} s | {ratio:.1f}x{over(ratio)} | "
+              f"{solo:.1f} s ({solo_ratio:.1f}x{over(solo_ratio)}) | {new:.1f} s ({new_ratio:.1f}x) |")
+    print(f"| **all, wall clock** | **{cold['wall']:.1f} s** | **{warm['wall']:.1f} s** | | | | |")
+    b = base_line
+    print(f"\nex1-ex4, warm, against the chapter's self-check cells in one process ({b['chapter']:.2f} s), in turn, "
+          f"{max(args.runs, BASELINE_PAIRS)} runs each: the graders forked from the server the previous run kept "
+          f"{b['kept']:.2f} s ({b['kept_ratio']:.2f}x, the median of the ratios pair by pair), with a server of "
+          f"the run's own {b['alone']:.2f} s ({b['alone_ratio']:.2f}x)")
 
 
 if __name__ == "__main__":
