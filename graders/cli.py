@@ -11,6 +11,7 @@ from pathlib import Path
 from graders import catalog, grading, process
 
 USAGE_ERROR = 2
+INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C
 
 
 def _positive(kind):
@@ -99,6 +100,10 @@ def grade_command(argv: list[str]) -> int:
                                          launcher=launcher)
         finally:
             live.close()
+    except KeyboardInterrupt:
+        sys.stdout.write("\ninterrupted: the exercises still running were stopped; nothing was reported.\n")
+        sys.stdout.flush()
+        return INTERRUPTED
     finally:
         launcher.close()
     # One exercise graded on its own lists every check: the learner sees what was verified.

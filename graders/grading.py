@@ -267,9 +267,11 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
         staging = tempfile.TemporaryDirectory(prefix="graders-submission-")
         solutions = stage(solutions, Path(staging.name) / "solutions")
     try:
+        stopped = []
+
         def one(ex_id: str) -> ExerciseResult:
             result = grade_exercise(ex_id, solutions, options, launcher, on_event)
-            if on_done is not None:
+            if on_done is not None and not stopped:  # a stopped exercise has no result to show
                 on_done(result)
             return result
 
@@ -277,7 +279,14 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
 
         with ThreadPoolExecutor(max_workers=options.jobs) as pool:
             futures = {i: pool.submit(one, i) for i in catalog.longest_first(ids)}
-            return [futures[i].result() for i in ids]
+            try:
+                return [futures[i].result() for i in ids]
+            except BaseException:  # Ctrl-C: the exercises stop now, not at their time limits
+                stopped.append(True)
+                for future in futures.values():
+                    future.cancel()
+                launcher.stop()
+                raise
     finally:
         if own:
             launcher.close()

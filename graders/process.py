@@ -138,6 +138,7 @@ class Spawner:
     def __init__(self, env: dict[str, str], python: str = sys.executable):
         self.env = env
         self.python = python
+        self._running: set[int] = set()
 
     def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None) -> ChildRun:
         read_fd, write_fd = os.pipe()
@@ -150,16 +151,23 @@ class Spawner:
                     cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True)
             os.close(write_fd)
+            self._running.add(proc.pid)
             events = _Events(read_fd, on_event)
             timed_out = False
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
+            self._running.discard(proc.pid)
             kill_group(proc.pid)
             proc.wait()
             events.join(timeout=5)
             return ChildRun(list(events.events), timed_out, proc.returncode, _tail(out_path))
+
+    def stop(self) -> None:
+        """Kill every grading process now running (Ctrl-C)."""
+        for pid in list(self._running):
+            kill_group(pid)
 
     def close(self) -> None:
         pass
@@ -310,6 +318,18 @@ class ForkServer:
             events.join(timeout=5)
             reply = self._replies.get(request, {})
             return ChildRun(list(events.events), timed_out, reply.get("exit"), _tail(out_path))
+
+    def stop(self) -> None:
+        """Kill every grading process now running (Ctrl-C); each run() then returns at once."""
+        with self._cond:
+            pids = [r["pid"] for r in self._replies.values() if "pid" in r and "exit" not in r]
+        for pid in pids:
+            if self.sandbox is not None:
+                _signal(pid, signal.SIGTERM)  # the waiter outside the namespace kills its process 1
+            kill_group(pid)
+        for other in (self._private, self._spawner):
+            if other is not None:
+                other.stop()
 
     def close(self) -> None:
         try:

@@ -10,8 +10,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
+
+import pytest
 
 from grading import ROOT, grade
 from graders import catalog
@@ -124,6 +128,47 @@ def test_watch_regrades_a_saved_module_and_exits_zero_on_ctrl_c(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("how", ["fork server", "kept fork server", "fresh interpreter"])
+def test_ctrl_c_stops_the_running_exercises_at_once_and_shows_no_traceback(tmp_path, how):
+    pid_file = tmp_path / "pid"
+    (tmp_path / "ex1_token_accumulation.py").write_text(
+        f"import os\n\ndef tok_loss_sum_count(*args):\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "    while True:\n        pass\n\n\naccum_token_weighted = tok_loss_sum_count\n")
+    short = tempfile.mkdtemp(prefix="cc-", dir="/tmp")  # a socket's path is at most 107 bytes
+    env = dict(os.environ, TMPDIR=short)
+    if how == "kept fork server":
+        env.pop("GRADERS_NO_RESIDENT", None)
+        env.pop("CI", None)
+    if how == "fresh interpreter":
+        env["GRADERS_NO_FORK"] = "1"
+    proc = subprocess.Popen(_command("ex1", "--solutions", str(tmp_path), "--timeout", "120"), cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, "the learner's loop never started"
+            time.sleep(0.1)
+        looping = int(pid_file.read_text())
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kept = list(Path(short).glob("graders-*/*.sock"))
+        subprocess.run([sys.executable, "-c", "from graders import resident; resident.stop_all()"], cwd=ROOT, env=env)
+        shutil.rmtree(short, ignore_errors=True)
+    assert bool(kept) == (how == "kept fork server")
+    assert proc.returncode == 130
+    assert "interrupted" in out and "Traceback" not in out, out
+    for _ in range(50):
+        if not Path(f"/proc/{looping}").exists() or "Z" in Path(f"/proc/{looping}/stat").read_text().rsplit(") ", 1)[1][:1]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the learner's looping code still runs after Ctrl-C")
 
 
 def test_check_grades_in_a_child_from_a_process_that_imported_jax_first(tmp_path):
