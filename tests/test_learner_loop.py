@@ -143,8 +143,11 @@ def test_ctrl_c_stops_the_running_exercises_at_once_and_shows_no_traceback(tmp_p
         env.pop("CI", None)
     if how == "fresh interpreter":
         env["GRADERS_NO_FORK"] = "1"
+    # As from a terminal: a shell without job control (CI's) starts background commands with
+    # SIGINT ignored, and the runner would inherit that.
     proc = subprocess.Popen(_command("ex1", "--solutions", str(tmp_path), "--timeout", "120"), cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not pid_file.exists() or not pid_file.read_text():
