@@ -144,10 +144,13 @@ def test_ctrl_c_stops_the_running_exercises_at_once_and_shows_no_traceback(tmp_p
     if how == "fresh interpreter":
         env["GRADERS_NO_FORK"] = "1"
     # As from a terminal: a shell without job control (CI's) starts background commands with
-    # SIGINT ignored, and the runner would inherit that.
-    proc = subprocess.Popen(_command("ex1", "--solutions", str(tmp_path), "--timeout", "120"), cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # SIGINT ignored, which the runner would inherit; a small launcher puts it back, then
+    # becomes the runner (no preexec_fn: this process has JAX's threads).
+    command = _command("ex1", "--solutions", str(tmp_path), "--timeout", "120")
+    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               f"os.execv(sys.executable, {command!r})")
+    proc = subprocess.Popen([sys.executable, "-c", restore], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 60
         while not pid_file.exists() or not pid_file.read_text():
