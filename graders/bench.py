@@ -66,6 +66,13 @@ def _grade(env: dict, ids: list[str], solutions: Path, jobs: int | None) -> tupl
         return wall, json.loads(out.read_text())["extra_data"]["exercises"]
 
 
+def _stop_kept(env: dict) -> None:
+    """Stop the fork server that runs of `python -m graders` in `env` were forked from."""
+    from graders import resident
+
+    resident.stop(grading.Options(seed=grading.installation_seed()).env(env), sys.executable)
+
+
 def _timed(command: list[str], env: dict) -> float:
     start = time.monotonic()
     subprocess.run(command, cwd=catalog.ROOT, env=env, check=True, capture_output=True)
@@ -116,9 +123,7 @@ def edit_loop(runs: int, ids: list[str], cache_dir: Path, moved: bool = False,
                           "edit loop" if keep else "edit loop, no server kept")
     finally:
         if keep:
-            from graders import resident
-
-            resident.stop(grading.Options(seed=grading.installation_seed()).env(env), sys.executable)
+            _stop_kept(env)
 
 
 def _edit_runs(runs, ids, cache_dir, env, moved, label) -> dict[str, tuple[float, float]]:
@@ -162,9 +167,7 @@ def baseline(runs: int, cache_dir: Path) -> dict[str, float]:
             rows.append((chapter, _grade(alone, ids, catalog.ROOT / "reference", None)[0],
                          _grade(kept, ids, catalog.ROOT / "reference", None)[0]))
     finally:
-        from graders import resident
-
-        resident.stop(grading.Options(seed=grading.installation_seed()).env(kept), sys.executable)
+        _stop_kept(kept)
     return {"chapter": statistics.median(c for c, _, _ in rows),
             "alone": statistics.median(a for _, a, _ in rows), "kept": statistics.median(k for _, _, k in rows),
             "alone_ratio": statistics.median(a / c for c, a, _ in rows),

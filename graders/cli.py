@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from graders import catalog, grading, process
+from graders import catalog, grading
 
 USAGE_ERROR = 2
 INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C
@@ -86,8 +86,7 @@ def grade_command(argv: list[str]) -> int:
     start = time.monotonic()
     # Started before anything else here: the fork server imports the libraries (most of a run's
     # start-up) while this process imports the report and prints the header.
-    launcher = process.launcher(ids, options.env(), options.fork, options.python, options.sandbox,
-                                options.keep_server)
+    launcher = options.launcher(ids)
     try:
         from graders import report
         from graders.live import Live

@@ -236,9 +236,12 @@ def serve(sock: socket.socket | None = None, listener: socket.socket | None = No
 
     home = identity(catalog.ROOT)  # the package's folder
 
+    def named() -> bool:
+        return identity(path) == inode
+
     def ours() -> bool:
         # Its socket still has its name, and the package it grades is still where it was.
-        return identity(path) == inode and identity(catalog.ROOT) == home
+        return named() and identity(catalog.ROOT) == home
 
     while True:
         waiting = [wake_r, *conns.values(), *([listener] if listener is not None and not leaving else [])]
@@ -270,7 +273,7 @@ def serve(sock: socket.socket | None = None, listener: socket.socket | None = No
             # No new runner can find this server once its name is gone; one already queued
             # on the listener is still served (the select above sees it) before it leaves.
             leaving = True
-            if ours():
+            if named():
                 try:
                     os.unlink(path)
                 except OSError:

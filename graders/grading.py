@@ -75,6 +75,10 @@ class Options:
     def limit(self, ex_id: str) -> float:
         return self.limits.get(ex_id, self.timeout)
 
+    def launcher(self, ids: list[str]):
+        """How this run's grading processes start (graders/process.py)."""
+        return process.launcher(ids, self.env(), self.fork, self.python, self.sandbox, self.keep_server)
+
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The children's environment, from `base` (default: this process's environment)."""
         return process.child_env(min(CHECK_TIMEOUT, self.timeout), self.cache, self.seed, base=base,
@@ -139,8 +143,7 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
         return _finish(result, start, "not run: " + result.reason, status="error")
 
     own = launcher is None
-    launcher = launcher or process.launcher([ex_id], options.env(), options.fork, options.python, options.sandbox,
-                                           options.keep_server)
+    launcher = launcher or options.launcher([ex_id])
     events = None if on_event is None else (lambda event: on_event(ex_id, event))
     try:
         data = catalog.EXERCISES[ex_id].data
@@ -258,8 +261,7 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
     """Grade several exercises in parallel, longest first; results in the order asked for.
     `on_done` sees each result as soon as its exercise is graded."""
     own = launcher is None
-    launcher = launcher or process.launcher(ids, options.env(), options.fork, options.python, options.sandbox,
-                                           options.keep_server)
+    launcher = launcher or options.launcher(ids)
     staging = None
     if options.sandbox:
         import tempfile
@@ -267,11 +269,13 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
         staging = tempfile.TemporaryDirectory(prefix="graders-submission-")
         solutions = stage(solutions, Path(staging.name) / "solutions")
     try:
-        stopped = []
+        import threading
+
+        stopped = threading.Event()
 
         def one(ex_id: str) -> ExerciseResult:
             result = grade_exercise(ex_id, solutions, options, launcher, on_event)
-            if on_done is not None and not stopped:  # a stopped exercise has no result to show
+            if on_done is not None and not stopped.is_set():  # a stopped exercise has no result to show
                 on_done(result)
             return result
 
@@ -282,7 +286,7 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
             try:
                 return [futures[i].result() for i in ids]
             except BaseException:  # Ctrl-C: the exercises stop now, not at their time limits
-                stopped.append(True)
+                stopped.set()
                 for future in futures.values():
                     future.cancel()
                 launcher.stop()
