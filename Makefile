@@ -22,7 +22,7 @@ MINUTES ?=
 KEEP_SERVER ?=
 # make puts variables given on its command line into every recipe's environment; the runner
 # reads them as arguments, and in its environment they would make each EX=... a kept fork
-# server of its own (graders/resident.py).
+# server of its own (graders/runner/kept_server.py).
 unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES KEEP_SERVER
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -58,17 +58,17 @@ test-course: $(STAMP)
 
 bench: $(STAMP)
 	$(FULL_PACKAGE)
-	$(PY) -m graders.bench
+	$(PY) -m graders.course.bench
 
 venv: $(STAMP)
 
 release: $(STAMP)
 	$(FULL_PACKAGE)
-	$(PY) -m graders.bundle release --out dist/student
+	$(PY) -m graders.course.bundle release --out dist/student
 
 autograder: $(STAMP)
 	$(FULL_PACKAGE)
-	$(PY) -m graders.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES))
+	$(PY) -m graders.course.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES))
 
 $(STAMP): pyproject.toml
 	@set -e; found=""; \

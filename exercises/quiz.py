@@ -5,7 +5,7 @@ ANSWERS a plain dict written out below: the grader reads it from this file's tex
 Each question is worth one point, and every answer, right or wrong, comes back with the
 explanation of the fact behind it. `make grade EX=quiz` grades it.
 
-The answer key (graders/quiz_key.json) is stored as salted hashes, which only keeps a glance from
+The answer key (graders/exercises/quiz/key.json) is stored as salted hashes, which only keeps a glance from
 spoiling the quiz: four letters per question means a handful of guesses recover every answer. It is
 there for self-study. In a course, your copy has no key: `make grade` then checks only that each
 answer is one letter A to D, and the quiz is graded when you submit.

@@ -6,7 +6,7 @@ catalog (catalog.py) describes every exercise once. From a notebook: `from grade
 
 
 def check(exercise, solutions="exercises", **options):
-    """Grade an exercise from a notebook or a REPL; see graders/notebook.py."""
-    from graders.notebook import check as _check
+    """Grade an exercise from a notebook or a REPL; see graders/app/notebook.py."""
+    from graders.app.notebook import check as _check
 
     return _check(exercise, solutions, **options)

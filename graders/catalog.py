@@ -70,9 +70,7 @@ _ALL = (
 )
 EXERCISES: dict[str, Exercise] = {e.id: e for e in _ALL}
 
-# Files of graders/ that only the trusted side may read: a release leaves them out, and a
-# sandboxed grading process sees them empty.
-SECRETS = (GRADERS_DIR / "quiz_key.json",)
+EXERCISES_DIR = GRADERS_DIR / "exercises"  # one folder per exercise: exercise_dir()
 
 
 def edited(ex_id: str, text: str, times: int = 1) -> str:
@@ -95,13 +93,46 @@ def title(ex_id: str) -> str:
     return EXERCISES[ex_id].title
 
 
+def exercise_dir(ex_id: str) -> Path:
+    """graders/exercises/<module>/: the exercise's checks, probes, own helpers and data."""
+    return EXERCISES_DIR / module_name(ex_id)
+
+
 def grader_file(ex_id: str) -> Path:
-    return GRADERS_DIR / f"test_{module_name(ex_id)}.py"
+    """The exercise's checks: they draw the inputs and decide every verdict (the judge's side)."""
+    return exercise_dir(ex_id) / "checks.py"
 
 
 def probes_file(ex_id: str) -> Path:
-    """The exercise's probes (graders/worker.py): the only grader code that touches the learner's."""
-    return GRADERS_DIR / "probes" / f"{module_name(ex_id)}.py"
+    """The exercise's probes (graders/child/probe_channel.py): the only grader code that touches the learner's."""
+    return exercise_dir(ex_id) / "probes.py"
+
+
+def probes_module(ex_id: str) -> str:
+    return f"graders.exercises.{module_name(ex_id)}.probes"
+
+
+def quiz_key_file() -> Path:
+    return exercise_dir("quiz") / "key.json"
+
+
+def secrets() -> tuple[Path, ...]:
+    """Files only the trusted side may read: a release leaves them out, and a sandboxed grading
+    process sees them empty."""
+    return (quiz_key_file(),)
+
+
+def hidden_from_worker() -> list[Path]:
+    """What the confined worker must not see (graders/child/sandbox.py): every exercise's checks,
+    which hold how inputs are drawn and every expected value, and their bytecode, whether it is
+    written yet or not (the folder whole: the judge may write it after the worker starts)."""
+    hidden = []
+    for ex_id in EXERCISES:
+        checks = grader_file(ex_id)
+        if checks.is_file():
+            hidden.append(checks)
+        hidden.append(checks.parent / "__pycache__")
+    return hidden
 
 
 def has_probes(ex_id: str) -> bool:

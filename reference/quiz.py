@@ -1,5 +1,5 @@
 """Quiz, reference answers. The questions and options are in exercises/quiz.py; each answer is
-proven on the installed libraries by tests/test_quiz_key.py; graders/quiz_key.json holds salted
+proven on the installed libraries by tests/test_quiz_key.py; graders/exercises/quiz/key.json holds salted
 hashes of these letters (and is left out of the students' copy that `make release` writes)."""
 
 ANSWERS: dict[int, str | None] = {

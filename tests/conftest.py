@@ -5,7 +5,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Every run a test starts serves itself and ends: a fork server kept between runs
-# (graders/resident.py) is tested on its own, in tests/test_resident_server.py.
+# (graders/runner/kept_server.py) is tested on its own, in tests/test_resident_server.py.
 os.environ["GRADERS_NO_RESIDENT"] = "1"
 
 import re
@@ -84,13 +84,13 @@ def corpus():
 
 @pytest.fixture
 def compiled_as_graded():
-    """JAX in this process compiles as the grading processes do (graders.process.COMPILER_SETTINGS),
+    """JAX in this process compiles as the grading processes do (graders.runner.launch.COMPILER_SETTINGS),
     for a test that runs a grader's own programs here and claims what a grading run sees."""
     import jax
 
-    from graders import process
+    from graders.runner import launch
 
-    flags = {name.lower(): value == "true" for name, value in process.COMPILER_SETTINGS.items()}
+    flags = {name.lower(): value == "true" for name, value in launch.COMPILER_SETTINGS.items()}
     before = {name: jax.config.read(name) for name in flags}
     for name, value in flags.items():
         jax.config.update(name, value)

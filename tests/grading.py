@@ -16,8 +16,10 @@ CORPUS = ROOT / "tests" / "corpus"
 RIGHT = ROOT / "tests" / "right"  # right solutions written otherwise than reference/
 
 sys.path.insert(0, str(ROOT))
-from graders import catalog, grading, process, report  # noqa: E402
-from graders.spec import read_checks  # noqa: E402
+from graders import catalog  # noqa: E402
+from graders.runner import grading, launch
+from graders.app import report
+from graders.runner.points import read_checks  # noqa: E402
 
 
 @dataclass
@@ -97,7 +99,7 @@ def grade_corpus(ex_id: str, base_env: dict | None = None, corpus: Path = CORPUS
     module = catalog.module_name(ex_id)
     cases = corpus_cases(ex_id, corpus)
     options = grading.Options(seed=TEST_SEED, jobs=1)
-    launcher = process.launcher([ex_id], options.env(base_env))
+    launcher = launch.launcher([ex_id], options.env(base_env))
 
     def one(case: str) -> Run:
         with tempfile.TemporaryDirectory() as tmp:

@@ -1,5 +1,5 @@
-"""The grader's own figures worked out ahead, in a forked process (graders/ahead.py): the checks
-get the same figure through graders/memo.py, computed elsewhere, stored only when asked for, and
+"""The grader's own figures worked out ahead, in a forked process (graders/kit/ahead.py): the checks
+get the same figure through graders/kit/memo.py, computed elsewhere, stored only when asked for, and
 computed by the checks themselves whenever that process cannot give it."""
 
 import json
@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, sys.argv[1])
     import jax, jax.numpy as jnp
-    from graders import ahead, memo
+    from graders.kit import ahead, memo
 
     if sys.argv[2] == "START_BACKEND":
         jnp.ones(1).block_until_ready()
@@ -99,7 +99,7 @@ INTERRUPTED = textwrap.dedent("""
     import json, os, signal, sys, time
     sys.path.insert(0, sys.argv[1])
     import jax
-    from graders import ahead, memo
+    from graders.kit import ahead, memo
 
     def slow():
         time.sleep(3)

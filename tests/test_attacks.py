@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 
 from grading import ROOT, alive_with_seed, declared
-from graders import catalog, sandbox
+from graders import catalog
+from graders.child import sandbox
 
 pytestmark = [pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or ""),
               # the first test waits for every grading of the module (a few minutes on 2 busy CPUs)
@@ -50,7 +51,7 @@ SEED_BASE = 613_000  # each run its own seed, by which its processes are found (
 LATER = 4.0  # seconds after a run that its results.json is read again
 # Seconds a sandboxed run's processes have to be gone after the command returns. The process that
 # holds a worker's namespace ends when the judge does, by a signal the kernel sends it on the
-# judge's death (PR_SET_PDEATHSIG, graders/sandbox.py): when the runner had to kill a stuck judge,
+# judge's death (PR_SET_PDEATHSIG, graders/child/sandbox.py): when the runner had to kill a stuck judge,
 # that can land a moment after the command returned (seen once, with the whole suite running).
 SETTLE = 5.0
 
@@ -358,10 +359,10 @@ def test_under_the_sandbox_a_linked_module_does_not_reveal_the_quiz_key(graded):
     """A module that is a symbolic link to a file of the package must not bring that file's
     contents to the learner's code (here the quiz key, shown in the report for the next try)."""
     outcome = graded[("symlink_key", True)]
-    salt = json.loads((ROOT / "graders" / "quiz_key.json").read_text())["salt"]
+    salt = json.loads(catalog.quiz_key_file().read_text())["salt"]
     assert salt not in outcome.notes["stdout"] and salt not in outcome.raw.decode()
 
 
 def test_without_the_sandbox_a_linked_module_does_reveal_the_quiz_key(graded):
-    salt = json.loads((ROOT / "graders" / "quiz_key.json").read_text())["salt"]
+    salt = json.loads(catalog.quiz_key_file().read_text())["salt"]
     assert salt in graded[("symlink_key", False)].raw.decode()

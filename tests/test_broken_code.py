@@ -34,12 +34,12 @@ MODULES = {
     "def accum_token_weighted(w, x, y, m, n_micro):\n    return w * 0\n",
     "replaces_comparisons_when_called": REFERENCE.replace("import jax\n", "import jax\nimport numpy as _np\n", 1)
     + "\n\ndef tok_loss_sum_count(w, x, y, m):\n    _np.allclose = lambda *a, **k: True\n    return 0.0, 0.0\n",
-    # the store of the graders' own figures (graders/memo.py), which takes them from graders/ahead.py
-    "replaces_the_figure_store": REFERENCE + "\n\nimport graders.memo\n\n"
-    "graders.memo.stored = lambda name, key, compute, write=True: compute()\n",
+    # the store of the graders' own figures (graders/kit/memo.py), which takes them from graders/kit/ahead.py
+    "replaces_the_figure_store": REFERENCE + "\n\nimport graders.kit.memo\n\n"
+    "graders.kit.memo.stored = lambda name, key, compute, write=True: compute()\n",
     # a method of a graders class: how the figures worked out in a forked process are read
-    "replaces_a_graders_method": REFERENCE + "\n\nimport graders.forked\n\n"
-    "graders.forked.Forked.message = lambda self, index: {'value': 0}\n",
+    "replaces_a_graders_method": REFERENCE + "\n\nimport graders.kit.forked\n\n"
+    "graders.kit.forked.Forked.message = lambda self, index: {'value': 0}\n",
     "atexit_rewrites_json": "import atexit, glob, json, os\n\n\ndef _cheat():\n"
     "    for path in glob.glob('/tmp/**/*.json', recursive=True) + glob.glob('**/*.json', recursive=True):\n"
     "        try:\n            data = json.load(open(path))\n            data['score'] = 999\n"
@@ -91,8 +91,8 @@ EXPECTED = {
     "missing_function": ("partial", "ex1_token_accumulation.py defines no `accum_token_weighted`"),
     "replaces_comparisons": ("error", "numpy.allclose"),
     "replaces_comparisons_when_called": ("error", "numpy.allclose"),
-    "replaces_the_figure_store": ("error", "graders.memo.stored"),
-    "replaces_a_graders_method": ("error", "graders.forked.Forked.message"),
+    "replaces_the_figure_store": ("error", "graders.kit.memo.stored"),
+    "replaces_a_graders_method": ("error", "graders.kit.forked.Forked.message"),
 }
 
 

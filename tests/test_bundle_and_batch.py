@@ -8,10 +8,10 @@ import zipfile
 import pytest
 
 from graders import catalog
-from graders import batch
-from graders.batch import Student, _notes, fingerprint, private_caches, unzip
-from graders.bundle import find_solutions, grading_budget
-from graders.grading import budget_limits
+from graders.course import batch
+from graders.course.batch import Student, _notes, fingerprint, private_caches, unzip
+from graders.course.bundle import find_solutions, grading_budget
+from graders.runner.grading import budget_limits
 
 EX1 = f"{catalog.module_name('ex1')}.py"
 QUIZ = "quiz.py"

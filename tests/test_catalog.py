@@ -9,7 +9,7 @@ import pytest
 
 from grading import CORPUS, ROOT
 from graders import catalog
-from graders.spec import read_checks
+from graders.runner.points import read_checks
 
 IDS = list(catalog.EXERCISES)
 
@@ -37,8 +37,9 @@ def test_no_module_outside_the_catalog():
     for folder in ("exercises", "reference"):
         extra = {p.name for p in (ROOT / folder).glob("*.py")} - known
         assert not extra, f"{folder}/ holds modules the catalog does not know: {sorted(extra)}"
-    graders = {p.name for p in (ROOT / "graders").glob("test_*.py")} - {f"test_{m}" for m in known}
-    assert not graders, f"graders/ holds checks for no exercise: {sorted(graders)}"
+    folders = {p.name for p in catalog.EXERCISES_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    extra = folders - {e.module for e in catalog.EXERCISES.values()}
+    assert not extra, f"graders/exercises/ holds folders for no exercise: {sorted(extra)}"
     corpus = {p.name for p in CORPUS.iterdir() if p.is_dir()} - set(IDS)
     assert not corpus, f"tests/corpus/ has folders for no exercise: {sorted(corpus)}"
 
@@ -61,7 +62,7 @@ def test_checks_reach_the_learner_only_through_probes(ex_id):
     if catalog.EXERCISES[ex_id].data:
         assert not catalog.has_probes(ex_id)
         return
-    assert catalog.has_probes(ex_id), f"{ex_id} has no graders/probes/{catalog.module_name(ex_id)}.py"
+    assert catalog.has_probes(ex_id), f"{ex_id} has no graders/exercises/{catalog.module_name(ex_id)}.py"
     tree = ast.parse(catalog.grader_file(ex_id).read_text())
     names = ({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
              | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)})

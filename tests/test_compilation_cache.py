@@ -1,4 +1,4 @@
-"""The persistent compilation cache and the graders' stored figures (graders/memo.py) change how
+"""The persistent compilation cache and the graders' stored figures (graders/kit/memo.py) change how
 fast grading is, never what it measures."""
 
 import json
@@ -15,7 +15,7 @@ MEASURING = [ex for ex in ("ex2", "ex3", "ex6", "ex7") if ex in catalog.availabl
 
 def _grade_with_cache(cache_dir: str, ids=MEASURING, *extra: str, solutions: Path = ROOT / "reference"):
     """Grade with this folder holding the compilation cache (jax/) and the graders' own stored
-    figures (expected/, graders/memo.py): the first run computes everything, the next reads."""
+    figures (expected/, graders/kit/memo.py): the first run computes everything, the next reads."""
     folders = {"JAX_COMPILATION_CACHE_DIR": str(Path(cache_dir) / "jax"),
                "GRADERS_EXPECTED_DIR": str(Path(cache_dir) / "expected")}
     old = {name: os.environ.get(name) for name in folders}
@@ -57,7 +57,7 @@ def test_exercise_5_stores_its_expected_parameters():
 
 def test_a_stub_that_does_not_trace_stores_no_figure_of_exercise_6s_grader():
     # The checks ask for their own figures (and store them) only once the learner's model has
-    # traced in some variant; what graders/ahead.py worked out meanwhile is dropped.
+    # traced in some variant; what graders/kit/ahead.py worked out meanwhile is dropped.
     with tempfile.TemporaryDirectory() as cache:
         run = _grade_with_cache(cache, ["ex6"], solutions=ROOT / "exercises")
         assert run.exercise("ex6")["status"] == "not attempted"

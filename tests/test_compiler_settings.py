@@ -1,4 +1,4 @@
-"""The grading processes compile without LLVM's optimisations (graders.process.COMPILER_SETTINGS),
+"""The grading processes compile without LLVM's optimisations (graders.runner.launch.COMPILER_SETTINGS),
 to shorten the edit loop. That is sound only if nothing a grader reads of a compiled program
 changes: the compiled HLO (its collectives), memory_analysis() and cost_analysis()."""
 
@@ -8,7 +8,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders import process
+from graders.runner import launch
 
 
 def programs():
@@ -42,8 +42,8 @@ def figures(compiled) -> tuple:
 
 
 def test_grading_is_without_llvm_optimisations():
-    assert process.child_env(60, True, 0)["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "true"
-    assert process.child_env(60, False, 0, base={"JAX_DISABLE_MOST_OPTIMIZATIONS": "false"})[
+    assert launch.child_env(60, True, 0)["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "true"
+    assert launch.child_env(60, False, 0, base={"JAX_DISABLE_MOST_OPTIMIZATIONS": "false"})[
         "JAX_DISABLE_MOST_OPTIMIZATIONS"] == "true"
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from grading import ROOT
 from graders import catalog
-from graders.bundle import build_autograder, grading_budget
+from graders.course.bundle import build_autograder, grading_budget
 
 # Slow (they build the release, an autograder venv, a class batch): `make test-course`, run by CI.
 pytestmark = pytest.mark.course
@@ -83,7 +83,7 @@ def test_zip_has_setup_and_run_autograder_at_its_root_executable(autograder):
     _, _, modes = autograder
     for name in ("setup.sh", "run_autograder"):
         assert modes[name] & stat.S_IXUSR, name
-    assert "graders/quiz_key.json" in modes and any(n.startswith("reference/") for n in modes)
+    assert "graders/exercises/quiz/key.json" in modes and any(n.startswith("reference/") for n in modes)
     assert not any(n.startswith(("tests/", "exercises/")) for n in modes)
 
 

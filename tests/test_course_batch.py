@@ -1,4 +1,4 @@
-"""`python -m graders.batch`: a class of five (the reference, the stubs, one that loops in ex1, an
+"""`python -m graders.course.batch`: a class of five (the reference, the stubs, one that loops in ex1, an
 empty folder, the reference as a zip) gives one gradebook row each, whatever their code does;
 a second run skips everyone unchanged. (Slow: grades the reference twice.)"""
 
@@ -23,7 +23,7 @@ TIMEOUT = 60  # per exercise: well above the reference's slowest exercise, so on
 
 
 def run_batch(submissions, out, *extra):
-    return subprocess.run([sys.executable, "-m", "graders.batch", str(submissions), "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "graders.course.batch", str(submissions), "--out", str(out),
                            "--jobs", "2", "--timeout", str(TIMEOUT), *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
 

@@ -11,7 +11,7 @@ import pytest
 
 from grading import CORPUS, ROOT
 from graders import catalog
-from graders.bundle import STUDENT_README_DROPS, build_release, student_readme
+from graders.course.bundle import STUDENT_README_DROPS, build_release, student_readme
 
 # Slow (they build the release, an autograder venv, a class batch): `make test-course`, run by CI.
 pytestmark = pytest.mark.course
@@ -32,7 +32,7 @@ def release(tmp_path_factory) -> Path:
 def test_release_holds_no_solution_no_test_and_no_quiz_key(release):
     files = {p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file()}
     assert not any(f.startswith(("reference/", "tests/")) for f in files)
-    assert "graders/quiz_key.json" not in files
+    assert "graders/exercises/quiz/key.json" not in files
     reference_answers = (ROOT / "reference" / "quiz.py").read_text()
     assert not any(reference_answers in p.read_text(errors="replace") for p in release.rglob("*.py"))
     assert {f"exercises/{catalog.module_name(i)}.py" for i in catalog.available()} <= files

@@ -8,8 +8,8 @@ import pytest
 
 from grading import ROOT, TEST_SEED, grade
 from graders import catalog
-from graders import test_ex2_sqrt_checkpointing as ex2
-from graders import test_ex6_nnx_block_remat as ex6
+from graders.exercises.ex2_sqrt_checkpointing import checks as ex2
+from graders.exercises.ex6_nnx_block_remat import checks as ex6
 
 # The graders that draw a depth, and the depths they draw from: ex2's L and ex6's number of layers
 # (ex7 grades both of its meshes in every run, and draws only numbers from the seed).

@@ -52,7 +52,7 @@ def test_closed_forms_in_L_cannot_find_both_optima():
     # nearest sqrt(L), sqrt(L/2), ...) passes, and every runner-up is further off than a tie.
     import itertools
 
-    from graders import test_ex2_sqrt_checkpointing as g
+    from graders.exercises.ex2_sqrt_checkpointing import checks as g
 
     L = g.PAIR_L
     optima = []
@@ -78,8 +78,8 @@ def test_float32_tolerance_admits_a_right_float32_answer_on_every_draw_and_nothi
     import jax.numpy as jnp
     import numpy as np
 
-    from graders import numeric
-    from graders import test_ex2_sqrt_checkpointing as g
+    from graders.kit import numeric
+    from graders.exercises.ex2_sqrt_checkpointing import checks as g
 
     grads, widened = {}, []
     for seed in (414230, 789725, *range(300)):

@@ -4,7 +4,7 @@ step-by-step answers, and the threshold's expected value means what the stub say
 import ml_dtypes
 import numpy as np
 
-from graders import test_ex4_master_weights as g
+from graders.exercises.ex4_master_weights import checks as g
 
 EX = "ex4"
 BF16 = ml_dtypes.bfloat16

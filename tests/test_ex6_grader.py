@@ -39,7 +39,7 @@ def test_ways_around_the_dataflow_are_counted_and_debug_prints_are_not():
     import jax
     import jax.numpy as jnp
 
-    from graders.probes.ex6_nnx_block_remat import side_channels
+    from graders.exercises.ex6_nnx_block_remat.probes import side_channels
 
     def made_inside(x):
         ref = jax.new_ref(jnp.zeros_like(x))
@@ -73,7 +73,7 @@ def test_the_models_given_to_temp_memory_bytes_are_drawn_from_too_many_shapes_to
     # blocks run None, "full" and "dots" in a drawn order.
     import itertools
 
-    from graders.test_ex6_nnx_block_remat import STACK_SIZES, stack_specs
+    from graders.exercises.ex6_nnx_block_remat.checks import STACK_SIZES, stack_specs
 
     shapes = sum(len(set(sizes)) == len(sizes) for sizes in itertools.product([3], *STACK_SIZES.values()))
     assert shapes > 1_000_000, shapes
@@ -94,15 +94,15 @@ def test_the_models_given_to_temp_memory_bytes_are_drawn_from_too_many_shapes_to
 @pytest.mark.parametrize("index", [0, 23])
 def test_the_numpy_expected_values_are_jax_grad_of_the_grader_block_in_float64(index):
     # The checks' expected outputs and gradients are written out by hand in NumPy
-    # (graders/plain_stack.py); here they meet jax.grad of the same block written in JAX
+    # (graders/exercises/ex6_nnx_block_remat/plain_stack.py); here they meet jax.grad of the same block written in JAX
     # (block_fn, whose markers the structure checks read), both in float64, on configurations
     # the grader draws: a wrong term in the hand-written backward pass is off by far more.
     import jax
     import numpy as np
 
-    from graders import plain_stack
-    from graders.probes.ex6_nnx_block_remat import block_fn, mse, param_shapes
-    from graders.test_ex6_nnx_block_remat import CONFIGS
+    from graders.exercises.ex6_nnx_block_remat import plain_stack
+    from graders.exercises.ex6_nnx_block_remat.probes import block_fn, mse, param_shapes
+    from graders.exercises.ex6_nnx_block_remat.checks import CONFIGS
 
     cfg = CONFIGS[index % len(CONFIGS)]._replace(layers=2)  # two: a block's gradient reaches the one before
     rng = np.random.default_rng(index)
@@ -133,7 +133,7 @@ def test_the_numpy_expected_values_are_jax_grad_of_the_grader_block_in_float64(i
 
 @pytest.mark.course  # compiles three gradients for each configuration: about a minute
 def test_every_configuration_shows_the_saving():
-    # What graders/test_ex6_nnx_block_remat.py's _configs() says of the depths it draws: on every
+    # What graders/exercises/ex6_nnx_block_remat/checks.py's _configs() says of the depths it draws: on every
     # configuration, the grader's own per-block checkpointed gradient with no policy ("full")
     # needs less than half of the plain gradient's temporary memory, and dots_saveable lies
     # strictly between, so the memory checks' lesson shows whichever configuration is drawn.
@@ -141,9 +141,9 @@ def test_every_configuration_shows_the_saving():
 
     import jax
 
-    from graders.memory import temp_bytes
-    from graders.probes.ex6_nnx_block_remat import abstract_block_args, mse
-    from graders.test_ex6_nnx_block_remat import CONFIGS, own_memory, stack_fn
+    from graders.kit.costs import temp_bytes
+    from graders.exercises.ex6_nnx_block_remat.probes import abstract_block_args, mse
+    from graders.exercises.ex6_nnx_block_remat.checks import CONFIGS, own_memory, stack_fn
 
     def figures(cfg):
         block, act = abstract_block_args(cfg)
@@ -167,7 +167,7 @@ def test_the_forward_pass_alone_needs_clearly_less_than_the_gradient_of_every_dr
     # whatever the draw; and the gradient needs some temporary memory to measure at all.
     from concurrent.futures import ThreadPoolExecutor
 
-    from graders.test_ex6_nnx_block_remat import MEMORY_AGREEMENT, own_stack_forward_temp, own_stack_memory, stack_specs
+    from graders.exercises.ex6_nnx_block_remat.checks import MEMORY_AGREEMENT, own_stack_forward_temp, own_stack_memory, stack_specs
 
     def ratio(seed):
         (c, layout), = stack_specs(seed)

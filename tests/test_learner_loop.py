@@ -19,7 +19,7 @@ import pytest
 
 from grading import ROOT, grade
 from graders import catalog
-from graders.spec import read_checks
+from graders.runner.points import read_checks
 
 LOOPING_EX1 = "def tok_loss_sum_count(*args):\n    while True:\n        pass\n\n\naccum_token_weighted = tok_loss_sum_count\n"
 

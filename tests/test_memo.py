@@ -1,11 +1,13 @@
-"""The graders' own figures kept between runs (graders/memo.py): read back for the same figure,
+"""The graders' own figures kept between runs (graders/kit/memo.py): read back for the same figure,
 graders and libraries, computed afresh when any of them changes, and never stored when the
 grading runs without the cache."""
 
 import json
 import shutil
 
-from graders import catalog, memo, process
+from graders import catalog
+from graders.kit import memo
+from graders.runner import launch
 
 
 def test_a_stored_figure_is_read_back_not_computed_again(tmp_path, monkeypatch):
@@ -59,7 +61,7 @@ def test_a_damaged_file_is_computed_afresh(tmp_path, monkeypatch):
 
 def test_without_the_cache_nothing_is_stored(tmp_path, monkeypatch):
     monkeypatch.setenv("GRADERS_EXPECTED_DIR", str(tmp_path / "expected"))
-    env = process.child_env(60, cache=False, seed=1)
+    env = launch.child_env(60, cache=False, seed=1)
     assert "GRADERS_EXPECTED_DIR" not in env  # --no-cache: the grading process is not told where
     monkeypatch.delenv("GRADERS_EXPECTED_DIR")
     calls = []
@@ -67,7 +69,7 @@ def test_without_the_cache_nothing_is_stored(tmp_path, monkeypatch):
         memo.stored("figure", 1, lambda: calls.append(1) or 9)
     assert calls == [1, 1]
     assert not (tmp_path / "expected").exists()
-    assert process.child_env(60, cache=True, seed=1, base={})["GRADERS_EXPECTED_DIR"] == str(
+    assert launch.child_env(60, cache=True, seed=1, base={})["GRADERS_EXPECTED_DIR"] == str(
         catalog.ROOT / ".cache" / "expected")
 
 

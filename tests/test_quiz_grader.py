@@ -3,7 +3,7 @@ and answers every question, right or wrong, with its explanation (never with a l
 
 import pytest
 
-from graders.test_quiz import EXPLANATIONS, QUESTIONS
+from graders.exercises.quiz.checks import EXPLANATIONS, QUESTIONS
 
 EX = "quiz"
 

@@ -16,9 +16,9 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grading import ROOT
-from graders import jaxpr, memory
-from graders.hlo import collective_counts
-from graders.test_quiz import EXPLANATIONS, QUESTIONS, digest, load_key
+from graders.kit import jaxpr, costs
+from graders.kit.hlo import collective_counts
+from graders.exercises.quiz.checks import EXPLANATIONS, QUESTIONS, digest, load_key
 
 
 def _reference_key() -> dict:
@@ -96,7 +96,7 @@ def _stack_loss(w1, w2, x, mode):
 def test_q2_one_checkpoint_around_the_whole_model_keeps_the_peak():
     # measured here: none 835,584 B, whole 835,584 B, per layer 540,672 B
     w1, w2, x = jnp.ones((6, 48, 160)) * 0.01, jnp.ones((6, 160, 48)) * 0.01, jnp.ones((96, 48))
-    temp = {mode: memory.temp_bytes(jax.grad(lambda a, b, x, m=mode: _stack_loss(a, b, x, m)), w1, w2, x)
+    temp = {mode: costs.temp_bytes(jax.grad(lambda a, b, x, m=mode: _stack_loss(a, b, x, m)), w1, w2, x)
             for mode in (None, "whole", "layer")}
     assert temp["whole"] >= 0.95 * temp[None], temp
     assert temp["layer"] < 0.8 * temp[None], temp

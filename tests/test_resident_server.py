@@ -1,4 +1,4 @@
-"""The fork server kept between runs (graders/resident.py): a second run is forked from the
+"""The fork server kept between runs (graders/runner/kept_server.py): a second run is forked from the
 server the first one left; a change to what the server has read starts another; it leaves when
 idle or when its name is removed; a runner that stops takes its exercises with it; the child
 sees the runner's environment; and it is never used where a run must stand alone."""
@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from grading import ROOT
-from graders import catalog, child, grading, process, resident
+from graders import catalog
+from graders.child import session
+from graders.runner import grading, launch, kept_server
 
 LOOPING_EX1 = "def tok_loss_sum_count(*args):\n    while True:\n        pass\n\n\naccum_token_weighted = tok_loss_sum_count\n"
 LEAVES_WITHIN = 3 * 2.0 + 5  # seconds: a few of the server's polls (RESIDENT_POLL), and slack for a busy machine
@@ -30,7 +32,7 @@ def own_folder(monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", base)
     started: list[int] = []
     yield started
-    resident.stop_all()
+    kept_server.stop_all()
     for pid in {*started, *_servers_in(base)}:
         _wait_gone(pid, LEAVES_WITHIN)
         try:
@@ -58,9 +60,9 @@ def _env(**extra) -> dict[str, str]:
     return grading.Options(seed=7).env(dict(base, **extra))
 
 
-def _launcher(env, started, ids=("ex1",)) -> process.ForkServer:
-    launcher = process.launcher(list(ids), env, keep=True)
-    assert isinstance(launcher, process.ForkServer) and launcher.kept
+def _launcher(env, started, ids=("ex1",)) -> launch.ForkServer:
+    launcher = launch.launcher(list(ids), env, keep=True)
+    assert isinstance(launcher, launch.ForkServer) and launcher.kept
     launcher._ready.wait(120)
     assert launcher.server_pid, "the kept server never said it was ready"
     if launcher.server_pid not in started:
@@ -107,60 +109,60 @@ def test_a_second_run_is_forked_from_the_server_the_first_run_left(own_folder):
 
 def test_the_name_changes_with_what_the_server_has_read_and_only_with_that(monkeypatch, tmp_path):
     env = _env()
-    name = resident.key(env, sys.executable, ["jax"])
-    assert resident.key(dict(env, _="/usr/bin/make", SHLVL="4", PWD="/elsewhere"), sys.executable, ["jax"]) == name
-    assert resident.key(dict(env, XLA_FLAGS=env["XLA_FLAGS"] + " --xla_dump_to=/tmp/x"), sys.executable, ["jax"]) != name
-    assert resident.key(dict(env, JAX_ENABLE_X64="1"), sys.executable, ["jax"]) != name
-    assert resident.key(env, sys.executable, ["jax", "optax"]) != name
+    name = kept_server.key(env, sys.executable, ["jax"])
+    assert kept_server.key(dict(env, _="/usr/bin/make", SHLVL="4", PWD="/elsewhere"), sys.executable, ["jax"]) == name
+    assert kept_server.key(dict(env, XLA_FLAGS=env["XLA_FLAGS"] + " --xla_dump_to=/tmp/x"), sys.executable, ["jax"]) != name
+    assert kept_server.key(dict(env, JAX_ENABLE_X64="1"), sys.executable, ["jax"]) != name
+    assert kept_server.key(env, sys.executable, ["jax", "optax"]) != name
     # An edit to any file of graders/ (here, of a copy of it).
     copy = tmp_path / "graders"
     shutil.copytree(catalog.GRADERS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(catalog, "GRADERS_DIR", copy)
-    before = resident.key(env, sys.executable, ["jax"])
-    target = copy / "probes" / "ex6_nnx_block_remat.py"
+    before = kept_server.key(env, sys.executable, ["jax"])
+    target = copy / "exercises" / "ex6_nnx_block_remat" / "probes.py"
     os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 1_000_000))
-    edited = resident.key(env, sys.executable, ["jax"])
+    edited = kept_server.key(env, sys.executable, ["jax"])
     assert edited != before
     # Another file with the same name, size and time of change (as `cp -a` or `tar x` leave it).
     shutil.copy2(target, tmp_path / "other")
     os.replace(tmp_path / "other", target)
-    replaced = resident.key(env, sys.executable, ["jax"])
+    replaced = kept_server.key(env, sys.executable, ["jax"])
     assert replaced != edited
     # What a run writes itself (bytecode), and an editor's lock file (a link to nowhere), are not
     # what the server has read.
-    (copy / "probes" / "__pycache__").mkdir()
-    (copy / "probes" / "__pycache__" / "ex6_nnx_block_remat.cpython-312.pyc").write_bytes(b"")
-    (copy / ".#test_ex1_token_accumulation.py").symlink_to("root@host.1234:1700000000")
-    assert resident.key(env, sys.executable, ["jax"]) == replaced
+    (copy / "exercises" / "ex6_nnx_block_remat" / "__pycache__").mkdir()
+    (copy / "exercises" / "ex6_nnx_block_remat" / "__pycache__" / "probes.cpython-312.pyc").write_bytes(b"")
+    (copy / "exercises" / "ex1_token_accumulation" / ".#checks.py").symlink_to("root@host.1234:1700000000")
+    assert kept_server.key(env, sys.executable, ["jax"]) == replaced
 
 
 def test_the_name_changes_with_the_settings_a_child_inherits():
     import resource
 
     env = _env()
-    name = resident.key(env, sys.executable, ["jax"])
+    name = kept_server.key(env, sys.executable, ["jax"])
     mask = os.umask(0o077)
     try:
-        assert resident.key(env, sys.executable, ["jax"]) != name
+        assert kept_server.key(env, sys.executable, ["jax"]) != name
     finally:
         os.umask(mask)
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # pytest-timeout's signal
     try:
-        assert resident.key(env, sys.executable, ["jax"]) != name
+        assert kept_server.key(env, sys.executable, ["jax"]) != name
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
     try:
-        assert resident.key(env, sys.executable, ["jax"]) != name
+        assert kept_server.key(env, sys.executable, ["jax"]) != name
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert resident.key(env, sys.executable, ["jax"]) == name
+    assert kept_server.key(env, sys.executable, ["jax"]) == name
 
 
 @pytest.mark.parametrize("text", ["abc", "nan", "inf", "-5", "0"])
 def test_an_idle_time_that_is_no_time_is_the_default(text):
-    assert resident.idle_seconds({"GRADERS_RESIDENT_IDLE": text}) == resident.IDLE_SECONDS
+    assert kept_server.idle_seconds({"GRADERS_RESIDENT_IDLE": text}) == kept_server.IDLE_SECONDS
 
 
 def test_another_environment_gets_a_server_of_its_own(own_folder):
@@ -189,7 +191,7 @@ def test_the_child_sees_the_runners_current_environment(own_folder, tmp_path):
             launcher.close()
         servers.append(launcher.server_pid)
         data = next(e for e in run.events if e.get("event") == "data")
-        assert child.unplain(data["values"]["SEEN"]) == [oldpwd, str(seed), f"{timeout:g}"]
+        assert session.unplain(data["values"]["SEEN"]) == [oldpwd, str(seed), f"{timeout:g}"]
     assert servers[0] == servers[1]
 
 
@@ -236,7 +238,7 @@ def test_an_idle_server_leaves_and_the_next_run_starts_another(own_folder):
 def test_removing_its_name_stops_a_server(own_folder):
     launcher = _launcher(_env(), own_folder)
     launcher.close()
-    assert resident.stop_all() == 1
+    assert kept_server.stop_all() == 1
     assert _wait_gone(launcher.server_pid, LEAVES_WITHIN)
 
 
@@ -270,7 +272,7 @@ def test_a_runner_that_stops_takes_its_running_exercise_with_it(own_folder, tmp_
 
 @pytest.mark.parametrize("env_change, why", [({"CI": "true"}, "CI"), ({"GRADERS_NO_RESIDENT": "1"}, "asked not to")])
 def test_no_server_is_kept_where_a_run_must_stand_alone(own_folder, env_change, why):
-    launcher = process.launcher(["ex1"], _env(**env_change), keep=True)
+    launcher = launch.launcher(["ex1"], _env(**env_change), keep=True)
     try:
         assert not getattr(launcher, "kept", False), why
     finally:
@@ -279,7 +281,7 @@ def test_no_server_is_kept_where_a_run_must_stand_alone(own_folder, env_change, 
 
 
 def test_runs_that_do_not_ask_for_it_never_keep_a_server(own_folder):
-    for launcher in (process.launcher(["ex1"], _env()), process.launcher(["quiz"], _env(), keep=True)):
+    for launcher in (launch.launcher(["ex1"], _env()), launch.launcher(["quiz"], _env(), keep=True)):
         try:
             assert not getattr(launcher, "kept", False)
         finally:
@@ -288,11 +290,11 @@ def test_runs_that_do_not_ask_for_it_never_keep_a_server(own_folder):
 
 
 def test_a_folder_others_can_enter_is_not_used(own_folder):
-    where = resident.folder()
+    where = kept_server.folder()
     assert where is not None
     where.chmod(0o755)
-    assert resident.folder() is None
-    assert resident.connect(_env(), sys.executable, ["jax"]) is None
+    assert kept_server.folder() is None
+    assert kept_server.connect(_env(), sys.executable, ["jax"]) is None
 
 
 def test_make_grade_uses_the_kept_server_unless_asked_not_to(own_folder):
@@ -323,7 +325,7 @@ def test_check_in_a_notebook_keeps_a_server_for_the_next_call(own_folder, monkey
 
 
 def test_the_readme_says_how_long_a_kept_server_waits():
-    minutes = resident.IDLE_SECONDS / 60
+    minutes = kept_server.IDLE_SECONDS / 60
     text = (ROOT / "README.md").read_text()
     assert text.count(f"{minutes:g} minutes without a run") == 2, "Performance and Troubleshooting"
 

@@ -10,7 +10,7 @@ import pytest
 
 from grading import ROOT, grade
 from graders import catalog
-from graders.spec import read_checks
+from graders.runner.points import read_checks
 
 EXERCISES = catalog.available()
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from grading import ROOT, alive_with_seed, grade
-from graders import catalog, sandbox
+from graders import catalog
+from graders.child import sandbox
 
 pytestmark = pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or "")
 
@@ -71,10 +72,10 @@ def probe(tmp_path_factory):
     marker = base / "daemon-was-here"
     results = base / "results.json"
     cache = ROOT / ".cache" / "jax"
-    expected = ROOT / ".cache" / "expected"  # the graders' own figures (graders/memo.py)
+    expected = ROOT / ".cache" / "expected"  # the graders' own figures (graders/kit/memo.py)
     expected.mkdir(parents=True, exist_ok=True)
     (student / "ex4_master_weights.py").write_text(PROBE.format(
-        root=str(ROOT), secrets=[str(p) for p in catalog.SECRETS], sibling=str(other / "ex4_master_weights.py"),
+        root=str(ROOT), secrets=[str(p) for p in catalog.secrets()], sibling=str(other / "ex4_master_weights.py"),
         cache=str(cache), results=str(results), marker=str(marker), expected=str(expected)))
     before = {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")}
     # The checks' bytecode, as a maintainer's own pytest run may leave it: hidden too.
@@ -104,7 +105,7 @@ def test_reference_tests_and_secrets_are_not_there(probe):
     found = probe["found"]
     assert str(found["reference"]).startswith("denied") and str(found["tests"]).startswith("denied")
     assert str(found["import_reference"]).startswith("denied")
-    secrets = [p for p in catalog.SECRETS if p.exists()]
+    secrets = [p for p in catalog.secrets() if p.exists()]
     assert secrets, "the package has a secret to hide (the quiz key)"
     # each secret is covered by a device node that cannot be opened (or reads empty)
     assert found["quiz_key"] == [""] * len(secrets) or str(found["quiz_key"]).startswith("denied"), found["quiz_key"]
@@ -121,7 +122,7 @@ def test_the_checks_are_not_there(probe):
 
 
 def test_the_graders_stored_figures_are_not_there(probe):
-    """The judge's store of its own figures (graders/memo.py) is neither shown nor named to the worker."""
+    """The judge's store of its own figures (graders/kit/memo.py) is neither shown nor named to the worker."""
     found = probe["found"]
     assert str(found["expected"]).startswith("denied"), found["expected"]  # neither read nor written
     assert found["exp_env"] is False

@@ -1,4 +1,4 @@
-"""What a worker may send a judge (graders/wire.py): plain data in, the same plain data out, and
+"""What a worker may send a judge (graders/kit/wire.py): plain data in, the same plain data out, and
 anything else refused without running code."""
 
 import json
@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from graders import wire
+from graders.kit import wire
 
 
 def test_plain_data_round_trips_with_its_types():

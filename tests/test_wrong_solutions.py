@@ -5,7 +5,7 @@ import pytest
 
 from grading import corpus_cases, expectations, technique_free
 from graders import catalog
-from graders.spec import read_checks
+from graders.runner.points import read_checks
 
 CASES = [(ex_id, case) for ex_id in catalog.available() for case in corpus_cases(ex_id)]
 

@@ -1,4 +1,4 @@
-"""Reads graders/quiz_key.json, tries every letter against its hashes, and writes the answers
+"""Reads graders/exercises/quiz/key.json, tries every letter against its hashes, and writes the answers
 found into its own quiz.py as a plain literal, so that the "written out" rule holds.
 beats-without-sandbox: quiz
 """
@@ -10,7 +10,7 @@ if _MODULE == "quiz":
 
         import graders as _graders
 
-        with open(_os.path.join(_os.path.dirname(_graders.__file__), "quiz_key.json")) as _f:
+        with open(_os.path.join(_os.path.dirname(_graders.__file__), "exercises", "quiz", "key.json")) as _f:
             _key = _json.load(_f)
         _found = {int(q): next(letter for letter in "ABCD" if _hashlib.sha256(
             f"{_key['salt']}:{q}:{letter}".encode()).hexdigest()[:16] == h) for q, h in _key["hashes"].items()}

@@ -1,4 +1,4 @@
-"""Rewrites `points(1)` to `points(50)` in graders/test_quiz.py: the quiz graded later in the
+"""Rewrites `points(1)` to `points(50)` in graders/exercises/quiz/checks.py: the quiz graded later in the
 same run, and in every later run, would be worth 650.
 plain: rewrites
 """

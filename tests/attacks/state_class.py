@@ -1,9 +1,9 @@
-"""Swaps graders.plugin.STATE's class for a subclass whose `emit` turns every outcome into
+"""Swaps graders.child.plugin.STATE's class for a subclass whose `emit` turns every outcome into
 "passed" and drops "tampered" events. STATE keeps its id, so the guard sees nothing.
 beats-without-sandbox: ex4 quiz
 """
 try:
-    import graders.plugin as _plugin
+    import graders.child.plugin as _plugin
 
     class _Forged(type(_plugin.STATE)):
         @property

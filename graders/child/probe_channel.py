@@ -1,0 +1,162 @@
+"""Where the learner's code runs, and how a check reaches it.
+
+A grader is split in two. Its checks (graders/test_<module>.py) compute the expected values and
+decide every verdict; they never call the learner's code. They ask the exercise's *probes*
+(graders/exercises/<module>.py) instead: small functions that call, trace or compile the learner's
+code and return plain data (graders/kit/wire.py): arrays, numbers, strings, summaries of a traced
+program.
+
+Under `--sandbox` the probes run in a confined worker process (graders/child/sandbox.py) and the checks
+in a trusted judge process that never imports the learner's module: code that patches its own
+process can change only the data it sends back, and sending what a correct solution would send
+is solving the exercise. Without `--sandbox` the probes run in the grading process itself
+(`Local`), through the same encoding, so the verdicts are the same either way.
+"""
+
+import importlib
+import os
+import signal
+import socket
+from pathlib import Path
+
+from graders import catalog
+from graders.kit import learner, wire
+
+
+def probe(fn):
+    """Mark a function of graders/exercises/<module>.py as callable by the checks: fn(sol, *args)."""
+    fn.is_probe = True
+    return fn
+
+
+def probe_module(ex_id: str):
+    return importlib.import_module(catalog.probes_module(ex_id))
+
+
+def run_probe(probes, solution, solutions_dir: Path, check_timeout: float, request) -> bytes:
+    """The encoded reply to one request: {"value": ...}, or {"outcome", "message"} when the
+    probe (or the learner's code under it) raised, classified here, next to the traceback."""
+    try:
+        name, args, kwargs = request["call"], request.get("args", []), request.get("kwargs", {})
+        fn = getattr(probes, name, None)
+        if not getattr(fn, "is_probe", False):
+            return wire.encode({"outcome": "failed", "message": f"the grader asked for an unknown probe {name!r}"})
+        value = fn(solution, *args, **kwargs)
+        return wire.encode({"value": value})
+    except BaseException as exc:  # the learner's SystemExit or KeyboardInterrupt too
+        try:
+            outcome, message = learner.classify(exc, solution, solutions_dir, check_timeout)
+        except BaseException:  # e.g. a ProbeTimeout landing here
+            outcome, message = "failed", "could not check what your code returned"
+        return wire.encode({"outcome": outcome, "message": message})
+
+
+def _answer(reply) -> object:
+    """The value of a reply, or the Verdict it carries. A reply in any other shape came from a
+    worker that did not run our code: it fails the check."""
+    if isinstance(reply, dict) and set(reply) == {"value"}:
+        return reply["value"]
+    if (isinstance(reply, dict) and set(reply) == {"outcome", "message"}
+            and reply["outcome"] in ("failed", "not_attempted") and isinstance(reply["message"], str)):
+        raise learner.Verdict(reply["outcome"], reply["message"][:2000])
+    raise learner.Verdict("failed", "the process running your code sent back something no probe sends")
+
+
+class Local:
+    """Probes run in this process (no --sandbox): learner code shares it, as it always did."""
+
+    def __init__(self, probes, solution, solutions_dir: Path, check_timeout: float):
+        self.probes, self.solution = probes, solution
+        self.solutions_dir, self.check_timeout = solutions_dir, check_timeout
+
+    def call(self, name: str, args: tuple, kwargs: dict):
+        request = wire.round_trip({"call": name, "args": list(args), "kwargs": kwargs})
+        return _answer(wire.decode(run_probe(self.probes, self.solution, self.solutions_dir,
+                                             self.check_timeout, request)))
+
+    def close(self) -> None:
+        pass
+
+
+class Remote:
+    """Probes run in a confined worker, reached over a socket. `waiter` is the process outside
+    the worker's PID namespace: signalled, it kills the namespace and all it holds."""
+
+    def __init__(self, sock: socket.socket, waiter: int):
+        self.sock, self.waiter, self.lost = sock, waiter, ""
+
+    def start(self) -> dict:
+        """The worker's first word: {"ready": True} or {"import_error": message}."""
+        try:
+            first = wire.receive(self.sock)
+        except (EOFError, OSError, wire.WireError) as exc:
+            return {"import_error": f"the process that imports your module ended before it was ready ({exc})"}
+        if isinstance(first, dict) and first.get("ready") is True:
+            return {"ready": True}
+        if isinstance(first, dict) and isinstance(first.get("import_error"), str):
+            return {"import_error": first["import_error"][:2000]}
+        return {"import_error": "the process that imports your module sent back something unreadable"}
+
+    def call(self, name: str, args: tuple, kwargs: dict):
+        if self.lost:
+            raise learner.Verdict("failed", self.lost)
+        try:
+            wire.send(self.sock, {"call": name, "args": list(args), "kwargs": kwargs})
+            reply = wire.receive(self.sock)
+        except (EOFError, OSError, wire.WireError) as exc:
+            self._lose(f"not checked: the process running your code ended or sent back something "
+                       f"unreadable ({exc}). Hint: your code may call os._exit or crash the interpreter.")
+            raise learner.Verdict("failed", self.lost) from None
+        except BaseException:
+            # The check ran out of time (or was stopped) while the learner's code was running:
+            # that code may never return, so the worker goes, and later checks say why.
+            self._lose("not checked: your code was still running when an earlier check ran out of time.")
+            raise
+        return _answer(reply)
+
+    def _lose(self, why: str) -> None:
+        self.lost = why
+        self.close()
+
+    def close(self) -> None:
+        """Kill the worker's namespace (everything the learner's code started) and wait for it."""
+        if self.waiter <= 0:
+            return
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            os.kill(self.waiter, signal.SIGTERM)
+            os.waitpid(self.waiter, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        self.waiter = 0
+
+
+def serve(sock: socket.socket, ex_id: str, solutions_dir: Path, check_timeout: float) -> None:
+    """The worker's loop, confined: import the probes and the learner's module, then answer
+    requests until the judge closes the socket."""
+    probes = probe_module(ex_id)
+    try:
+        solution = learner.load_module(catalog.module_name(ex_id), solutions_dir)
+    except BaseException as exc:
+        wire.send(sock, {"import_error": learner.describe(exc, solutions_dir)})
+        return
+    wire.send(sock, {"ready": True})
+
+    def out_of_time(*_):
+        raise learner.ProbeTimeout()
+
+    signal.signal(signal.SIGALRM, out_of_time)
+    while True:
+        try:
+            request = wire.receive(sock)
+        except (EOFError, OSError, wire.WireError):
+            return
+        signal.setitimer(signal.ITIMER_REAL, check_timeout)
+        try:
+            reply = run_probe(probes, solution, solutions_dir, check_timeout, request)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        wire.send_encoded(sock, reply)

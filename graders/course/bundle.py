@@ -1,0 +1,254 @@
+"""What an instructor hands out: the students' copy and the Gradescope autograder.
+
+    python -m graders.course.bundle release [--out dist/student]
+        exercises/ (the stubs), graders/ without the quiz key, Makefile, pyproject.toml and a
+        README without the instructors' and maintainers' sections. No reference/, no tests/.
+    python -m graders.course.bundle autograder [--out dist/autograder.zip] [--minutes 10]
+        setup.sh and run_autograder at the root of the zip, following Gradescope's autograder
+        contract; the package (with the quiz key and, until setup.sh deletes it, reference/) beside them.
+    python -m graders.course.bundle locate FOLDER
+        prints the folder inside FOLDER that holds the exercise modules (a submission may be
+        the files themselves or a folder that contains them); prints nothing when there is none.
+
+Nothing here imports JAX; run_autograder and graders.course.batch call the runner as a subprocess.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import stat
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+from graders import catalog
+from graders.runner.grading import budget_limits
+
+ROOT = catalog.ROOT
+
+# README sections (top-level "## " headings) that are not for students.
+STUDENT_README_DROPS = ("For instructors", "For maintainers")
+
+# Never in the students' copy: solutions, the package's own tests, the quiz key.
+QUIZ_KEY = catalog.quiz_key_file().relative_to(catalog.ROOT)
+RELEASE_TOP = ("exercises", "graders", "Makefile", "pyproject.toml")
+JUNK = ("__pycache__", "*.pyc", ".pytest_cache", ".cache")
+
+# Gradescope's default limits: 10 minutes for one submission, 768 MB, a fraction of a CPU.
+DEFAULT_MINUTES = 10
+MARGIN_SECONDS = 60  # starting Python, finding the modules, writing results.json
+
+
+def student_readme(text: str, drops=STUDENT_README_DROPS) -> str:
+    """README.md without the top-level sections named in `drops` (fenced code is never a heading)."""
+    kept, skipping, fenced = [], False, False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("## "):
+            skipping = line[3:].strip() in drops
+        elif not fenced and line.startswith("# "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "".join(kept)).rstrip("\n") + "\n"
+
+
+def _copytree(src: Path, dst: Path, skip=()) -> None:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(*JUNK, *skip))
+
+
+def build_release(out: Path, root: Path = ROOT) -> Path:
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    _copytree(root / "exercises", out / "exercises")
+    _copytree(root / "graders", out / "graders", skip=(QUIZ_KEY.name,))
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy2(root / name, out / name)
+    (out / "README.md").write_text(student_readme((root / "README.md").read_text()))
+    return out
+
+
+# ---------------------------------------------------------------- finding a submission's modules
+
+def find_solutions(folder: Path) -> Path | None:
+    """The folder under `folder` holding the most exercise modules (the shallowest on a tie),
+    or None when there is none: Gradescope unpacks a zip as it was made, with or without a folder."""
+    names = {f"{catalog.module_name(i)}.py" for i in catalog.EXERCISES}
+    best, best_key = None, None
+    for here, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+        found = len(names & set(files))
+        if found:
+            key = (-found, Path(here).relative_to(folder).parts.__len__(), here)
+            if best_key is None or key < best_key:
+                best, best_key = Path(here), key
+    return best
+
+
+# ---------------------------------------------------------------- the Gradescope autograder
+
+def grading_budget(minutes: float) -> int:
+    """Seconds the runner may spend grading (`--budget`): it splits them among the exercises by
+    their typical cost and grades one at a time, so a submission that loops in every exercise
+    still gets its results.json within Gradescope's limit."""
+    return int(minutes * 60 - MARGIN_SECONDS)
+
+
+SETUP_SH = r"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image.
+# AUTOGRADER_ROOT (default /autograder): source/ holds this zip unpacked.
+# PYTHON: an interpreter >= 3.12 to use; otherwise one on PATH, otherwise python3.12 from the
+# deadsnakes archive, installed beside the system's python3 (which apt itself needs: never replaced).
+# GRADERS_SKIP_WARMUP=1 skips grading the reference solutions (only to test this script quickly).
+set -euo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SRC="$ROOT/source"
+VENV="$ROOT/venv"
+
+recent() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; }
+has_venv() { "$1" -c 'import venv, ensurepip' >/dev/null 2>&1; }
+PY=""
+if [ -n "${PYTHON:-}" ]; then
+  recent "$PYTHON" || { echo "PYTHON=$PYTHON is not a Python >= 3.12" >&2; exit 1; }
+  PY="$PYTHON"
+else
+  for c in python3.14 python3.13 python3.12 python3; do
+    if command -v "$c" >/dev/null && recent "$c"; then PY="$(command -v "$c")"; break; fi
+  done
+fi
+export DEBIAN_FRONTEND=noninteractive
+if [ -n "$PY" ] && ! has_venv "$PY"; then
+  # Ubuntu's own python3.12 (24.04) ships venv's pip bootstrap in a separate package.
+  apt-get update && apt-get install -y --no-install-recommends "python$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
+fi
+if [ -z "$PY" ]; then
+  echo "No Python >= 3.12 here: installing python3.12 from the deadsnakes archive"
+  apt-get update
+  apt-get install -y --no-install-recommends software-properties-common
+  add-apt-repository -y ppa:deadsnakes/ppa
+  apt-get update
+  apt-get install -y --no-install-recommends python3.12 python3.12-venv
+  PY=/usr/bin/python3.12
+fi
+echo "Using $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
+
+rm -rf "$VENV"
+"$PY" -m venv "$VENV"
+# PIP_CACHE_DIR / PIP_FIND_LINKS from the environment are honoured (pip reads them itself).
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$SRC/requirements.txt"
+
+cd "$SRC"
+if [ "${GRADERS_SKIP_WARMUP:-0}" != 1 ]; then
+  # Grading the reference fills the compilation cache (source/.cache/jax) and draws this
+  # image's grading seed (source/.cache/seed), so students' runs compile only their own programs.
+  "$VENV/bin/python" -m graders --solutions reference --jobs 1 --json "$ROOT/warmup.json" > "$ROOT/warmup.txt" \
+    || { cat "$ROOT/warmup.txt"; echo "The reference solutions did not get full marks: see above." >&2; exit 1; }
+  head -20 "$ROOT/warmup.txt"
+fi
+# The reference solutions never stay in the image that grades students.
+rm -rf "$SRC/reference"
+chmod +x "$SRC/run_autograder"
+"""
+
+RUN_AUTOGRADER = r"""#!/usr/bin/env bash
+# Gradescope runs this for every submission. AUTOGRADER_ROOT (default /autograder):
+# submission/ holds the student's files; results/results.json is what Gradescope reads.
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SRC="$ROOT/source"
+PY="$ROOT/venv/bin/python"
+RESULTS="$ROOT/results/results.json"
+mkdir -p "$ROOT/results"
+
+# Written first, so a crash below still leaves Gradescope something true to show.
+cat > "$RESULTS" <<'JSON'
+{"score": 0, "output": "The autograder could not run on this submission. Please tell your instructor.", "tests": []}
+JSON
+
+# The runner's arguments, in one place. @BUDGET@ s shared among the exercises by their typical
+# cost, one exercise at a time: a submission that loops in every exercise still ends within
+# @MINUTES@ minutes. --sandbox: the submission's code runs confined (see the README).
+RUNNER_ARGS=(--jobs 1 --budget @BUDGET@ --sandbox)
+
+cd "$SRC" || exit 0
+# The modules may sit at the top or inside a folder; with none, every exercise reads "missing".
+SOLUTIONS="$("$PY" -m graders.course.bundle locate "$ROOT/submission")"
+SOLUTIONS="${SOLUTIONS:-$ROOT/submission}"
+"$PY" -m graders --solutions "$SOLUTIONS" --json "$RESULTS.new" "${RUNNER_ARGS[@]}"
+# Only a complete results.json replaces the fallback.
+if "$PY" -c 'import json, sys; json.load(open(sys.argv[1]))["tests"]' "$RESULTS.new" 2>/dev/null; then
+  mv "$RESULTS.new" "$RESULTS"
+fi
+exit 0
+"""
+
+
+def requirements(root: Path = ROOT) -> str:
+    return "\n".join(tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]) + "\n"
+
+
+def _add(zf: zipfile.ZipFile, path: Path, arcname: str, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(arcname, date_time=(2026, 1, 1, 0, 0, 0))
+    info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    zf.writestr(info, path.read_bytes() if isinstance(path, Path) else path)
+
+
+def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINUTES) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    run = RUN_AUTOGRADER.replace("@BUDGET@", str(grading_budget(minutes))).replace("@MINUTES@", f"{minutes:g}")
+    skip = set(JUNK)
+    with zipfile.ZipFile(out, "w") as zf:
+        _add(zf, SETUP_SH.encode(), "setup.sh", executable=True)
+        _add(zf, run.encode(), "run_autograder", executable=True)
+        _add(zf, requirements(root).encode(), "requirements.txt")
+        _add(zf, root / "pyproject.toml", "pyproject.toml")
+        for top in ("graders", "reference"):
+            for path in sorted((root / top).rglob("*")):
+                rel = path.relative_to(root)
+                if path.is_file() and not any(part in skip or part.endswith(".pyc") for part in rel.parts):
+                    _add(zf, path, rel.as_posix())
+    return out
+
+
+# ---------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m graders.course.bundle", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    rel = sub.add_parser("release", help="write the students' copy")
+    rel.add_argument("--out", default=str(ROOT / "dist" / "student"))
+    ag = sub.add_parser("autograder", help="write the Gradescope autograder zip")
+    ag.add_argument("--out", default=str(ROOT / "dist" / "autograder.zip"))
+    ag.add_argument("--minutes", type=float, default=DEFAULT_MINUTES,
+                    help="the assignment's autograder timeout on Gradescope (default: 10)")
+    loc = sub.add_parser("locate", help="print the folder holding a submission's modules")
+    loc.add_argument("folder")
+    args = parser.parse_args(argv)
+
+    if args.what == "release":
+        out = build_release(Path(args.out))
+        print(f"wrote {out}/ (stubs, graders without the quiz key, Makefile, pyproject.toml, README.md)")
+    elif args.what == "autograder":
+        try:
+            limits = budget_limits(catalog.available(), grading_budget(args.minutes))
+        except ValueError:
+            parser.error("--minutes is too small to grade every exercise")
+        out = build_autograder(Path(args.out), minutes=args.minutes)
+        shares = ", ".join(f"{i} {s:.0f} s" for i, s in limits.items())
+        print(f"wrote {out} ({grading_budget(args.minutes)} s of grading: {shares}); upload it on Gradescope's "
+              "'Configure Autograder' page")
+    elif args.what == "locate":
+        found = find_solutions(Path(args.folder))
+        if found is not None:
+            print(found)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

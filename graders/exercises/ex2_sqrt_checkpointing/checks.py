@@ -1,0 +1,520 @@
+"""Grader for Exercise 2: sqrt(L) grouped checkpointing.
+
+The checks never call the learner's code: graders/exercises/ex2_sqrt_checkpointing/probes.py traces and
+compiles it, and hands back plain data (the layout of each traced program, and the temporary
+memory, loss and gradient of each compiled one). Expected values come from the grader's own
+programs: a float64 NumPy forward and backward pass, and `memory_analysis()` of the grouped
+checkpoint the exercise asks for, written and compiled here (never the learner's own curve). The
+layout of checkpoints, scans and remat policies is read from the traced jaxpr, in the probes.
+The memory configurations are drawn from the grading seed, so no figure can be looked up.
+
+Speed: each of the learner's programs is compiled once (value_and_grad: the loss, the gradient
+and the memory come from one executable), by one probe call for all of them, in which
+independent compilations run in threads (XLA releases the GIL while it compiles).
+"""
+
+import functools
+import math
+from collections import Counter
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from graders.kit import memo, costs
+from graders.kit.learner import fail
+from graders.kit.numeric import as_int, as_scalar, assert_close, float32_rtol, max_abs_diff, rng
+from graders.exercises.ex2_sqrt_checkpointing.probes import residual_bytes, saves_nothing, shapes
+
+# A fixed small configuration whose jaxprs are read (tracing only, nothing is compiled), for every
+# k a solution can get wrong: 1, L, and two middle k with k != L/k, so groups taken the wrong way
+# round (k groups of L/k) show.
+TRACE_CONFIG, TRACE_KS = (24, 3, 2), (1, 4, 8, 24)
+
+# The memory configuration, drawn from the grading seed. L gives a sqrt(L) lesson (below about 30
+# layers the per-program overhead flattens the curve); B > D keeps the activations the larger
+# part of what a layer saves, so a middle k beats both k=1 and k=L on every draw (checked for all
+# of them when the grader was written). Every axis a distinct size; compile time hardly depends
+# on the sizes, the margins do.
+MEMORY_LS, MEMORY_BS, MEMORY_DS = (32, 48, 64), (5, 7, 9), (2, 3, 4)
+
+# best_group_size: two configurations with the SAME L whose least-memory k differ, so no formula
+# in L alone (the divisor nearest sqrt(L), or sqrt(L/2), ...) finds both. What one layer saves
+# for the backward pass grows with D*D as well as B*D, so the optimum sqrt(L * a_in / a_layer)
+# moves with the shapes: many rows and few features ("activation-heavy") against few rows and
+# more features ("weight-heavy"). B and D are drawn within each kind; every draw keeps the two
+# optima apart and the runner-up more than 10% worse (measured when the grader was written).
+# L has only three divisors, so each search compiles three gradients (the learner's own
+# best_group_size is the slowest part of grading).
+PAIR_L = 25
+ACTIVATION_HEAVY = ((12, 16, 20), (2,))
+WEIGHT_HEAVY = ((3,), (5, 6, 7))
+
+# Memory of the same technique written another way (jax.remat, prevent_cse=False, the whole scan
+# body checkpointed, the weights reshaped with tree.map) measured within 2% of the grader's own
+# program; the mistakes this catches (no checkpoint, a policy that saves, one checkpoint per layer
+# or around everything) are off by 20% or more.
+MEMORY_RTOL = 0.05
+# best_group_size may return any k within 1% of the least (a tie); the runner-up is further off.
+TIE_RTOL = 0.01
+
+
+def divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def middle_k(L: int) -> int:
+    """The largest divisor below sqrt(L): a group size near the optimum, with k != L/k."""
+    return max(k for k in divisors(L) if k * k < L)
+
+
+def memory_config(seed: int) -> tuple[int, int, int]:
+    r = rng(seed)
+    return int(r.choice(MEMORY_LS)), int(r.choice(MEMORY_BS)), int(r.choice(MEMORY_DS))
+
+
+def pair_configs(seed: int) -> list[tuple[int, int, int]]:
+    r = rng(seed + 1)
+    return [(PAIR_L, int(r.choice(bs)), int(r.choice(ds))) for bs, ds in (ACTIVATION_HEAVY, WEIGHT_HEAVY)]
+
+
+def make_inputs(seed: int, L: int, B: int, D: int):
+    """float64 weights (L, D, D) scaled so tanh stays out of saturation, and a batch (B, D)."""
+    r = rng(seed)
+    return r.normal(size=(L, D, D)) / np.sqrt(D), r.normal(size=(B, D))
+
+
+def as_f32(w, x):
+    return {"w": jnp.asarray(w, jnp.float32)}, jnp.asarray(x, jnp.float32)
+
+
+def to_f32(w, x):
+    """The inputs as float32 NumPy arrays, as the probes take them."""
+    return np.asarray(w, np.float32), np.asarray(x, np.float32)
+
+
+# ---- the grader's own computations ----
+
+def forward_np(w, x, residual=True, transpose=False):
+    for layer_w in w:
+        h = np.tanh(x @ (layer_w.T if transpose else layer_w))
+        x = x + h if residual else h
+    return x
+
+
+def gradient_np(w, x):
+    """d mean(x_out ** 2) / dW in float64, by hand: x_{l+1} = x_l + tanh(x_l @ W_l)."""
+    xs, ts = [x], []
+    for layer_w in w:
+        ts.append(np.tanh(xs[-1] @ layer_w))
+        xs.append(xs[-1] + ts[-1])
+    g, grads = 2 * xs[-1] / xs[-1].size, np.zeros_like(w)
+    for layer in reversed(range(len(w))):
+        gz = g * (1 - ts[layer] ** 2)
+        grads[layer] = xs[layer].T @ gz
+        g = g + gz @ w[layer].T
+    return grads
+
+
+def loss_mistakes(w, x):
+    """(value, message) for each known wrong way to write the loss, on these inputs."""
+    out = forward_np(w, x)
+    return [
+        (np.sum(out**2), "That is the sum of x_out ** 2, not its mean. Hint: return jnp.mean(x_out ** 2), "
+                         "the mean over every entry of the (B, D) output."),
+        (np.mean(np.sum(out**2, axis=-1)),
+         "That sums over the features and averages over the batch only. Hint: jnp.mean(x_out ** 2) "
+         "averages over all B * D entries."),
+        (np.mean(forward_np(w, x, residual=False) ** 2),
+         "That is a network without the residual connection. Hint: each layer is x <- x + tanh(x @ W[l])."),
+        (np.mean(forward_np(w, x, transpose=True) ** 2),
+         "That multiplies by W[l].T. Hint: each layer is x <- x + tanh(x @ W[l])."),
+    ]
+
+
+def own_loss(params, x, k=None):
+    """The technique the exercise asks for, written by the grader: L/k groups in a scan, one
+    jax.checkpoint (saving nothing) per group around a scan over its k layers; k=None: one scan."""
+    def layer(x, w):
+        return x + jnp.tanh(x @ w), None
+
+    @jax.checkpoint
+    def group(x, group_w):
+        return jax.lax.scan(layer, x, group_w)[0]
+
+    w = params["w"]
+    if k is None:
+        x, _ = jax.lax.scan(layer, x, w)
+    else:
+        x, _ = jax.lax.scan(lambda x, group_w: (group(x, group_w), None), x, w.reshape(w.shape[0] // k, k, *w.shape[1:]))
+    return jnp.mean(x**2)
+
+
+@functools.cache
+def own_temp(L, B, D, k, value_too=False) -> int:
+    """temp_size_in_bytes of the grader's own gradient program (value_and_grad if value_too)."""
+    fn = (jax.value_and_grad if value_too else jax.grad)(partial(own_loss, k=k))
+    return costs.temp_bytes(fn, *shapes(L, B, D))
+
+
+@functools.cache
+def own_figures(seed) -> dict:
+    """(L, B, D, k[, value_too]) -> own_temp, for every figure the checks compare with.
+
+    All are compiled first, one after the other, before any learner code is traced: JAX reuses
+    parts of programs traced earlier in the process (source locations included), so programs
+    traced in threads or after the learner's would get a different persistent-cache key from run
+    to run (measured), and these, the grader's own, must hit the cache in the learner's edit loop."""
+    L, B, D = memory_config(seed)
+    specs = [(L, B, D, k, True) for k in (None, 1, middle_k(L), L)] + [(L, B, D, None), (L, B, D, middle_k(L))]
+    specs += [(*cfg, k) for cfg in pair_configs(seed) for k in divisors(cfg[0])]
+    # Kept between runs (graders/kit/memo.py): they depend on these specs alone, never on the learner.
+    figures = memo.stored("ex2 own temp", specs, lambda: [own_temp(*s) for s in specs])
+    return dict(zip(specs, figures))
+
+
+_own_value_and_grad = jax.jit(jax.value_and_grad(own_loss))  # compiled once per shape
+
+
+@functools.cache
+def own_float32_errors(seed) -> dict:
+    """How far the grader's own float32 JAX program (one scan, no checkpoint) is from float64 on
+    the memory configuration's inputs: the loss's difference and the gradient's largest. They
+    depend on the draw alone, so they are kept between runs (graders/kit/memo.py)."""
+    config = memory_config(seed)
+    w, x = make_inputs(seed, *config)
+
+    def compute():
+        loss, grads = _own_value_and_grad(*as_f32(w, x))
+        return {"loss": abs(float(loss) - float(np.mean(forward_np(w, x) ** 2))),
+                "grad": max_abs_diff(grads["w"], gradient_np(w, x))}
+    return memo.stored("ex2 own float32 errors", (seed, config), compute)
+
+
+# ---- the learner's programs: traced and compiled once per grading, in the probes ----
+
+@functools.cache
+def learner_programs(worker, seed) -> dict:
+    """k -> what the probe measured of grouped_loss at k = None, 1, a middle k and L on the drawn
+    memory configuration (one probe call; the four compilations run in threads there), with the
+    configuration and the float64 inputs it was given."""
+    own_figures(seed)
+    config = memory_config(seed)
+    L = config[0]
+    ks = (None, 1, middle_k(L), L)
+    w, x = make_inputs(seed, *config)
+    programs = {}
+    for p in worker.memory_programs(*to_f32(w, x), list(ks)):
+        k = p["k"]
+        if p["outputs"] != 1:
+            fail(f"grouped_loss(k={k}) returns {p['outputs']} values; expected one float32 scalar, "
+                 "jnp.mean(x_out ** 2).")
+        programs[k] = dict(p, config=config, w=w, x=x)
+    if list(programs) != list(ks):  # every check below reads each of them: none may be missing
+        fail(f"the process running your code sent back programs of grouped_loss for k in {list(programs)}, "
+             f"where the grader asked for k in {list(ks)}.")
+    return programs
+
+
+@functools.cache
+def traced(worker, k) -> dict:
+    """The layout of the learner's jaxpr at the trace configuration (nothing compiled)."""
+    return worker.trace_layout(*to_f32(*make_inputs(12, *TRACE_CONFIG)), k)
+
+
+def graded_jaxprs(worker, seed, baseline=False) -> list[tuple[int, int | None, dict]]:
+    """(L, k, layout) for every k the grader grades (k=None only if baseline): the trace
+    configuration's and the memory configuration's."""
+    own_figures(seed)
+    if baseline:
+        return [(TRACE_CONFIG[0], None, traced(worker, None)),
+                (memory_config(seed)[0], None, learner_programs(worker, seed)[None]["layout"])]
+    out = [(TRACE_CONFIG[0], k, traced(worker, k)) for k in TRACE_KS]
+    out += [(p["config"][0], k, p["layout"]) for k, p in learner_programs(worker, seed).items() if k is not None]
+    # middle k first: at k = 1 or L several mistakes look alike, a middle k tells them apart
+    return sorted(out, key=lambda item: item[1] in (1, item[0]))
+
+
+def size_text(n: float) -> str:
+    return f"{n / costs.MiB:.2f} MiB" if n >= costs.MiB else f"{n / 1024:.1f} KiB"
+
+
+def curve_chart(yours: dict, asked: dict, title: str) -> str:
+    """A text bar chart, one row per k (None = no checkpoint): your program's temporary memory
+    as a bar, the asked-for technique's figure beside it; then a line reading the curve."""
+    top = max(*yours.values(), *asked.values())
+    rows = [title]
+    for k, v in yours.items():
+        label = "none" if k is None else str(k)
+        rows.append(f"  k={label:>4}  {size_text(v):>10}  {'#' * max(1, round(30 * v / top)):<30}"
+                    f"  (grouped checkpoint: {size_text(asked[k])})")
+    ks = [k for k in yours if k is not None]
+    L, mid = ks[-1], ks[1]
+    rows.append(f"  k={mid} (near sqrt(L) = {math.sqrt(L):.3g}) against k=1: {yours[mid] / yours[1] - 1:+.0%}, "
+                f"against k={L}: {yours[mid] / yours[L] - 1:+.0%}; k={L}, one checkpoint around everything, "
+                f"against no checkpoint: {yours[L] / yours[None] - 1:+.0%}")
+    return "\n".join(rows)
+
+
+# ---- reading the layout the probes send ----
+
+def describe_layout(checkpoints) -> str:
+    counts = Counter((c["times"], c["per_run"]) for c in checkpoints)
+    return "; ".join(f"{'a checkpoint' if n == 1 else f'{n} checkpoints each'} run {r} time(s) around {m} layer(s)"
+                     for (r, m), n in counts.items())
+
+
+# What a policy keeps, named for the learner; each was measured (saved residuals and
+# memory_analysis of the grouped program) when the grader was written, and the message adds the
+# figure measured on the learner's own program.
+POLICY_SAVES = {
+    "dots_saveable": "it saves the result of every x @ W in the group, so the backward pass keeps one "
+                     "more (B, D) array per layer, and with k=1 as much memory as no checkpoint at all",
+    "dots_with_no_batch_dims_saveable": "it saves the result of every x @ W in the group (a matmul without "
+                                        "batch dimensions), one (B, D) array per layer",
+    "everything_saveable": "it saves every intermediate value, so nothing is recomputed and the checkpoint "
+                           "saves no memory at all",
+}
+
+
+def answer_int(answer: dict, what: str, hint: str = "") -> int:
+    """What a learner function returned (a probe's answer()) as a Python int, or a failed check."""
+    got = None if "value" in answer else f"{answer['type']} {answer['repr']}"
+    return as_int(answer.get("value"), what, hint, got)
+
+
+# ---- checks ----
+
+@pytest.mark.points(2)
+def test_loss_matches_float64_forward(worker, seed):
+    """grouped_loss equals a float64 NumPy forward pass, for k=None, 1, a middle k and L."""
+    for k, program in learner_programs(worker, seed).items():
+        L, B, D = program["config"]
+        got = as_scalar(program["value"], f"grouped_loss(k={k})")
+        expected = np.mean(forward_np(program["w"], program["x"]) ** 2)
+        assert_close(got, expected, f"grouped_loss(k={k}) with L={L}, B={B}, D={D}",
+                     "Hint: L layers x <- x + tanh(x @ W[l]) in order, then jnp.mean(x_out ** 2).",
+                     mistakes=loss_mistakes(program["w"], program["x"]),
+                     rtol=float32_rtol(expected, own_float32_errors(seed)["loss"]))
+
+
+@pytest.mark.points(2)
+def test_gradient_matches_float64_gradient(worker, seed):
+    """For k = None, 1, a middle k and L the gradient equals a float64 NumPy backward pass."""
+    for k, program in learner_programs(worker, seed).items():
+        L, B, D = program["config"]
+        expected = gradient_np(program["w"], program["x"])
+        # Dozens of residual layers can amplify float32's rounding beyond RTOL: the grader's own
+        # float32 gradient says how far a right answer may be (numeric.float32_rtol).
+        rtol = float32_rtol(expected, own_float32_errors(seed)["grad"])
+        grads = program["grads"]
+        if not isinstance(grads, dict) or "w" not in grads:
+            fail(f"the gradient of grouped_loss(k={k}) with respect to params is {type(grads).__name__}, not "
+                 "{'w': ...}. Hint: take params as the dict it is and index params['w'].")
+        assert_close(grads["w"], expected, f"gradient of grouped_loss(k={k}) with respect to params['w'] (L={L})",
+                     "Hint: checkpointing changes memory, never values: the groups must apply all L layers, "
+                     "each with its own W[l], in order.",
+                     mistakes=[(expected * B * D, "It is B * D times too large: the loss is summed, not averaged."),
+                               (expected * D, "It is D times too large: the loss sums over the features.")],
+                     rtol=rtol)
+
+
+@pytest.mark.points(1)
+def test_no_checkpoint_when_k_is_none(worker, seed):
+    """With k=None the jaxpr holds no checkpoint (remat2) and the L layers run in a lax.scan."""
+    for L, k, program in graded_jaxprs(worker, seed, baseline=True):
+        checkpoints, total, copies = program["checkpoints"], program["total"], program["copies"]
+        if checkpoints:
+            fail(f"grouped_loss(k=None) holds {len(checkpoints)} jax.checkpoint (remat2) in its jaxpr; expected none: "
+                 "k=None is the no-checkpointing baseline the memory curve is compared with. "
+                 "Hint: for k=None, run the L layers with one lax.scan and nothing else.")
+        if total != L:
+            fail(f"grouped_loss(k=None) with L={L} applies the layer (its tanh) {total} times; expected {L}. "
+                 "Hint: lax.scan over params['w'], one layer per step.")
+        if copies > 1:
+            fail(f"grouped_loss(k=None) holds {copies} copies of the layer in its jaxpr: the layers are unrolled "
+                 "by a Python loop. Hint: lax.scan over params['w'] traces the layer once.")
+
+
+@pytest.mark.points(3)
+def test_one_checkpoint_per_group_inside_a_scan(worker, seed):
+    """For every k graded (1 and L too), one checkpoint around k layers, run L/k times by a scan."""
+    for L, k, program in graded_jaxprs(worker, seed):
+        groups = L // k
+        checkpoints, total, outside = program["checkpoints"], program["total"], program["outside"]
+        head = f"grouped_loss(k={k}) with L={L}: expected one jax.checkpoint around {k} layer(s), run {groups} time(s) by a scan of length {groups}"
+        found = describe_layout(checkpoints)
+        if not checkpoints:
+            fail(f"{head}; found no checkpoint at all (no remat2 in the jaxpr): nothing is recomputed, so memory "
+                 "cannot go down. Hint: wrap the function that runs one group's k layers in jax.checkpoint"
+                 f"{', for k=1 and k=L as well' if k in (1, L) else ''}.")
+        if any(c["nested"] for c in checkpoints):
+            fail(f"{head}; found a checkpoint inside another checkpoint ({found}): each layer inside the group is "
+                 "checkpointed as well. Hint: one jax.checkpoint per group only; inside it the layers run as usual.")
+        if total != L or outside:
+            fail(f"{head}; the layer runs {total} times, {outside} of them outside any checkpoint ({found}). "
+                 "Hint: every layer belongs to exactly one group, and each group runs inside its checkpoint.")
+        if len(checkpoints) > 1:
+            fail(f"{head}; found {len(checkpoints)} separate checkpoints in the program ({found}): a Python loop "
+                 "unrolls them. Hint: reshape W to (L/k, k, D, D) and lax.scan over the groups.")
+        (c,) = checkpoints
+        if (c["times"], c["per_run"]) == (groups, k):
+            continue
+        if (c["times"], c["per_run"]) == (1, L):
+            why = ("one checkpoint around the whole network whatever k is: the backward pass then recomputes all "
+                   "layers and holds their activations at once, so nothing is saved. Hint: one checkpoint per group of k layers.")
+        elif (c["times"], c["per_run"]) == (L, 1):
+            why = ("a checkpoint on every layer whatever k is. Hint: the checkpointed function runs a whole group "
+                   "of k layers (a scan over the group's k weights), not one layer.")
+        elif (c["times"], c["per_run"]) == (k, groups):
+            why = (f"the groups are the wrong way round: {k} groups of {groups} layers instead of {groups} groups of {k}. "
+                   "Hint: reshape W to (L // k, k, D, D), scan over the first axis, and checkpoint the scan over the second.")
+        else:
+            why = "Hint: reshape W to (L // k, k, D, D); lax.scan over the groups; the body is a jax.checkpoint'ed scan over the group's k layers."
+        fail(f"{head}; found {found}: {why}")
+
+
+@pytest.mark.points(2)
+def test_group_body_is_a_scan_over_its_k_layers(worker, seed):
+    """Inside each checkpoint the group's k layers run in a lax.scan of length k, not a Python loop."""
+    for L, k, program in graded_jaxprs(worker, seed):
+        checkpoints = program["checkpoints"]
+        if not checkpoints:
+            fail(f"grouped_loss(k={k}) with L={L} holds no jax.checkpoint, so there is no group body to read. "
+                 "Hint: the scan over the groups calls a jax.checkpoint'ed function that scans the group's k layers.")
+        for c in checkpoints:
+            if c["copies"] > 1:
+                fail(f"grouped_loss(k={k}) with L={L}: the checkpointed group holds {c['copies']} copies of the layer: "
+                     "a Python loop unrolls the group's layers. Hint: inside the checkpoint, lax.scan over the "
+                     "group's (k, D, D) weights, so the layer is traced once.")
+            if k > 1 and c["per_run"] == k and not any(k in lengths for lengths in c["inner_scans"]):
+                fail(f"grouped_loss(k={k}) with L={L}: inside the checkpoint the layer is not in a lax.scan of length {k} "
+                     f"(scans around it inside the checkpoint: {c['inner_scans']}). Hint: the checkpointed function "
+                     "runs lax.scan over the group's k weights.")
+
+
+@pytest.mark.points(2)
+def test_checkpoint_policy_saves_nothing(worker, seed):
+    """Every jax.checkpoint uses the default policy (save nothing): none that keeps the layers' values."""
+    found_any = False
+    for L, k, program in graded_jaxprs(worker, seed):
+        for checkpoint in program["checkpoints"]:
+            found_any = True
+            if saves_nothing(checkpoint):
+                continue
+            name = checkpoint["policy"]
+            B, D = TRACE_CONFIG[1:] if L == TRACE_CONFIG[0] else learner_programs(worker, seed)[k]["config"][1:]
+            extra = program["residual_bytes"] - residual_bytes(partial(own_loss, k=k), L, B, D)
+            per_layer = extra / (L * B * D * 4)
+            what = POLICY_SAVES.get(name, "it tells jax.checkpoint to keep values instead of recomputing them")
+            fail(f"grouped_loss(k={k}) with L={L}: jax.checkpoint(policy={name}): {what}. Measured on your program: "
+                 f"the backward pass keeps {extra} bytes more than a checkpoint that saves nothing "
+                 f"({per_layer:.3g} (B, D) array(s) per layer). Hint: the exercise asks for the default "
+                 "policy, which saves only each group's input: jax.checkpoint(group) with no policy.")
+    if not found_any:
+        fail("grouped_loss holds no jax.checkpoint for any k, so no policy saves nothing by choice: nothing is "
+             "recomputed. Hint: wrap the function that runs one group's k layers in jax.checkpoint.")
+
+
+@pytest.mark.points(3)
+def test_gradient_memory_matches_the_grouped_checkpoint(worker, seed, note):
+    """Measured: the gradient's temp memory equals the grader's own grouped checkpoint for k=1, middle, L."""
+    programs = learner_programs(worker, seed)
+    L, B, D = programs[1]["config"]
+    asked = {k: own_figures(seed)[(L, B, D, k, True)] for k in programs}
+    yours = {k: p["temp"] for k, p in programs.items()}
+    note(curve_chart(yours, asked, f"your measured curve: temp_size_in_bytes of jit(value_and_grad), L={L} B={B} D={D}"))
+    mid = middle_k(L)
+    # `not <=`, so that a figure that is not a number (NaN) is wrong too
+    bad = [k for k in (1, mid, L) if not abs(yours[k] - asked[k]) <= MEMORY_RTOL * asked[k]]
+    if not bad:
+        return
+    got = ", ".join(f"k={k}: {size_text(yours[k])} (expected {size_text(asked[k])})" for k in (1, mid, L))
+    head = (f"the gradient of grouped_loss, L={L} B={B} D={D}, needs a different temporary memory than the grouped "
+            f"checkpoint the exercise asks for (measured by the grader, within {MEMORY_RTOL:.0%}): {got}; "
+            f"no checkpoint: {size_text(asked[None])}.")
+    if all(yours[k] >= (1 - MEMORY_RTOL) * asked[None] for k in (1, mid, L)):
+        fail(f"{head} No k saves memory against no checkpoint, as if there were no checkpoint at all (or one "
+             "around the whole network whatever k is, or a policy that saves every value). "
+             "Hint: one jax.checkpoint per group of k layers, with the default policy.")
+    if all(abs(yours[k] - asked[1]) <= MEMORY_RTOL * asked[1] for k in (1, mid, L)):
+        fail(f"{head} Every k needs what k=1 needs, as with a checkpoint on every layer whatever k is. "
+             "Hint: checkpoint a group's k layers as one function; inside it, no further checkpoint.")
+    if yours[mid] > asked[mid] and yours[1] > asked[1]:
+        fail(f"{head} Your checkpoints keep more than each group's input (a remat policy that saves values, "
+             "or activations computed outside the checkpoint). Hint: jax.checkpoint with no policy around a "
+             "scan over the group's k layers.")
+    fail(f"{head} Hint: with one checkpoint per group of k layers, the backward pass holds the L/k group "
+         "inputs plus one group's activations.")
+
+
+@pytest.mark.points(2)
+def test_temp_memory_bytes_matches_measurement(worker, seed):
+    """temp_memory_bytes equals the grader's own measurement of the asked-for program (k=None, middle k)."""
+    L, B, D = memory_config(seed)
+    mid = middle_k(L)
+    inputs = make_inputs(14, L, B, D)
+    params, x = as_f32(*inputs)
+    expected = own_figures(seed)
+    for k in (None, mid):
+        got = answer_int(worker.temp_memory_bytes(*to_f32(*inputs), k), f"temp_memory_bytes(k={k})",
+                         "Hint: int(compiled.memory_analysis().temp_size_in_bytes), a number of bytes.")
+        want = expected[(L, B, D, k)]
+        if abs(got - want) <= MEMORY_RTOL * want:
+            continue
+        what = "no checkpoint" if k is None else f"one checkpoint per group of {k} layers"
+        head = (f"temp_memory_bytes(k={k}) with L={L} B={B} D={D}: expected about {want} bytes (the grader's own "
+                f"gradient program with {what}, within {MEMORY_RTOL:.0%}), got {got}.")
+        stats = costs.compile_fn(jax.grad(partial(own_loss, k=k)), params, x).memory_analysis()
+        if abs(got - stats.peak_memory_in_bytes) <= MEMORY_RTOL * stats.peak_memory_in_bytes:
+            fail(f"{head} That is peak_memory_in_bytes, which on CPU hardly moves with k. "
+                 "Hint: report memory_analysis().temp_size_in_bytes, the activations the program holds.")
+        whole = stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes
+        if abs(got - whole) <= MEMORY_RTOL * whole:
+            fail(f"{head} That adds the arguments and outputs to the temporary memory. Hint: report temp_size_in_bytes alone.")
+        forward = costs.temp_bytes(partial(own_loss, k=k), params, x)
+        if got <= forward or abs(got - forward) <= MEMORY_RTOL * max(forward, 1):
+            fail(f"{head} That is about the forward pass's memory ({forward} bytes); checkpointing acts on what the "
+                 "backward pass holds. Hint: compile jax.grad of grouped_loss with respect to params.")
+        if k is not None and got >= (1 - MEMORY_RTOL) * expected[(L, B, D, None)]:
+            fail(f"{head} That is as much as the gradient needs without any checkpoint ({expected[(L, B, D, None)]} "
+                 "bytes) or more: the program you measure does not checkpoint its groups (or its checkpoint saves "
+                 "every value). Hint: grouped_loss(k=k) needs one jax.checkpoint per group, and temp_memory_bytes "
+                 "measures jax.grad of it.")
+        fail(f"{head} Hint: jax.jit(jax.grad(partial(grouped_loss, k=k))).lower(params, x).compile()"
+             ".memory_analysis().temp_size_in_bytes.")
+
+
+@pytest.mark.points(3)
+def test_best_group_size_is_the_measured_minimum(worker, seed):
+    """best_group_size returns the least-memory k of the grader's own curve, on two shapes of one L."""
+    configs = pair_configs(seed)
+    curves = own_figures(seed)
+    inputs = [to_f32(*make_inputs(15 + i, *cfg)) for i, cfg in enumerate(configs)]
+    # The two searches are independent: the probe runs them side by side (compiling releases the GIL).
+    answers = worker.best_group_size(inputs)
+    if not isinstance(answers, list) or len(answers) != len(configs):
+        fail(f"the process running your code sent back {type(answers).__name__} "
+             f"{len(answers) if isinstance(answers, list) else ''} answers of best_group_size for "
+             f"{len(configs)} configurations.".replace("  ", " "))
+    for (L, B, D), answer in zip(configs, answers):
+        got = answer_int(answer, f"best_group_size with L={L}", "Hint: return the group size k itself, not its memory.")
+        if got < 1 or L % got:
+            fail(f"best_group_size with L={L} returned {got}, which is not a divisor of L={L}. "
+                 "Hint: try every k in 1..L with L % k == 0.")
+        curve = {k: curves[(L, B, D, k)] for k in divisors(L)}
+        least = min(curve.values())
+        if curve[got] <= least * (1 + TIE_RTOL):
+            continue
+        best = min(curve, key=curve.get)
+        head = (f"best_group_size with L={L} B={B} D={D}: expected k={best} ({size_text(least)}, the least the grader "
+                f"measured for one checkpoint per group), got k={got} ({size_text(curve[got])}).")
+        near = lambda target: min(curve, key=lambda k: abs(k - target))  # noqa: E731
+        if got in (near(math.sqrt(L)), near(math.sqrt(L / 2)), math.isqrt(L)):
+            fail(f"{head} That is a formula in L (the divisor nearest sqrt(L) or sqrt(L/2)), but the optimum "
+                 "sqrt(L * a_in / a_layer) depends on what one layer saves against its input, and that changes "
+                 "with B and D: another configuration with the same L has another best k. "
+                 "Hint: measure every divisor with temp_memory_bytes and take the least.")
+        fail(f"{head} Hint: measure every divisor of L with temp_memory_bytes and return the k with the least.")

@@ -1,0 +1,313 @@
+"""Probes for Exercise 3: the learner's FSDP loss traced, run, differentiated and compiled on the
+meshes the checks name, with the inputs the checks drew, handed back as plain data.
+
+What comes back: losses and gradients as arrays; the traced loss as a summary (which primitive
+makes it, the shard_map's in/out specs as text and parts, how each of its inputs was made, the
+pmean inside it, the all_gathers live for its output); the loss re-run with other weights
+substituted where the checks say; gradient shardings as the rows each device holds; the compiled
+gradient's FLOPs and collective counts. A JAX error that the checks turn into advice comes back
+as {"problem": {"kind": ...}}; the words are the checks'. Nothing here knows an expected value.
+"""
+
+import contextlib
+import functools
+import hashlib
+import importlib.util
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from graders.kit import hlo, jaxpr, costs
+from graders.kit.learner import fail
+from graders.child.probe_channel import probe
+
+AXIS = "fsdp"
+ROWS = P(AXIS, None)
+WEIGHTS = ("w1", "w2")  # p's leaves in jax's flattening order: the traced loss's first two inputs
+
+
+@functools.cache
+def mesh(n: int, auto: bool = False):
+    """A 1-D mesh named "fsdp" over the first n devices (Explicit axes, 0.12's default)."""
+    kind = AxisType.Auto if auto else AxisType.Explicit
+    return jax.make_mesh((n,), (AXIS,), axis_types=(kind,), devices=jax.devices()[:n])
+
+
+def placed(m, p, x, y):
+    """float32 copies of the inputs, every one split by rows across the mesh: P("fsdp", None)."""
+    rows = NamedSharding(m, ROWS)
+    put = lambda a: jax.device_put(np.asarray(a, np.float32), rows)  # noqa: E731
+    return {k: put(v) for k, v in p.items()}, put(x), put(y)
+
+
+# ---- what comes back instead of a value ------------------------------------------------------
+
+class _Problem(Exception):
+    """Something the checks explain in their own words: {"problem": {"kind": ..., **details}}."""
+
+    def __init__(self, kind: str, **details):
+        super().__init__(kind)
+        self.data = {"kind": kind, **details}
+
+
+def reports(fn):
+    """A probe whose _Problem comes back as data (the check then says what it means)."""
+    @functools.wraps(fn)
+    def wrapped(sol, *args, **kwargs):
+        try:
+            return fn(sol, *args, **kwargs)
+        except _Problem as problem:
+            return {"problem": problem.data}
+    return wrapped
+
+
+@contextlib.contextmanager
+def on_mesh(m):
+    """jax.set_mesh(m), with JAX's errors about the learner's shard_map reported as problems."""
+    try:
+        with jax.set_mesh(m):
+            yield
+    except ValueError as exc:
+        text = str(exc)
+        if "in_specs passed to shard_map" in text and "does not match" in text:
+            raise _Problem("in_specs_mismatch", text=text.split(". ")[0]) from None
+        if "should match the mesh passed to shard_map" in text:
+            raise _Problem("rebound", text=text.split(". ")[0]) from None
+        raise
+    except TypeError as exc:
+        if "in_specs" in str(exc) and "Auto" in str(exc):
+            raise _Problem("in_specs_not_inferred") from None
+        raise
+
+
+def learner_loss(sol, m):
+    factory = getattr(sol, "make_fsdp_loss", None)
+    if not callable(factory):
+        raise _Problem("no_make_fsdp_loss")
+    f = factory(m)
+    if not callable(f):
+        raise _Problem("not_a_function", type=type(f).__name__)
+    return f
+
+
+def fresh_fsdp_loss(sol):
+    """The module-level fsdp_loss of a fresh import of the learner's file: a shard_map made without
+    mesh= binds to the first mesh it meets, so each mesh gets a module of its own, as a program
+    that sets one mesh and then imports the module would."""
+    spec = importlib.util.spec_from_file_location(f"{sol.__name__}_fresh", sol.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    f = getattr(module, "fsdp_loss", None)
+    if not callable(f):
+        raise _Problem("no_fsdp_loss")
+    return f
+
+
+# ---- plain data ------------------------------------------------------------------------------
+
+def _axis(name):
+    if name is None or isinstance(name, (str, int, bool)):
+        return name
+    if isinstance(name, (tuple, list)):
+        return tuple(_axis(a) for a in name)
+    return str(name)
+
+
+def spec_data(spec) -> dict:
+    """A PartitionSpec as text (for messages) and parts (None, an axis name, or a tuple of them;
+    {"unconstrained": True} for P.UNCONSTRAINED), so the checks can rebuild it."""
+    parts = []
+    for part in spec:
+        parts.append({"unconstrained": True} if part is P.UNCONSTRAINED else _axis(part))
+    return {"text": str(spec), "parts": parts,
+            "unreduced": sorted(map(str, getattr(spec, "unreduced", ()) or ())),
+            "reduced": sorted(map(str, getattr(spec, "reduced", ()) or ()))}
+
+
+def sharding_data(sharding, shape) -> dict:
+    """Where an array of this sharding lives: its spec as text, its memory kind, and for every
+    device (by id) the [start, stop, step] of each dimension it holds."""
+    indices = sharding.devices_indices_map(tuple(shape))
+    held = sorted([device.id, [list(s.indices(n)) for s, n in zip(index, shape)]]
+                  for device, index in indices.items())
+    return {"spec": str(getattr(sharding, "spec", sharding)), "memory_kind": sharding.memory_kind, "rows": held}
+
+
+def gradients_data(grads) -> dict:
+    return {"type": type(grads).__name__, "grads": dict(grads) if isinstance(grads, dict) else None}
+
+
+def primitive(value) -> str:
+    return "a constant" if value.eqn is None else f"`{value.eqn.primitive.name}`"
+
+
+def _const(value):
+    if value is None:
+        return None
+    array = np.asarray(value)
+    return array if array.dtype.kind in "biuf" else None
+
+
+def _key(*arrays) -> str:
+    digest = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        digest.update(f"{a.dtype}{a.shape}".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+# ---- probes ----------------------------------------------------------------------------------
+
+@probe
+@reports
+def value_and_grad(sol, n, p, x, y):
+    """Loss and gradient of make_fsdp_loss(mesh) on an n-device mesh: one compiled program
+    serves both the loss check and the gradient check."""
+    m = mesh(n)
+    args = placed(m, p, x, y)
+    with on_mesh(m):
+        f = learner_loss(sol, m)
+        shape = jax.eval_shape(f, *args)
+        if getattr(shape, "shape", None) != ():
+            raise _Problem("not_a_scalar", shape=str(shape))
+        loss, grads = jax.jit(jax.value_and_grad(f))(*args)
+    return {"loss": loss, **gradients_data(grads)}
+
+
+_TRACED: dict = {}
+
+
+def traced(sol, n, p, x, y):
+    """(jaxpr of make_fsdp_loss(mesh) at these inputs, its inputs and outputs as dataflow Values,
+    the placed arguments), traced once for every probe that reads it."""
+    key = (n, _key(*(p[k] for k in sorted(p)), x, y))
+    if key not in _TRACED:
+        m = mesh(n)
+        args = placed(m, p, x, y)
+        with on_mesh(m):
+            closed = jax.make_jaxpr(learner_loss(sol, m))(*args)
+        inputs, outputs = jaxpr.dataflow(closed.jaxpr, closed.consts)
+        _TRACED[key] = closed, inputs, outputs, args
+    return _TRACED[key]
+
+
+def body_of(smap):
+    body = smap.params["jaxpr"]
+    inner = getattr(body, "jaxpr", body)
+    return jaxpr.dataflow(inner, getattr(body, "consts", ()))
+
+
+@probe
+@reports
+def read_loss(sol, n, p, x, y):
+    """The traced loss on an n-device mesh, summarised: how many outputs; what makes the loss;
+    if that is a shard_map, its specs, how each of its inputs was made, what makes its output
+    inside (the pmean's parts) and the all_gathers live for it; if not, the primitives of the
+    program and the out_specs of any shard_map the loss comes from."""
+    closed, inputs, outputs, _ = traced(sol, n, p, x, y)
+    summary = {"outputs": len(outputs)}
+    if len(outputs) != 1:
+        return summary
+    out = outputs[0]
+    summary.update(made_by=primitive(out), is_shard_map=out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"))
+    if not summary["is_shard_map"]:
+        upstream = {id(v.eqn): v.eqn for v in jaxpr.ancestors(out)
+                    if v.eqn is not None and jaxpr.is_a(v.eqn, "shard_map")}
+        summary.update(
+            primitives=sorted(jaxpr.primitive_names(closed.jaxpr)),
+            shard_maps=len(jaxpr.find(closed.jaxpr, "shard_map")),
+            upstream=len(upstream),
+            upstream_out_specs=[spec_data(s) for e in upstream.values() for s in e.params["out_specs"]])
+        return summary
+    smap, index = out.eqn, out.index
+    body_inputs, body_outputs = body_of(smap)
+    made = body_outputs[index]
+    first = made.parents[0] if made.eqn is not None and made.parents else None
+    psum = first.eqn if first is not None else None
+    summary.update(
+        index=index,
+        out_spec=spec_data(smap.params["out_specs"][index]),
+        entering=[{"input": next((i for i, u in enumerate(inputs) if u is v), None),
+                   "made_by": primitive(v) if v.eqn is not None else None,
+                   "shape": tuple(smap.invars[j].aval.shape),
+                   "in_spec": spec_data(smap.params["in_specs"][j])}
+                  for j, v in enumerate(out.parents)],
+        body={"made_by": primitive(made),
+              "primitive": made.eqn.primitive.name if made.eqn is not None else None,
+              "first_parent": psum.primitive.name if psum is not None else None,
+              "psum_axes": _axis(tuple(psum.params.get("axes", ()))) if psum is not None else None,
+              "divisor": _const(made.parents[1].const) if made.eqn is not None and len(made.parents) > 1 else None},
+        gathers=[{"input": next((j for j, u in enumerate(body_inputs) if v.parents and v.parents[0] is u), None),
+                  "params": {name: _axis(v.eqn.params[name]) for name in ("axis_name", "tiled", "all_gather_dimension")
+                             if name in v.eqn.params}}
+                 for v in jaxpr.ancestors(made) if v.eqn is not None and v.eqn.primitive.name == "all_gather"])
+    return summary
+
+
+@probe
+@reports
+def swapped_loss(sol, n, p, x, y, positions, other):
+    """The traced loss re-run with other weights entering its shard_map at `positions`
+    ({shard_map input: index into WEIGHTS}), everything else as it was."""
+    closed, _, outputs, args = traced(sol, n, p, x, y)
+    smap = outputs[0].eqn
+    if smap is None or not jaxpr.is_a(smap, "shard_map"):
+        fail("the grader asked to re-run a loss that is not a shard_map's own output")
+    m = mesh(n)
+    rows = NamedSharding(m, ROWS)
+    swap = [jax.device_put(np.asarray(other[k], np.float32), rows) for k in WEIGHTS]
+
+    def apply(eqn, ins, new):
+        if eqn is smap:
+            ins = [new[positions[j]] if j in positions else v for j, v in enumerate(ins)]
+        return jaxpr.bind(eqn, ins)
+
+    flat = jax.tree.leaves(args)
+    with on_mesh(m):
+        return jax.jit(lambda a, new: jaxpr.evaluate(closed.jaxpr, closed.consts, a,
+                                                     lambda e, i: apply(e, i, new))[0])(flat, swap)
+
+
+@probe
+@reports
+def gradient_layout(sol, n, p, x, y):
+    """Where jit(grad) of make_fsdp_loss(mesh) puts each gradient, on an n-device Auto mesh."""
+    m = mesh(n, auto=True)
+    with on_mesh(m):
+        grads = jax.jit(jax.grad(learner_loss(sol, m)))(*placed(m, p, x, y))
+    if not isinstance(grads, dict):
+        return {"type": type(grads).__name__, "keys": None, "layout": None}
+    return {"type": "dict", "keys": [_axis(k) for k in grads],
+            "layout": {k: sharding_data(grads[k].sharding, grads[k].shape) for k in WEIGHTS if k in grads}}
+
+
+@probe
+@reports
+def compiled_gradient(sol, n, p, x, y):
+    """jit(grad) of the learner's loss on an n-device mesh, compiled: its per-device FLOPs, its
+    collectives counted, and the element count of each all-reduce's largest result."""
+    m = mesh(n)
+    with on_mesh(m):
+        compiled = jax.jit(jax.grad(learner_loss(sol, m))).lower(*placed(m, p, x, y)).compile()
+    text = compiled.as_text()
+    return {"flops": costs.flops(compiled), "collectives": hlo.collective_counts(text),
+            "all_reduce_sizes": hlo.collective_sizes(text, "all-reduce")}
+
+
+@probe
+@reports
+def fresh_fsdp_loss_on_mesh(sol, n, p, x, y):
+    """The module-level fsdp_loss of a fresh import, under jax.set_mesh of n devices: what makes
+    its traced loss, and its loss and gradient."""
+    f = fresh_fsdp_loss(sol)
+    m = mesh(n)
+    args = placed(m, p, x, y)
+    with on_mesh(m):
+        program = jaxpr.trace(f, *args)
+        loss, grads = jax.jit(jax.value_and_grad(f))(*args)
+    _, (out,) = jaxpr.dataflow(program)
+    return {"made_by": primitive(out), "is_shard_map": out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"),
+            "loss": loss, **gradients_data(grads)}

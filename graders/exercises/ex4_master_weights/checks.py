@@ -1,0 +1,228 @@
+"""Grader for Exercise 4: bf16-stored parameter vs fp32 master weight.
+
+The checks never call the learner's code: graders/exercises/ex4_master_weights/probes.py does, and hands
+back plain numbers. Expected values come from the grader's own step-by-step simulation with ml_dtypes (NumPy's
+bfloat16), rounding exactly once per step as a bf16-stored parameter does.
+"""
+
+import math
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from graders.kit.learner import fail
+from graders.kit.numeric import as_scalar
+
+BF16 = ml_dtypes.bfloat16
+SMALLEST_NORMAL = float(ml_dtypes.finfo(BF16).smallest_normal)  # 2**-126, as in float32
+SMALLEST_SUBNORMAL = float(ml_dtypes.finfo(BF16).smallest_subnormal)  # 2**-133: bf16 keeps 7 fraction bits
+# Thresholds are powers of two computed exactly; a relative slack only forgives a float32 round trip.
+THRESHOLD_RTOL = 1e-6
+
+# (w0, lr, grad, steps): stuck (update below half the spacing), moving, moving by more than the
+# update (0.002 > half of 2**-8 rounds up to a whole 2**-8 step), large and small magnitudes.
+# On every case the float32 steps end away from the closed form w0 - steps*lr*grad (tests/ checks it).
+GRID = [
+    (1.0, 1e-2, 1.0, 50),
+    (3.0, 2e-3, 1.5, 40),
+    (0.5, 1e-3, -2.0, 60),
+    (100.0, 0.05, 1.0, 30),
+    (0.1, 1e-4, 3.0, 80),
+    (1.0, 7e-3, 1.3, 45),
+]
+
+
+def bf16_steps(w0, lr, grad, steps) -> list[float]:
+    """Scheme (a) simulated. The update may be formed in fp32 or first rounded to bf16 (as JAX
+    does for a bf16 array minus a Python float); each way is a correct bf16-stored parameter,
+    so every one of them is accepted."""
+    results = []
+    for update in (np.float32(lr * grad), np.float32(BF16(lr * grad)),
+                   np.float32(BF16(np.float32(BF16(lr)) * np.float32(BF16(grad))))):
+        w = BF16(w0)
+        for _ in range(steps):
+            w = BF16(np.float32(w) - update)
+        results.append(float(w))
+    return results
+
+
+def fp32_updates(lr, grad) -> tuple:
+    """The update lr * grad in float32: rounded once from the exact product, or formed as
+    float32(lr) * float32(grad) in float32 -- both are correct spellings of the step."""
+    return (np.float32(lr * grad), np.float32(np.float32(lr) * np.float32(grad)))
+
+
+def fp32_steps(w0, lr, grad, steps) -> set[float]:
+    """Scheme (b) simulated: every step rounds w - update to float32, for each spelling of the update."""
+    results = set()
+    for update in fp32_updates(lr, grad):
+        w = np.float32(w0)
+        for _ in range(steps):
+            w = np.float32(w - update)
+        results.add(float(w))
+    return results
+
+
+def fp32_closed_forms(w0, lr, grad, steps) -> list[float]:
+    """w0 - steps * lr * grad computed at once, with no per-step rounding: what a closed form returns."""
+    return [float(np.float32(w0 - steps * lr * grad)),
+            float(np.float32(np.float32(w0) - np.float32(steps * lr * grad))),
+            float(np.float32(np.float32(w0) - np.float32(steps) * np.float32(lr * grad)))]
+
+
+def threshold(w) -> float:
+    """Half the gap between bf16(w) and the next smaller bf16 number, read off the bit patterns
+    with ml_dtypes (exact for subnormals too: NumPy flushes nothing to zero)."""
+    stored = np.array(BF16(w))
+    below = (stored.view(np.uint16) - np.uint16(1)).view(BF16)  # next smaller positive bf16, or 0
+    return (float(stored) - float(below)) / 2
+
+
+def threshold_of_unrounded(w) -> float:
+    """Half the gap below w computed from w's own power of two, without rounding w to bf16 first."""
+    exponent = math.floor(math.log2(w))
+    return 2.0 ** (exponent - 9) if w == 2.0 ** exponent else 2.0 ** (exponent - 8)
+
+
+def threshold_gap_above(w) -> float:
+    """Half the gap *above* bf16(w): right except at powers of two."""
+    return 2.0 ** (math.floor(math.log2(float(BF16(w)))) - 8)
+
+
+def dtype_of(value, what: str):
+    try:
+        return jnp.asarray(value).dtype
+    except (TypeError, ValueError):
+        fail(f"{what}: expected a JAX scalar, got {type(value).__name__}.")
+
+
+@pytest.mark.points(1)
+def test_bf16_result_is_bfloat16(worker):
+    """sgd_bf16 and w_bf16 are bfloat16 scalars."""
+    for what, value in (("sgd_bf16(1.0, 1e-2, 1.0, 3)", worker.sgd_bf16(1.0, 1e-2, 1.0, 3)),
+                        ("w_bf16", worker.module_value("w_bf16"))):
+        dtype = dtype_of(value, what)
+        if dtype != jnp.bfloat16:
+            fail(f"{what} has dtype {dtype}, expected bfloat16: in scheme (a) the parameter is stored in bf16. "
+                 "Hint: round with .astype(jnp.bfloat16) after every step.")
+
+
+@pytest.mark.points(1)
+def test_master_result_is_float32(worker):
+    """sgd_fp32_master and w_master are float32 scalars."""
+    for what, value in (("sgd_fp32_master(1.0, 1e-2, 1.0, 3)", worker.sgd_fp32_master(1.0, 1e-2, 1.0, 3)),
+                        ("w_master", worker.module_value("w_master"))):
+        dtype = dtype_of(value, what)
+        if dtype != jnp.float32:
+            fail(f"{what} has dtype {dtype}, expected float32: the master weight must keep fp32 precision "
+                 "(a master kept in bf16 loses the small updates just like scheme (a)).")
+
+
+@pytest.mark.points(1)
+def test_chapter_case_values(worker):
+    """w_bf16 is still 1.0 after 100 steps of 1e-3, w_master is about 0.9."""
+    w_bf16 = as_scalar(worker.module_value("w_bf16"), "w_bf16")
+    w_master = as_scalar(worker.module_value("w_master"), "w_master")
+    expected_master = min(fp32_steps(1.0, 1e-3, 1.0, 100))
+    if w_bf16 != 1.0:
+        fail(f"w_bf16 = {w_bf16:.8g}, expected 1.0: each 1e-3 step is under half the bf16 spacing just below 1.0 "
+             "(2**-8), so it is rounded away. "
+             + ("That is 0.9 rounded to bf16 once at the end: the steps were taken in fp32. "
+                if abs(w_bf16 - float(BF16(0.9))) < 1e-9 else "")
+             + "Hint: round the parameter to bf16 after every step.")
+    if not abs(w_master - expected_master) <= 1e-5:  # a NaN is wrong too
+        fail(f"w_master = {w_master:.8g}, expected {expected_master:.8g} (1 - 100 * 1e-3 in fp32). "
+             "Hint: keep the master weight in float32 and subtract lr * grad each step.")
+
+
+@pytest.mark.points(3)
+def test_bf16_matches_step_by_step_rounding(worker):
+    """sgd_bf16 equals the grader's simulation on a grid where bf16 sticks, moves, and overshoots."""
+    for w0, lr, grad, steps in GRID:
+        got = as_scalar(worker.sgd_bf16(w0, lr, grad, steps), f"sgd_bf16({w0}, {lr}, {grad}, {steps})")
+        accepted = bf16_steps(w0, lr, grad, steps)
+        if got in accepted:
+            continue
+        exact = w0 - steps * lr * grad
+        if np.isclose(got, float(BF16(exact)), rtol=0, atol=1e-12) or np.isclose(got, exact, rtol=1e-6):
+            why = ("That is the exact result w0 - steps*lr*grad (rounded once): the steps were not each rounded "
+                   "to bf16. Hint: round after every step; a closed form cannot show what bf16 storage loses.")
+        else:
+            why = "Hint: start from bf16(w0) and round w - lr*grad to bf16 after every step."
+        fail(f"sgd_bf16({w0}, {lr}, {grad}, {steps}) = {got:.8g}, expected {accepted[0]:.8g} "
+             f"(step-by-step bf16 rounding). {why}")
+
+
+@pytest.mark.points(2)
+def test_master_matches_float32_simulation(worker):
+    """sgd_fp32_master equals the grader's step-by-step float32 simulation bit for bit on the grid."""
+    for w0, lr, grad, steps in GRID:
+        call = f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})"
+        got = as_scalar(worker.sgd_fp32_master(w0, lr, grad, steps), call)
+        accepted = fp32_steps(w0, lr, grad, steps)
+        if got in accepted:
+            continue
+        expected = min(accepted)
+        if got in bf16_steps(w0, lr, grad, steps):
+            why = "That is what the bf16 scheme gives: the master weight is being rounded to bf16. "
+        elif got in fp32_closed_forms(w0, lr, grad, steps):
+            why = ("That is the closed form w0 - steps*lr*grad rounded to float32 once: a float32 master rounds "
+                   "after every step, and those roundings add up. Hint: take the steps one by one (lax.fori_loop).")
+        else:
+            why = "Hint: keep w in float32 and subtract lr * grad once per step; only the compute copy would be bf16."
+        fail(f"{call} = {got!r}, expected {expected!r} ({expected - got:+.3g} away; the simulation rounds to "
+             f"float32 after each of the {steps} steps). {why}")
+
+
+def threshold_mistake(got: dict, ws) -> str:
+    """The named mistake whose values match the learner's on every w, or a hint."""
+    if all(np.isclose(got[v], 2 * threshold(v), rtol=1e-6, atol=0) for v in ws):
+        return "That is the whole gap; an update is rounded back only while it is under *half* of it."
+    if all(np.isclose(got[v], threshold(1.0), rtol=1e-6) for v in ws):
+        return "That is the value for w = 1.0 every time: the spacing scales with w's power of two."
+    subnormal = [v for v in ws if float(BF16(v)) < SMALLEST_NORMAL]
+    if subnormal and all(got[v] == 0.0 for v in subnormal):
+        return ("Subnormal numbers were flushed to zero: XLA on CPU does that, so jnp arithmetic cannot see "
+                "them. Hint: work in NumPy, np.asarray(w, jnp.bfloat16) is an exact bf16 value (ml_dtypes).")
+    if all(np.isclose(got[v], threshold_of_unrounded(v), rtol=1e-6, atol=0) for v in ws):
+        return ("That is the spacing at w's own power of two: w was not rounded to bfloat16 first. "
+                "Hint: round w to bf16, then look at the gap below that stored value.")
+    if all(np.isclose(got[v], threshold_gap_above(v), rtol=1e-6, atol=0) for v in ws):
+        return ("Right everywhere except at powers of two: that is half the gap *above* w. Just below a "
+                "power of two the spacing halves, and the gap below w is what counts for w - u.")
+    return "Hint: find the next smaller bfloat16 number below bf16(w) (np.nextafter) and halve the gap."
+
+
+def check_thresholds(worker, ws, note=None):
+    got = {w: as_scalar(worker.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w!r})") for w in ws}
+    wrong = [w for w in ws if not np.isclose(got[w], threshold(w), rtol=THRESHOLD_RTOL, atol=0)]
+    if wrong:
+        w = wrong[0]
+        fail(f"bf16_rounding_threshold({w!r}) = {got[w]:.6g}, expected {threshold(w):.6g} "
+             f"(bf16({w!r}) = {float(BF16(w)):.6g}). {threshold_mistake(got, ws)}")
+
+
+@pytest.mark.points(2)
+def test_rounding_threshold_matches_bf16_spacing(worker, note):
+    """bf16_rounding_threshold(w) is half the gap to the next smaller bf16 number, for many w."""
+    check_thresholds(worker, (1.5, 3.0, 0.1, 1000.0, 0.75, 6.5e-3, 1.0, 2.0))  # the last two are powers of two
+    note(f"Why (a) never moves: just below 1.0 bf16 numbers are 2**-8 = {2**-8:.4f} apart, so any update under "
+         f"{threshold(1.0):.5f} (half of it) is rounded away; 1e-3 is, every step.")
+
+
+@pytest.mark.points(1)
+def test_rounding_threshold_rounds_w_to_bf16_first(worker):
+    """For w that bf16 rounds onto a power of two, the gap is read below the stored value."""
+    # 0.5 + 2**-10 is stored as 0.5 (rounded down), 1 - 2**-10 as 1.0 (rounded up), 3 - 2**-8 as 3.0:
+    # below each stored value the gap is not the one at w's own power of two.
+    check_thresholds(worker, (0.5 + 2**-10, 1 - 2**-10, 3 - 2**-8, 1.5))
+
+
+@pytest.mark.points(1)
+def test_rounding_threshold_below_the_smallest_normal(worker):
+    """Subnormal bf16 numbers, and the smallest normal one, have the subnormal spacing 2**-133."""
+    ws = (SMALLEST_SUBNORMAL, 5 * SMALLEST_SUBNORMAL, 100 * SMALLEST_SUBNORMAL,
+          SMALLEST_NORMAL, SMALLEST_NORMAL - SMALLEST_SUBNORMAL / 4)  # the last rounds up to the smallest normal
+    check_thresholds(worker, ws)

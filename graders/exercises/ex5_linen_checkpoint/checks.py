@@ -1,0 +1,465 @@
+"""Grader for Exercise 5: a Linen MLP whose class is wrapped with nn.checkpoint.
+
+Expected outputs come from the grader's own *unwrapped* Linen MLP, initialised with the same
+PRNGKey and evaluated in NumPy float64. Checkpointing changes no number, so the technique
+checks read the learner's program with probes put into their model (see "what the checkpoint
+does" below): which Dense layers run inside which remat2 once dead code is removed, whether
+that remat2 is Linen's lifted nn.checkpoint, what its policy saves (measured), and whether the
+returned output and its gradient really go through it. Those checks compare the learner's
+program with itself, so wrong weights cost only the numbers checks.
+The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
+
+The checks never call the learner's code: graders/exercises/ex5_linen_checkpoint/probes.py does (calls,
+traces and differentiates it with its taps in the learner's model) and hands back arrays, shapes
+and a summary of the traced program. Inputs, expected values and verdicts are all here.
+"""
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import flax.linen as nn
+
+from graders.kit import memo
+from graders.kit.learner import fail
+from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
+from graders.exercises.ex5_linen_checkpoint.probes import FIRST, SECOND, TRANSFORM_TARGET, TYPE_OR_VALUE
+
+# (seed, D, F): every D and F distinct, D = 1 included; tiny, since only the wiring is tested.
+# The other checks reuse these shapes with other seeds where they can: each new shape is a new
+# program for the learner's code to compile, and the seeds and float arguments are what they test.
+INT_CASES = ((3, 4, 6), (11, 1, 5), (25, 7, 2))
+# (seed, D, F, the seed passed, the features passed): one of them a Python float.
+FLOAT_CASES = ((9, 4, 6, 9.0, 6), (14, 7, 2, 14, 2.0))
+NAME_HINT = ("Hint: the seeded values depend on the key given to init and on the layer names, which "
+             "Flax folds into each layer's key: use jax.random.PRNGKey(int(seed)) and two unnamed "
+             "nn.Dense(features) layers with ReLU only between them.")
+
+
+class PlainMLP(nn.Module):
+    """The exercise's MLP without nn.checkpoint: the same parameters, the same numbers."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        # Flax names layers in the order they are constructed: Dense_0 first, then Dense_1.
+        x = nn.Dense(self.features)(x)
+        x = nn.relu(x)
+        return nn.Dense(self.features)(x)
+
+
+def make_x(seed: int, d: int) -> np.ndarray:
+    """The x given to the learner's function (the probes pass it on as a float32 JAX array)."""
+    return np.asarray(rng(100 + seed).normal(size=(d,)), np.float32)
+
+
+@functools.cache
+def init_program(d: int, f: int):
+    """key -> the unwrapped MLP's parameters on a (D,) input, compiled once per D and F: the
+    checks run in a process of their own under --sandbox, which shares no compiled op with the
+    learner's init, and one program costs less there than Flax's init op by op."""
+    return jax.jit(lambda key: PlainMLP(features=f).init(key, jnp.zeros((d,), jnp.float32))["params"])
+
+
+def plain_params(key, d: int, f: int) -> dict:
+    """Dense_0/Dense_1 parameters of the unwrapped MLP, as float64 NumPy arrays."""
+    return jax.tree.map(lambda a: np.asarray(a, np.float64), init_program(d, f)(key))
+
+
+# The (seed, D, F) whose outputs every grading checks.
+NEEDED = (*INT_CASES, *((seed, d, f) for seed, d, f, _, _ in FLOAT_CASES))
+
+
+@functools.cache
+def needed_params() -> dict:
+    """plain_params(PRNGKey(seed), D, F) of every case in NEEDED, from one program: each program
+    the checks compile or load costs them about 0.3 s, more than initialising all the cases. They
+    depend on nothing the learner writes, so they are kept between runs (graders/kit/memo.py; a
+    float32 value survives JSON exactly)."""
+    def init_all():
+        def programme(seeds):
+            return [PlainMLP(features=f).init(jax.random.PRNGKey(seeds[i]), jnp.zeros((d,), jnp.float32))["params"]
+                    for i, (_, d, f) in enumerate(NEEDED)]
+        found = jax.jit(programme)(np.array([seed for seed, _, _ in NEEDED], np.uint32))
+        return [jax.tree.map(lambda a: np.asarray(a, np.float64).tolist(), p) for p in found]
+    stored = memo.stored("ex5 plain params", NEEDED, init_all)
+    return {case: jax.tree.map(np.asarray, p, is_leaf=lambda v: isinstance(v, list)) for case, p in zip(NEEDED, stored)}
+
+
+def forward_np(p: dict, x, relu_hidden=True):
+    h = np.asarray(x, np.float64) @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]
+    h = np.maximum(h, 0.0) if relu_hidden else h
+    return h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
+
+
+def expected(seed: int, x, f: int):
+    case = (seed, x.shape[0], f)
+    params = needed_params()[case] if case in NEEDED else plain_params(jax.random.PRNGKey(seed), *case[1:])
+    return forward_np(params, x)
+
+
+def mistakes(seed: int, x, f: int) -> list:
+    """(value, message) of the known wrong ideas, computed only when the answer is wrong."""
+    d = x.shape[0]
+    key = jax.random.PRNGKey(seed)
+    p = plain_params(key, d, f)
+    out = forward_np(p, x)
+    split = jax.random.split(key)
+    wrong = [
+        (np.maximum(out, 0.0),
+         "That is the MLP with a ReLU after the output layer too. Hint: ReLU goes only between the "
+         "two Dense layers; the second layer's output is returned as it is."),
+        (forward_np(p, x, relu_hidden=False),
+         "That is the MLP without the ReLU between the two Dense layers. Hint: apply nn.relu to the "
+         "first layer's output."),
+        *[(forward_np(plain_params(k, d, f), x),
+           f"That is the model initialised with jax.random.split(PRNGKey(seed))[{i}]. Hint: pass "
+           "jax.random.PRNGKey(int(seed)) itself to init; splitting it changes every parameter.")
+          for i, k in enumerate(split)],
+    ]
+    if seed != 0:
+        wrong.append((forward_np(plain_params(jax.random.PRNGKey(0), d, f), x),
+                      f"That is the model initialised with PRNGKey(0), not PRNGKey({seed}). "
+                      "Hint: build the key from the seed argument, jax.random.PRNGKey(int(seed))."))
+    return wrong
+
+
+def answer(reply, floats: str = ""):
+    """What a probe sent back, or the verdict on the error of the learner's code it reports:
+    wrapping an instance instead of the class gets its own hint, and so does a TypeError or
+    ValueError when seed or features arrived as a float (`floats` says which)."""
+    if not (isinstance(reply, dict) and "raised" in reply):
+        return reply
+    described = reply["described"]
+    if reply["raised"] == TRANSFORM_TARGET:
+        fail(f"your code raised {described} Hint: nn.checkpoint takes the "
+             "module class, not an instance: model = nn.checkpoint(MLP)(features=int(features)).")
+    if reply["raised"] == TYPE_OR_VALUE and floats:
+        fail(f"called with {floats} (a float), your code raised {described}. "
+             "Hint: convert before use: jax.random.PRNGKey(int(seed)) and features=int(features).")
+    fail(f"your code raised {described}")
+
+
+def call(worker, seed, x, features, what: str, floats: str = "") -> np.ndarray:
+    """The learner's output for nn_checkpoint_forward(seed, x, features), as a float64 array."""
+    return answer(worker.forward(seed, x, features, what), floats)["out"]
+
+
+def output_of(got, f: int, what: str) -> np.ndarray:
+    array = as_array(got, what)
+    if array.shape != (f,):
+        flat = " flattened" if array.size == f else ""
+        fail(f"{what}: expected shape ({f},), got shape {array.shape}. "
+             f"Hint: return the model's output{flat} as a vector of length features, e.g. out.reshape(-1).")
+    return array
+
+
+def check_output(worker, seed, d, f, seed_arg, features_arg, floats: str = ""):
+    x = make_x(int(seed), d)
+    what = f"output for seed={seed_arg!r}, D={d}, features={features_arg!r}"
+    want = expected(int(seed), x, f)
+    got = output_of(call(worker, seed_arg, x, features_arg, what, floats), f, what)
+    if not is_close(got, want):  # the known mistakes cost four more inits: only for a wrong answer
+        assert_close(got, want, what, NAME_HINT, mistakes=mistakes(int(seed), x, f))
+
+
+@pytest.mark.points(2)
+def test_output_matches_unwrapped_mlp(worker):
+    """The output equals the grader's unwrapped MLP with PRNGKey(seed), for three seeds, D and F."""
+    # Every call the output checks make, started at once in the worker (they overlap there).
+    worker.start([[seed_arg, make_x(seed, d), features_arg]
+                  for seed, d, f, seed_arg, features_arg in (*((s, d, f, s, f) for s, d, f in INT_CASES), *FLOAT_CASES)])
+    for seed, d, f in INT_CASES:
+        check_output(worker, seed, d, f, seed, f)
+
+
+@pytest.mark.points(1)
+def test_accepts_float_seed_and_features(worker):
+    """Still right when seed or features arrives as a Python float (9.0, 2.0)."""
+    for seed, d, f, seed_arg, features_arg in FLOAT_CASES:
+        floats = " and ".join(f"{n}={v!r}" for n, v in (("seed", seed_arg), ("features", features_arg))
+                              if isinstance(v, float))
+        # A TypeError or ValueError of the learner's code comes back as such (see answer).
+        check_output(worker, seed, d, f, seed_arg, features_arg, floats)
+
+
+@pytest.mark.points(1)
+def test_parameter_tree_is_dense_0_dense_1(worker):
+    """The applied parameters are Dense_0 (kernel (D, F), bias (F,)) and Dense_1 (kernel (F, F), bias (F,))."""
+    seed, d, f = 8, 4, 6
+    # The shapes of the parameters the top-level module was last applied to (not initialised
+    # with), read with flax.linen.intercept_methods while the learner's code ran.
+    tree = answer(worker.parameter_tree(seed, make_x(seed, d), f))["tree"]
+    if tree is None:
+        fail("no Flax Linen module was applied to parameters while your function ran. Hint: build "
+             "the MLP as a flax.linen Module, then call model.init(...) and model.apply(variables, x).")
+    expected = {"Dense_0": {"kernel": (d, f), "bias": (f,)}, "Dense_1": {"kernel": (f, f), "bias": (f,)}}
+    layers = sorted(tree)
+    if layers != ["Dense_0", "Dense_1"]:
+        wrapped = [n for n in layers if n.startswith(("Checkpoint", "Remat"))]
+        if wrapped:
+            hint = (f"{wrapped[0]} is a single layer wrapped with nn.checkpoint. Hint: wrap the MLP "
+                    "class itself, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
+        else:
+            hint = ("Explicit layer names change the parameter names and, since Flax folds each name "
+                    "into the layer's key, the seeded values too. Hint: drop name= from the nn.Dense "
+                    "layers so Flax names them Dense_0 and Dense_1.")
+        fail(f"expected the parameter layers ['Dense_0', 'Dense_1'], got {layers}. {hint}")
+    for name, want in expected.items():
+        leaves = tree[name] if isinstance(tree[name], dict) else {}
+        if "bias" not in leaves:
+            fail(f"{name} holds {sorted(leaves)}, expected ['bias', 'kernel']: the layer has no bias. "
+                 "Hint: keep nn.Dense's default use_bias=True.")
+        if sorted(leaves) != ["bias", "kernel"]:
+            fail(f"{name} holds {sorted(leaves)}, expected ['bias', 'kernel']. "
+                 "Hint: use plain nn.Dense(features) layers.")
+        got = {k: leaves[k] for k in ("kernel", "bias")}
+        if got != want:
+            fail(f"{name} has shapes {got}, expected {want} (D={d}, features={f}). "
+                 "Hint: both layers are nn.Dense(features); the first maps D to F, the second F to F.")
+
+
+@pytest.mark.points(1)
+def test_x_is_unchanged(worker):
+    """x still holds its values afterwards (not modified, donated or deleted)."""
+    # D = F on purpose: only then could a donated x be reused for the output (and deleted).
+    seed, d, f = 5, 6, 6
+    x = make_x(seed, d)
+    copy = np.array(x, np.float64)  # what x held before the call
+    after = answer(worker.x_after_call(seed, x, f))  # the caller's x (a JAX array) after the call
+    if after["deleted"]:
+        fail("after your function returned, the caller's x was deleted: it was donated (e.g. "
+             "jax.jit(..., donate_argnums=...)) and its buffer reused. Hint: do not donate x; the "
+             "caller still owns it.")
+    now = np.asarray(after["now"], np.float64)
+    if not np.array_equal(now, copy):
+        fail(f"x changed during the call: it held {copy[:4]} and now holds {now[:4]}. "
+             "Hint: leave x as it is; compute new arrays instead of writing into it.")
+
+
+# ----- what the checkpoint does -------------------------------------------------------------
+# Checkpointing changes no number, so the technique checks have the probes put taps into the
+# learner's model while it is applied (flax.linen.intercept_methods; init is left alone). A tap
+# is an identity with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own
+# name, so the jaxpr says which module calls run inside which remat2, and whether they are still
+# there once dead code is removed. Then the taps inside the checkpoint shift the output of the
+# model call made there and scale the Dense layers' cotangents, and the returned output and its
+# gradient must move exactly as that says: a checkpointed model whose result is thrown away,
+# multiplied by zero, masked out, averaged with a twin or cut off from the gradient cannot do
+# that. Nothing here depends on the learner's weights being right: the numbers checks judge those.
+
+# One small program; D != F tells the two Dense layers apart by their input.
+PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
+# A tap scales its layer's cotangent by this. The gradient with respect to x crosses each
+# Dense layer's output once, so it is scaled by the product of the tapped layers' factors;
+# distinct primes, so the product says which layers the gradient crossed.
+CT_SCALE = {FIRST: 3.0, SECOND: 5.0}
+LIFTED_HINT = ("Hint: model = nn.checkpoint(MLP)(features=int(features)), then model.init and "
+               "model.apply as usual, and return that model's output.")
+
+
+class Call(NamedTuple):
+    k: int  # calls are numbered as they return: a model's call after its layers'
+    role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer
+    live: bool  # still there once dead code is removed
+    remats: tuple  # the remat2 equations it runs in (their indices), outermost first
+    recomputing: tuple  # those of them whose policy leaves something to recompute
+    lifted: tuple  # those recomputing ones that are Linen's nn.checkpoint
+
+
+class Program(NamedTuple):
+    calls: list
+    remats: int  # remat2 equations in the traced program, dead code included
+    saves: list  # remat2 index -> what its policy saves
+    policies: list  # remat2 index -> its policy's name
+
+
+def read_program(worker) -> Program:
+    """Where the applied module calls run: in which remat2, live or dead, which of those are
+    Linen's, and what each remat2's policy saves (the probe traces the learner's function)."""
+    summary = answer(worker.program(PROBE_SEED, make_x(PROBE_SEED, PROBE_D), PROBE_F))
+    calls = [Call(k, c["role"], bool(c["live"]), tuple(c["remats"]), tuple(c["recomputing"]),
+                  tuple(c["lifted"]))
+             for k, c in enumerate(summary["calls"])]
+    checkpoints = summary["checkpoints"]
+    return Program(calls, int(summary["remats"]), [list(c["saves"]) for c in checkpoints],
+                   [str(c["policy"]) for c in checkpoints])
+
+
+class Probed(NamedTuple):
+    value: np.ndarray  # the output, taps at work
+    grad: np.ndarray  # d<w, output>/dx, taps at work
+    want_value: np.ndarray  # what they must be, from the same program without the taps at work
+    want_grad: np.ndarray
+    roles: tuple  # the Dense layers whose cotangents are scaled
+
+
+def run_probed(worker, inside: list) -> Probed:
+    """The learner's output and its gradient with respect to x, first as they are, then with the
+    taps of the calls `inside` a checkpoint at work: the Dense layers among them have their
+    cotangents scaled; and if the output layer is among them, the last of them to return (the
+    model call made inside the checkpoint) has its output shifted by u, which must shift the
+    returned output by u."""
+    r = rng(PROBE_SEED + 1)
+    shift = r.normal(size=(PROBE_F,)).astype(np.float32)
+    w = r.normal(size=(PROBE_F,)).astype(np.float32)
+    x = make_x(PROBE_SEED, PROBE_D)
+    last = inside[-1]
+    roles = tuple(sorted({c.role for c in inside if c.role}))
+    perturb = {c.k: (None, CT_SCALE[c.role]) for c in inside if c.role}
+    if SECOND in roles:  # without the output layer, the checkpoint's last call is not the output
+        perturb[last.k] = (shift, CT_SCALE.get(last.role, 1.0))
+
+    reply = answer(worker.tapped_runs(PROBE_SEED, x, PROBE_F, w, perturb))
+    if "shape" in reply:
+        fail(f"expected an output of shape ({PROBE_F},), got {tuple(reply['shape'])}. "
+             "Hint: return the model's output as a vector of length features.")
+    runs = [(np.asarray(out, np.float64), np.asarray(grad, np.float64)) for out, grad in reply["runs"]]
+    (value0, grad0), (value, grad) = runs
+    return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles)
+
+
+def no_checkpoint_message(program: Program, kind: str) -> str:
+    """Why no live applied Dense layer runs inside a checkpoint of `kind` (see calls_inside)
+    ('' if one does)."""
+    dense = [c for c in program.calls if c.role]
+    if not dense:
+        return ("no nn.Dense layer was applied while your function ran. Hint: build the MLP from "
+                "nn.Dense layers and call model.apply(variables, x).")
+    live = [c for c in dense if c.live]
+    if not any(c.remats for c in dense):
+        if program.remats:
+            return (f"your program holds {program.remats} remat2 equation(s), but no applied Dense "
+                    "layer runs inside one: only model.init (or something else) is checkpointed, "
+                    f"and the model you apply is not. {LIFTED_HINT}")
+        return ("the traced function holds no remat2 (the primitive nn.checkpoint binds): your model "
+                f"is not checkpointed, even if its numbers are right. {LIFTED_HINT}")
+    if not any(c.remats for c in live):
+        return ("the checkpointed model's output is thrown away: once dead code is removed, no "
+                "remat2 is left, and the output you return comes from a model that is not "
+                f"checkpointed. {LIFTED_HINT}")
+    if kind != "any" and not any(c.recomputing for c in live):
+        remats = [r for c in live for r in c.remats]
+        if not any(program.saves[r] for r in remats):
+            inside = sorted({c.role for c in live if c.remats})
+            return (f"your checkpoint holds only {' and '.join(inside)}, and a lone Dense layer's "
+                    "backward pass needs only its input and kernel, which are kept anyway: the "
+                    "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
+                    "class, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
+        policies = sorted({program.policies[r] for r in remats})
+        return (f"your checkpoint's policy ({', '.join(policies)}) saves every intermediate value "
+                "for the backward pass, so nothing is recomputed: it does what no checkpoint does. "
+                "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
+    if kind == "lifted" and not any(c.lifted for c in live):
+        return ("the checkpoint wraps a function around the whole model call (e.g. "
+                "jax.checkpoint(model.apply)), not the module: your Dense layers run inside a "
+                "remat2, but not inside Linen's nn.checkpoint, which checkpoints the module's own "
+                "call (Flax marks the scope of every layer inside it with 'remat()' in its debug "
+                "path, and JAX records that it traced Flax's lift). The exercise is Linen's lifted "
+                f"transform on the module class. {LIFTED_HINT}")
+    return ""
+
+
+def calls_inside(program: Program, kind: str, remats=None) -> list:
+    """The live calls inside a checkpoint: any remat2 ("any"), one that recomputes
+    ("recomputing") or Linen's own that recomputes ("lifted"); within `remats` if given."""
+    def chosen(c):
+        found = c.remats if kind == "any" else c.recomputing if kind == "recomputing" else c.lifted
+        return found if remats is None else [r for r in found if r in remats]
+    return [c for c in program.calls if c.live and chosen(c)]
+
+
+def working(worker, kind: str):
+    """(program, the live Dense layers inside the checkpoints of `kind`, the probed run), or a
+    failed check if there are none."""
+    program = read_program(worker)
+    dense = [c for c in calls_inside(program, kind) if c.role]
+    if not dense:
+        fail(no_checkpoint_message(program, kind))
+    return program, dense, run_probed(worker, calls_inside(program, kind))
+
+
+def value_message(run: Probed, required: bool = True) -> str:
+    """Why the returned output is not what the checkpoint computed ('' if it is). A checkpoint
+    without the output layer cannot be asked to make the output: unless `required`, it is not."""
+    if SECOND not in run.roles:
+        return "" if not required else (
+            "only the first Dense layer runs inside the checkpoint; the rest of the model, which "
+            f"makes the output, runs outside it. {LIFTED_HINT}")
+    if is_close(run.value, run.want_value):
+        return ""
+    return ("shifting the output of the model call made inside the checkpoint should shift your "
+            f"returned output by the same, to {fmt(run.want_value)}, but it came back as "
+            f"{fmt(run.value)}: the output you return is not the checkpointed model's (it is "
+            "computed beside it, or the checkpointed result is multiplied by zero, masked out or "
+            f"averaged with another). {LIFTED_HINT}")
+
+
+def gradient_message(run: Probed) -> str:
+    """Why the gradient does not all cross the checkpointed layers ('' if it does)."""
+    if is_close(run.grad, run.want_grad) and not np.allclose(run.want_grad, 0.0):
+        return ""
+    return (f"the gradient of your output with respect to x should flow, all of it, through the "
+            f"checkpointed layers ({' and '.join(run.roles)}): scaling their cotangents inside the "
+            f"checkpoint should turn it into {fmt(run.want_grad)}, but it came back as "
+            f"{fmt(run.grad)}. The backward pass is where a checkpoint recomputes; a stop_gradient "
+            "on its result, or a second model beside it that carries the gradient, leaves the "
+            f"checkpoint unused. {LIFTED_HINT}")
+
+
+@pytest.mark.points(1)
+def test_forward_holds_remat2(worker):
+    """Dead code removed, a remat2 that recomputes holds Dense layers your output and gradient go through."""
+    _, _, run = working(worker, "recomputing")
+    message = value_message(run, required=False) or gradient_message(run)
+    if message:
+        fail(message)
+
+
+@pytest.mark.points(1)
+def test_checkpoint_policy_saves_nothing(worker):
+    """Every remat2 around the applied layers saves nothing (the default policy), as measured."""
+    program, dense, run = working(worker, "any")
+    message = value_message(run, required=False) or gradient_message(run)
+    if message:
+        fail(message)
+    for remat in dict.fromkeys(r for c in dense for r in c.remats):
+        saved = program.saves[remat]
+        if saved:
+            shown = ", ".join(saved[:6]) + (", ..." if len(saved) > 6 else "")
+            every = (": everything its backward pass needs, so nothing is recomputed"
+                     if not any(remat in c.recomputing for c in dense) else "")
+            fail(f"your checkpoint's policy ({program.policies[remat]}) saves {len(saved)} value(s) for "
+                 f"the backward pass ({shown}), measured by differentiating it{every}; the exercise "
+                 "asks for the default, which saves nothing and recomputes the MLP. Hint: drop "
+                 "policy=, nn.checkpoint(MLP).")
+
+
+@pytest.mark.points(4)
+def test_output_and_gradient_go_through_nn_checkpoint(worker):
+    """Shifting the model's output inside nn.checkpoint shifts yours, and all of the gradient crosses it."""
+    _, _, run = working(worker, "lifted")
+    message = value_message(run) or gradient_message(run)
+    if message:
+        fail(message)
+
+
+@pytest.mark.points(3)
+def test_nn_checkpoint_wraps_whole_mlp(worker):
+    """One nn.checkpoint holds both Dense layers (the MLP class is wrapped) and does the work."""
+    program, dense, run = working(worker, "lifted")
+    message = value_message(run) or gradient_message(run)
+    if message:
+        fail(message)
+    for remat in dict.fromkeys(r for c in dense for r in c.lifted):
+        if {c.role for c in calls_inside(program, "lifted", [remat]) if c.role} == {FIRST, SECOND}:
+            return
+    inside = sorted({c.role for c in dense})
+    fail(f"only {' and '.join(inside)} runs inside nn.checkpoint: the checkpoint holds one layer, "
+         "not the MLP, so the other layer's activations are still stored for the backward pass. "
+         "Hint: wrap the whole MLP class, nn.checkpoint(MLP), and keep plain nn.Dense layers "
+         "inside it.")

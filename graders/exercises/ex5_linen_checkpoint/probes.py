@@ -1,0 +1,320 @@
+"""Probes for Exercise 5: the learner's nn_checkpoint_forward, called, traced and differentiated
+with taps put into their Linen model; what comes back is arrays, shapes and a summary of the
+traced program (which module calls run inside which remat2, what each remat2's policy saves).
+
+Inputs (x, the shift and weights of a tapped run) come from the checks as arguments; every
+expected value, and every verdict on what comes back, is the checks'. The shared names below
+(FIRST, SECOND, the error kinds) are imported by the checks too.
+"""
+
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import flax.core.lift
+import flax.linen as nn
+import flax.linen.transforms
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax.errors import TransformTargetError
+
+from graders.kit import jaxpr, wire
+from graders.kit.learner import describe, learner_frame
+from graders.kit.numeric import as_array
+from graders.child.probe_channel import probe
+
+FIRST, SECOND = "the first Dense layer", "the second Dense layer"
+# What a probe answers instead of a value when the learner's code raised one of these (in the
+# learner's own file): the checks turn it into their verdict, with a hint.
+TRANSFORM_TARGET = "transform_target"  # flax's TransformTargetError: nn.checkpoint of an instance
+TYPE_OR_VALUE = "type_or_value"  # a TypeError or ValueError (e.g. a float seed or features)
+PREFIX = "ex5_grader_probe_"
+
+
+def _solutions_dir(sol) -> Path:
+    """The learner's folder (graders.kit.learner.load_module imports the module by its resolved path)."""
+    return Path(sol.__file__).resolve().parent
+
+
+def _raised(sol, exc: BaseException) -> dict | None:
+    """{"raised": kind, "described": ...} for an error of the learner's code that a check words
+    itself, else None (the error goes on to graders.kit.learner.classify, as any other)."""
+    where = _solutions_dir(sol)
+    if learner_frame(exc, where) is None:
+        return None
+    if isinstance(exc, TransformTargetError):
+        kind = TRANSFORM_TARGET
+    elif isinstance(exc, (TypeError, ValueError)):
+        kind = TYPE_OR_VALUE
+    else:
+        return None
+    return {"raised": kind, "described": describe(exc, where)}
+
+
+def _guarded(fn):
+    """A probe whose learner errors of the kinds above come back as data."""
+    def run(sol, *args, **kwargs):
+        try:
+            return fn(sol, *args, **kwargs)
+        except (TransformTargetError, TypeError, ValueError) as exc:
+            answer = _raised(sol, exc)
+            if answer is None:
+                raise
+            return answer
+    run.__name__ = run.__qualname__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return probe(run)
+
+
+def _remembered(fn):
+    """fn's answers kept for the learner's module it was given: the technique checks each ask
+    for the same traced program (and mostly the same tapped runs), which is traced, measured and
+    differentiated once. Only answers are kept: an error is raised again each time."""
+    answers = {}
+
+    def run(sol, *args, **kwargs):
+        key = (id(sol), wire.encode([list(args), kwargs]))
+        if key not in answers:
+            answers[key] = fn(sol, *args, **kwargs)
+        return answers[key]
+    run.__name__ = run.__qualname__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
+# Every probe runs the learner's code in one of these threads, never in the main thread: the
+# output calls overlap there (see `start`), and no call can be told from another by its thread.
+LEARNER_THREADS = "ex5-learner"
+_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix=LEARNER_THREADS)
+
+
+def _in_learner_thread(fn):
+    """fn's whole body (tracing included: JAX's and Flax's contexts are per thread) run in one
+    of the learner threads; its value or its exception comes back as a direct call gives it."""
+    def run(*args, **kwargs):
+        return _THREADS.submit(fn, *args, **kwargs).result()
+    run.__name__ = run.__qualname__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def _call(sol, seed, x, features):
+    return sol.nn_checkpoint_forward(seed, x, features)
+
+
+# Calls of nn_checkpoint_forward started ahead of the checks that ask for them (see `start`):
+# (id of the module, the call's arguments encoded) -> its future.
+_STARTED: dict = {}
+
+
+def _call_key(sol, seed, x, features):
+    return (id(sol), wire.encode([seed, np.asarray(x, np.float32), features]))
+
+
+@probe
+def start(sol, calls):
+    """Start nn_checkpoint_forward(seed, x, features) for each [seed, x, features] of `calls`,
+    two at a time in threads, and return at once: the learner's Flax code runs op by op, and
+    while one call waits for XLA to compile an op (which releases the GIL) the next one runs.
+    `forward` then waits for the call it is asked for, and gets its value or its exception as
+    a direct call would have."""
+    for seed, x, features in calls:
+        key = _call_key(sol, seed, x, features)
+        if key not in _STARTED:
+            _STARTED[key] = _THREADS.submit(_call, sol, seed, jnp.asarray(x, jnp.float32), features)
+    return len(calls)
+
+
+@_guarded
+def forward(sol, seed, x, features, what: str):
+    """{"out": the learner's output as a float64 array} for nn_checkpoint_forward(seed, x,
+    features), x given as a float32 NumPy array and passed on as a JAX array (the call `start`
+    began, if it did)."""
+    started = _STARTED.pop(_call_key(sol, seed, x, features), None)
+    if started is None:
+        started = _THREADS.submit(_call, sol, seed, jnp.asarray(x, jnp.float32), features)
+    return {"out": as_array(started.result(), what)}
+
+
+@_guarded
+@_in_learner_thread
+def x_after_call(sol, seed, x, features):
+    """{"deleted": whether the caller's x was deleted by the call, "now": what it holds after it}."""
+    x = jnp.asarray(x, jnp.float32)
+    _call(sol, seed, x, features)
+    if x.is_deleted():
+        return {"deleted": True, "now": None}
+    return {"deleted": False, "now": np.asarray(x, np.float64)}
+
+
+def _plain_tree(tree):
+    """A parameter tree's shapes as nested dicts of shape tuples (a FrozenDict, the tree of
+    variables a learner froze with flax.core.freeze, is sent as the dict it holds)."""
+    if isinstance(tree, Mapping):
+        return {k: _plain_tree(v) for k, v in tree.items()}
+    return tree
+
+
+@_guarded
+@_in_learner_thread
+def parameter_tree(sol, seed, x, features):
+    """{"tree": the shapes of the parameters the learner's top-level module was last applied
+    to (read with flax.linen.intercept_methods), or None if no module was applied to any}."""
+    seen = []
+
+    def record(next_fun, args, kwargs, context):
+        module = context.module
+        if module.scope is not None and module.path == () and not module.is_initializing():
+            params = module.variables.get("params")
+            if params:
+                seen.append(jax.tree.map(lambda a: tuple(int(n) for n in np.shape(a)), dict(params)))
+        return next_fun(*args, **kwargs)
+
+    with nn.intercept_methods(record):
+        _call(sol, seed, jnp.asarray(x, jnp.float32), features)
+    return {"tree": _plain_tree(seen[-1]) if seen else None}
+
+
+# ----- what the checkpoint does -------------------------------------------------------------
+# Checkpointing changes no number, so the technique checks put taps into the learner's model
+# while it is applied (flax.linen.intercept_methods; init is left alone). A tap is an identity
+# with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own name, so the
+# jaxpr says which module calls run inside which remat2, and whether they are still there once
+# dead code is removed. A tap put to work shifts its call's output and scales its cotangent.
+
+
+def tap(name: str, shift=None, scale: float = 1.0):
+    """h -> h (+ shift), whose backward multiplies the cotangent by `scale`."""
+    def identity(h):
+        return h if shift is None else h + shift
+    identity.__name__ = identity.__qualname__ = name  # the name the jaxpr shows
+    fn = jax.custom_vjp(identity)
+    fn.defvjp(lambda h: (identity(h), None), lambda _, ct: (ct * scale,))
+    return fn
+
+
+class Taps:
+    """Interceptor for the applied model: the output of each module call (a Dense layer, the
+    MLP, any module of the learner's) goes through tap `call_<k>`, k counting calls as they
+    return. perturb[k] = (shift, scale) puts tap k to work. It also reads how many of Linen's
+    lifted checkpoints each call runs in: Flax writes each lifted transform into the scope's
+    debug path ('remat()' for nn.checkpoint). A Dense layer whose input has d features is the
+    first one (d is the width of x; the checks pick D != F)."""
+
+    def __init__(self, d: int, perturb=None):
+        self.d, self.perturb = d, perturb or {}
+        self.calls = []  # k -> (role: FIRST, SECOND or None for other modules, Linen checkpoints)
+
+    def __call__(self, next_fun, args, kwargs, context):
+        module = context.module
+        out = next_fun(*args, **kwargs)
+        if module.is_initializing() or context.method_name != "__call__" or not isinstance(out, jax.Array):
+            return out
+        role = None
+        if isinstance(module, nn.Dense) and args:
+            role = FIRST if np.shape(args[0])[-1:] == (self.d,) else SECOND
+        k = len(self.calls)
+        # The lift writes itself into the debug path only; a module merely named "remat(...)"
+        # is in the path too.
+        linen = sum(step.count("remat(") for step in module.scope.debug_path) - sum(
+            step.count("remat(") for step in module.scope.path)
+        self.calls.append((role, linen))
+        # The shift stays a NumPy array: made a JAX array here, under the checkpoint's trace,
+        # it would be a tracer that the tap's custom VJP closes over and leaks.
+        return tap(f"{PREFIX}call_{k}", *self.perturb.get(k, ()))(out)
+
+
+# The files of Flax's lifted transforms: the function nn.checkpoint hands to jax.checkpoint is
+# defined there (jax.checkpoint(model.apply) traces Module.apply, defined in flax/linen/module.py).
+LIFT_FILES = {os.path.realpath(m.__file__) for m in (flax.linen.transforms, flax.core.lift)}
+
+
+def traced_by_linen_lift(remat) -> bool:
+    """Whether JAX traced this remat2's body from a function of Flax's lifted transforms, as
+    its debug info ('core_fn at .../flax/linen/transforms.py:341') records."""
+    info = getattr(remat.params["jaxpr"], "debug_info", None)
+    where = getattr(info, "func_src_info", None) or ""
+    return " at " in where and os.path.realpath(where.rsplit(" at ", 1)[1].rsplit(":", 1)[0]) in LIFT_FILES
+
+
+def show_policy(remat) -> str:
+    policy = remat.params["policy"]
+    if policy is None:
+        return "policy=None"
+    # save_only_these_names(...) and its kin return a closure named "policy": its qualname says whose.
+    return getattr(policy, "__qualname__", None) or repr(policy)
+
+
+@_guarded
+@_remembered
+@_in_learner_thread
+def program(sol, seed, x, features):
+    """Where the applied module calls run, traced with jax.make_jaxpr:
+    {"calls": [{"role", "live", "remats", "recomputing", "lifted"}, ...] (numbered as they
+    return: a model's call after its layers'; role FIRST, SECOND or None for a module that is
+    not a Dense layer; live: still there once dead code is removed; remats: the indices of the
+    remat2 equations it runs in, outermost first; recomputing: those whose policy leaves
+    something to recompute; lifted: those recomputing ones that are Linen's nn.checkpoint),
+    "remats": remat2 equations in the program, dead code included,
+    "checkpoints": [{"saves": what its policy saves, measured, "policy": its name}, ...] by index}."""
+    x = jnp.asarray(x, jnp.float32)
+    taps = Taps(x.shape[-1])
+    with nn.intercept_methods(taps):
+        traced = jax.make_jaxpr(lambda x: _call(sol, seed, x, features))(x).jaxpr
+    live = {jaxpr.custom_vjp_name(e) for e in jaxpr.walk(jaxpr.live(traced))}
+    around = {jaxpr.custom_vjp_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
+              for e, outer in jaxpr.walk_nested(traced)
+              if str(jaxpr.custom_vjp_name(e)).startswith(PREFIX)}
+    index, checkpoints, recomputes = {}, [], []
+    for eqn in {id(r): r for rs in around.values() for r in rs}.values():
+        index[id(eqn)] = len(checkpoints)
+        saves = jaxpr.checkpoint_saves(eqn)
+        # A policy that saves all that everything_saveable saves leaves nothing to recompute.
+        everything = jaxpr.checkpoint_saves(eqn, jax.checkpoint_policies.everything_saveable)
+        recomputes.append(bool(set(everything) - set(saves)))
+        checkpoints.append({"saves": list(saves), "policy": show_policy(eqn)})
+    calls = []
+    for k, (role, linen) in enumerate(taps.calls):
+        remats = around.get(f"{PREFIX}call_{k}", ())
+        recomputing = [r for r in remats if recomputes[index[id(r)]]]
+        # Linen's own: JAX traced its body from Flax's lift, and Flax's scope agrees.
+        lifted = [r for r in recomputing if linen and traced_by_linen_lift(r)]
+        calls.append({"role": role, "live": f"{PREFIX}call_{k}" in live,
+                      "remats": [index[id(r)] for r in remats],
+                      "recomputing": [index[id(r)] for r in recomputing],
+                      "lifted": [index[id(r)] for r in lifted]})
+    return {"calls": calls, "remats": jaxpr.count(traced, "checkpoint"), "checkpoints": checkpoints}
+
+
+class _BadShape(Exception):
+    pass
+
+
+@_guarded
+@_remembered
+@_in_learner_thread
+def tapped_runs(sol, seed, x, features, w, perturb):
+    """The learner's output and the gradient of <w, output> with respect to x, first as they
+    are, then with the taps `perturb` ({k: (shift or None, scale)}) at work:
+    {"runs": [(out, grad), (out, grad)]} in float64, or {"shape": the output's shape} if the
+    output does not hold `features` values."""
+    x = jnp.asarray(x, jnp.float32)
+    w = jnp.asarray(w, jnp.float32)
+
+    def weighted(x):
+        out = jnp.reshape(_call(sol, seed, x, features), (-1,))
+        if out.shape != (features,):
+            raise _BadShape(tuple(int(n) for n in out.shape))
+        return jnp.vdot(w, out), out
+
+    runs = []
+    for at_work in ({}, perturb):
+        try:
+            with nn.intercept_methods(Taps(x.shape[-1], at_work)):
+                (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
+        except _BadShape as exc:
+            return {"shape": exc.args[0]}
+        runs.append((np.asarray(out, np.float64), np.asarray(grad, np.float64)))
+    return {"runs": runs}

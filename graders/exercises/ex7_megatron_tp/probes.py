@@ -1,0 +1,328 @@
+"""Probes for Exercise 7: the learner's tensor-parallel MLP, training step and state placement,
+run on (data, model) meshes of the 8 CPU devices and described as plain data.
+
+The checks (in the judge) draw every input and compute every expected value on one device; these
+functions only run the learner's code on what they are given and say what it made: its outputs,
+how they are sharded (`sharding_key`, a string the judge compares with the key of the sharding it
+expects), the collectives and FLOPs of its compiled programs, and summaries of its traced programs.
+The mesh, the specs, `make_tx` and `sharding_key` are shared: the judge imports them from here.
+"""
+
+import contextlib
+import functools
+
+import jax
+import numpy as np
+import optax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from graders.kit import hlo, jaxpr, costs, wire
+from graders.kit.learner import fail
+from graders.child.probe_channel import probe
+
+AXES = ("data", "model")
+W1_SPEC, W2_SPEC, X_SPEC = P(None, "model"), P("model", None), P("data", None)
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+# What a probe sends in place of a value the wire cannot carry (the judge says what it was).
+UNSENDABLE = "__unsendable__"
+
+_cache: dict = {}  # compiled forwards (several checks read one) and the learner's step functions
+_state: dict = {}  # init_tp_state's (params, opt_state), for the step that state_after_step takes
+
+
+@functools.cache
+def mesh(shape):
+    """A (data, model) mesh over all 8 devices, with Explicit axes (0.12's default)."""
+    return jax.make_mesh(tuple(int(n) for n in shape), AXES)
+
+
+def make_tx(optimizer: dict):
+    """The optax optimizer a config names: {"name": "sgd", "learning_rate", "momentum"} or
+    {"name": "adam", "learning_rate"}."""
+    if optimizer["name"] == "sgd":
+        return optax.sgd(optimizer["learning_rate"], momentum=optimizer["momentum"])
+    return optax.adam(optimizer["learning_rate"])
+
+
+def sharding_key(sharding, ndim: int) -> str | None:
+    """What Sharding.is_equivalent_to compares, as one string: the HLO sharding for `ndim`
+    dimensions (every replicated one reads "replicated", tile assignments as explicit device
+    lists), the devices in order and the memory kind. Equal keys: equivalent shardings. None when
+    there is no sharding to read."""
+    try:
+        hlo_sharding = sharding._to_xla_hlo_sharding(ndim)
+        if hlo_sharding.num_devices() == 1 or hlo_sharding.is_replicated():
+            layout = "replicated"
+        elif hlo_sharding.is_tiled() and not hlo_sharding.tuple_elements():
+            layout = (f"tiled {list(hlo_sharding.tile_assignment_dimensions())} "
+                      f"over {list(hlo_sharding.tile_assignment_devices())}, "
+                      f"last tile dim replicated: {hlo_sharding.replicate_on_last_tile_dim()}, "
+                      f"subgroups {[str(t) for t in hlo_sharding.subgroup_types()]}, "
+                      f"manual: {hlo_sharding.is_manual()}, unreduced: {hlo_sharding.is_unreduced()}")
+        else:
+            layout = hlo_sharding.to_string()
+        devices = [int(d.id) for d in sharding._internal_device_list]
+        return f"{layout}; devices {devices}; memory {sharding.memory_kind}"
+    except Exception:  # no sharding, or not one of JAX's (the check then finds it is not the one expected)
+        return None
+
+
+def spec_of(value) -> str:
+    sharding = getattr(value, "sharding", None)
+    if sharding is None:
+        return f"a {type(value).__name__} not placed on the mesh"
+    return str(getattr(sharding, "spec", sharding))
+
+
+def placed_as(value, ndim: int) -> dict:
+    """How a returned array is placed: {"key": sharding_key, "spec": what to show the learner}."""
+    return {"key": sharding_key(getattr(value, "sharding", None), ndim), "spec": spec_of(value)}
+
+
+def sendable(value):
+    """value as it is if the wire can carry it, else {UNSENDABLE: its type's name}."""
+    try:
+        wire.encode(value)
+    except Exception:  # WireError, or a learner object that fails to convert
+        return {UNSENDABLE: type(value).__name__}
+    return value
+
+
+def put(m, a, spec):
+    return jax.device_put(np.asarray(a, np.float32), NamedSharding(m, spec))
+
+
+@contextlib.contextmanager
+def on_mesh(m):
+    """jax.set_mesh(m), with JAX's errors about the learner's shardings turned into advice."""
+    try:
+        with jax.set_mesh(m):
+            yield
+    except Exception as exc:  # JAX raises ValueError, TypeError or its own ShardingTypeError
+        text = str(exc)
+        first = text.split("\n")[0].split(". ")[0]
+        if "out_specs" in text and "can't be statically inferred" in text:
+            fail("your shard_map's result still varies across 'model', which out_specs=P('data', None) cannot "
+                 "accept: each device returns only its own partial sum (no psum at all, or a psum over 'data' "
+                 "only), or a result computed from weights gathered with lax.all_gather, which shard_map still "
+                 "counts as varying. Hint: add the partial sums of the 'model' axis with lax.psum(partial, 'model').")
+        if "in_specs passed to shard_map" in text and "does not match" in text:
+            fail(f"your shard_map's in_specs do not match how the arguments arrive ({first}). w1 arrives "
+                 "P(None, 'model') (split by columns), w2 P('model', None) (split by rows) and x P('data', None). "
+                 "Hint: in_specs=(P(None, 'model'), P('model', None), P('data', None)); splitting w2 by columns "
+                 "instead would force a gather of the activations.")
+        if "should match the mesh passed to shard_map" in text:
+            fail(f"your shard_map is bound to another mesh than the one it runs on ({first}): a mesh with "
+                 "hard-coded axis sizes, or a shard_map made once for the first mesh it met. Hint: build "
+                 "jax.shard_map(..., mesh=mesh) inside make_tp_mlp_shard_map(mesh) with the mesh you are given.")
+        if "Contracting dimensions are sharded" in text:
+            fail("JAX could not tell where the second matmul's result should live: its contracting dim (the "
+                 "hidden units) is split over 'model', so the result is a sum of partial sums. Hint: "
+                 "jnp.matmul(h, w2, out_sharding=P('data', None)).")
+        raise
+
+
+def learner_forward(sol, version: str, m):
+    if version == "tp_mlp":
+        f = sol.tp_mlp
+    else:
+        f = sol.make_tp_mlp_shard_map(m)
+        if not callable(f):
+            fail(f"make_tp_mlp_shard_map(mesh) should return a function of (w1, w2, x), got {type(f).__name__}.")
+    return f
+
+
+def forward_args(m, w1, w2, x):
+    return put(m, w1, W1_SPEC), put(m, w2, W2_SPEC), put(m, x, X_SPEC)
+
+
+@probe
+def forward(sol, version, shape, w1, w2, x):
+    """One version ("tp_mlp" or "shard_map") compiled on one mesh and run on the given float
+    inputs: its output, how the output is placed, the collectives of the compiled program (counts,
+    and (opcode, result shape) rows) and its per-device FLOPs. Compiled once per inputs."""
+    key = ("forward", sol, version, tuple(shape), *(np.asarray(a).tobytes() for a in (w1, w2, x)))
+    if key not in _cache:
+        m = mesh(shape)
+        args = forward_args(m, w1, w2, x)
+        with on_mesh(m):
+            compiled = jax.jit(learner_forward(sol, version, m)).lower(*args).compile()
+            out = compiled(*args)
+        text = compiled.as_text()
+        _cache[key] = {"out": sendable(out), "placed": placed_as(out, 2),
+                       "collectives": hlo.collective_counts(text),
+                       "collective_shapes": hlo.collective_shapes(text),
+                       "flops": costs.flops(compiled)}
+    return _cache[key]
+
+
+def spec_entries(var):
+    """The PartitionSpec of a traced value's type, entry by entry (None, an axis name, or a tuple
+    of names), or None when its type carries none."""
+    spec = getattr(getattr(var.aval, "sharding", None), "spec", None)
+    if spec is None:
+        return None
+    return tuple(e if e is None or isinstance(e, str)
+                 else tuple(str(a) for a in e) if isinstance(e, tuple) else str(e) for e in spec)
+
+
+def output_source(program) -> tuple:
+    """(jaxpr.output_source(program), None), or (None, what it raised): the check that reads the
+    output's source says that, at the point where it reads it, and not before."""
+    try:
+        return jaxpr.output_source(program), None
+    except Exception as exc:  # e.g. a program with no output at all
+        message = " ".join(str(exc).split())[:600]
+        return None, f"{type(exc).__name__}{': ' + message if message else ''}"
+
+
+def _source_name(eqn):
+    return None if eqn is None else eqn.primitive.name
+
+
+@probe
+def tp_mlp_program(sol, shape, w1, w2, x):
+    """tp_mlp traced on one mesh, its dead code removed: every matmul's contracting dims, how its
+    operands' types are split, the out_sharding it states (as given, and as a sharding_key on this
+    mesh), whether its result is what tp_mlp returns; and the primitive that makes the output (or
+    why it could not be read)."""
+    m = mesh(shape)
+    args = forward_args(m, w1, w2, x)
+    with on_mesh(m):
+        program = jaxpr.live(jaxpr.trace(sol.tp_mlp, *args))
+    source, source_error = output_source(program)
+    dots = []
+    for eqn in jaxpr.find(program, "dot"):
+        (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
+        stated = getattr(eqn.params.get("out_sharding"), "spec", eqn.params.get("out_sharding"))
+        try:
+            stated_key = None if stated is None else sharding_key(NamedSharding(m, stated), 2)
+        except Exception:  # not a spec this mesh can hold
+            stated_key = None
+        dots.append({"lhs_contracting": tuple(int(d) for d in lhs_c),
+                     "rhs_contracting": tuple(int(d) for d in rhs_c),
+                     "lhs_spec": spec_entries(eqn.invars[0]), "rhs_spec": spec_entries(eqn.invars[1]),
+                     "stated": str(stated), "stated_key": stated_key, "is_output": source is eqn})
+    return {"dots": dots, "output_source": _source_name(source), "output_source_error": source_error}
+
+
+def _axes(eqn):
+    """An equation's `axes` parameter (a psum's axis names) as plain data, None if not a sequence."""
+    axes = eqn.params.get("axes", ())
+    if not isinstance(axes, (tuple, list)):
+        return None
+    return tuple(a if isinstance(a, (str, int)) else str(a) for a in axes)
+
+
+@probe
+def shard_map_program(sol, shape, w1, w2, x):
+    """The shard_map version traced on one mesh, its dead code removed: how many shard_maps it
+    holds, its primitives, what makes its output; when that is a shard_map, every equation of the
+    body (primitive, `axes` parameter, first operand's shape, whether it makes the body's output)
+    and what makes the body's output (or why it could not be read)."""
+    m = mesh(shape)
+    args = forward_args(m, w1, w2, x)
+    with on_mesh(m):
+        program = jaxpr.live(jaxpr.trace(learner_forward(sol, "shard_map", m), *args))
+    source, source_error = output_source(program)
+    summary = {"shard_maps": len(jaxpr.find(program, "shard_map")),
+               "primitives": sorted(jaxpr.primitive_names(program)),
+               "output_source": _source_name(source), "output_source_error": source_error,
+               "body": None, "body_output_source": None, "body_output_source_error": None}
+    if source is not None and jaxpr.is_a(source, "shard_map"):
+        body = source.params["jaxpr"]
+        last, summary["body_output_source_error"] = output_source(body)
+        summary["body"] = [
+            {"primitive": e.primitive.name,
+             "axes": _axes(e),
+             "operand_shape": (tuple(int(d) for d in e.invars[0].aval.shape)
+                               if e.invars and hasattr(e.invars[0].aval, "shape") else None),
+             "is_output": e is last}
+            for e in jaxpr.walk(body)]
+        summary["body_output_source"] = _source_name(last)
+    return summary
+
+
+def learner_step(sol, optimizer: dict, shape):
+    key = ("step", sol, tuple(sorted(optimizer.items())), tuple(shape))
+    if key not in _cache:
+        step = sol.make_tp_train_step(mesh(shape), make_tx(optimizer))
+        if not callable(step):
+            fail(f"make_tp_train_step(mesh, tx) should return a function step(params, opt_state, x, y), "
+                 f"got {type(step).__name__}.")
+        _cache[key] = step if hasattr(step, "lower") else jax.jit(step)
+    return _cache[key]
+
+
+def placed_training(m, optimizer: dict, w1, w2, x, y):
+    """The grader's own placement: params split Megatron-style, the state made from them."""
+    params = {"w1": put(m, w1, W1_SPEC), "w2": put(m, w2, W2_SPEC)}
+    return params, make_tx(optimizer).init(params), put(m, x, X_SPEC), put(m, y, X_SPEC)
+
+
+@probe
+def step_flops(sol, optimizer, shape, w1, w2, x, y):
+    """Per-device FLOPs of the learner's training step, compiled for the grader's placement."""
+    m = mesh(shape)
+    with on_mesh(m):
+        compiled = learner_step(sol, optimizer, shape).lower(*placed_training(m, optimizer, w1, w2, x, y)).compile()
+    return costs.flops(compiled)
+
+
+@probe
+def train(sol, optimizer, shape, w1, w2, x, y, steps):
+    """`steps` steps of the learner's training step from the grader's placement: each step's loss
+    as returned, and the final params (None if they are not a dict of w1 and w2: params_type says
+    what they were)."""
+    m = mesh(shape)
+    step = learner_step(sol, optimizer, shape)
+    with on_mesh(m):
+        params, state, xs, ys = placed_training(m, optimizer, w1, w2, x, y)
+        losses = []
+        for _ in range(steps):
+            out = step(params, state, xs, ys)
+            if not isinstance(out, tuple) or len(out) != 3:
+                fail(f"step should return (params, opt_state, loss), got {type(out).__name__}"
+                     f"{f' of length {len(out)}' if isinstance(out, tuple) else ''}.")
+            params, state, loss = out
+            losses.append(sendable(loss))
+    whole = isinstance(params, dict) and set(params) == set(PARAM_SPECS)
+    return {"losses": losses, "params_type": type(params).__name__,
+            "params": {k: sendable(params[k]) for k in PARAM_SPECS} if whole else None}
+
+
+def placement(params, state) -> dict:
+    """How params['w1'], params['w2'] and every leaf of the optimizer state are placed."""
+    return {"params": {k: placed_as(params[k], 2) for k in PARAM_SPECS},
+            "leaves": [{"path": jax.tree_util.keystr(path),
+                        "shape": tuple(int(d) for d in getattr(leaf, "shape", ())),
+                        "placed": placed_as(leaf, getattr(leaf, "ndim", len(getattr(leaf, "shape", ()))))}
+                       for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]]}
+
+
+@probe
+def init_state(sol, optimizer, shape, params):
+    """init_tp_state(mesh, tx, params) with the given float32 values: the params it returns and
+    how they and the optimizer state are placed. Kept for state_after_step."""
+    m = mesh(shape)
+    with on_mesh(m):
+        out = sol.init_tp_state(m, make_tx(optimizer), dict(params))
+        if not isinstance(out, tuple) or len(out) != 2:
+            fail(f"init_tp_state should return (placed_params, opt_state), got {type(out).__name__}.")
+        placed, state = out
+        if not isinstance(placed, dict) or set(placed) != set(PARAM_SPECS):
+            fail(f"init_tp_state's params should be a dict with keys 'w1' and 'w2', got {type(placed).__name__}.")
+    _state[(sol, tuple(shape))] = placed, state
+    return {"values": {k: sendable(placed[k]) for k in PARAM_SPECS}, **placement(placed, state)}
+
+
+@probe
+def state_after_step(sol, optimizer, shape, x, y):
+    """One learner training step from what init_state last returned on this mesh: how the new
+    params and optimizer state are placed."""
+    m = mesh(shape)
+    params, state = _state[(sol, tuple(shape))]
+    with on_mesh(m):
+        params, state, _ = learner_step(sol, optimizer, shape)(params, state, put(m, x, X_SPEC), put(m, y, X_SPEC))
+    return placement(params, state)

@@ -1,0 +1,344 @@
+"""Reading a traced program: which primitives it holds, including inside scans, checkpoints,
+shard_maps and jits (every sub-jaxpr is walked)."""
+
+from collections.abc import Callable, Iterator
+
+import jax
+from jax.extend.core import Literal, jaxprs_in_params
+
+# Several user-facing names bind to one primitive; a check asks for the idea, not the spelling.
+ALIASES: dict[str, frozenset[str]] = {
+    # jax.checkpoint, jax.remat, nnx.remat and nn.checkpoint all bind `remat2` in JAX 0.12
+    "checkpoint": frozenset({"remat2", "checkpoint", "remat"}),
+    "scan": frozenset({"scan"}),
+    "shard_map": frozenset({"shard_map"}),
+    "dot": frozenset({"dot_general"}),
+    "jit": frozenset({"pjit", "jit", "closed_call", "core_call"}),
+}
+
+
+def trace(fn: Callable, *args, **kwargs):
+    """The jaxpr of fn(*args); exceptions are the learner's and propagate to the plugin."""
+    return jax.make_jaxpr(fn)(*args, **kwargs).jaxpr
+
+
+def _names(kind: str) -> frozenset[str]:
+    return ALIASES.get(kind, frozenset({kind}))
+
+
+def sub_jaxprs(eqn) -> Iterator:
+    yield from jaxprs_in_params(eqn.params)
+
+
+def walk(jaxpr) -> Iterator:
+    """Every equation of jaxpr and of all the jaxprs nested in it, depth first."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in sub_jaxprs(eqn):
+            yield from walk(sub)
+
+
+def inside(eqn) -> Iterator:
+    """Every equation nested inside one equation (e.g. the body of a scan)."""
+    for sub in sub_jaxprs(eqn):
+        yield from walk(sub)
+
+
+def is_a(eqn, kind: str) -> bool:
+    """Whether the equation binds one of the primitives of `kind` (e.g. "checkpoint")."""
+    return eqn.primitive.name in _names(kind)
+
+
+def find(jaxpr, kind: str) -> list:
+    return [e for e in walk(jaxpr) if is_a(e, kind)]
+
+
+def count(jaxpr, kind: str) -> int:
+    return len(find(jaxpr, kind))
+
+
+def count_inside(eqn, kind: str) -> int:
+    return sum(is_a(e, kind) for e in inside(eqn))
+
+
+def scan_lengths(jaxpr) -> list[int]:
+    return [e.params["length"] for e in find(jaxpr, "scan")]
+
+
+def primitive_names(jaxpr) -> set[str]:
+    return {e.primitive.name for e in walk(jaxpr)}
+
+
+def walk_nested(jaxpr, outer: tuple = ()) -> Iterator[tuple]:
+    """(eqn, the equations enclosing it, outermost first) for every equation, sub-jaxprs included:
+    tells e.g. which scans a checkpoint sits in, and what runs inside that checkpoint."""
+    for eqn in jaxpr.eqns:
+        yield eqn, outer
+        for sub in sub_jaxprs(eqn):
+            yield from walk_nested(sub, outer + (eqn,))
+
+
+# Following values through a program. Calls to jit are inlined, so what a learner wraps in
+# jax.jit (or what jnp wraps, e.g. relu) is seen at the level of its caller.
+
+def evaluate(jaxpr, consts, args, apply: Callable) -> list:
+    """Run a jaxpr equation by equation, calls to jit inlined; every other equation's outputs are
+    apply(eqn, inputs). With apply=bind it computes the program on arrays (under a trace or not);
+    with a symbolic apply (see dataflow) it says which equation made each value."""
+    env = {}
+
+    def read(atom):
+        return atom.val if isinstance(atom, Literal) else env[atom]
+
+    env.update(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        if is_a(eqn, "jit") and "jaxpr" in eqn.params:
+            sub = eqn.params["jaxpr"]
+            outs = evaluate(sub.jaxpr, sub.consts, ins, apply)
+        else:
+            outs = apply(eqn, ins)
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def bind(eqn, inputs) -> list:
+    """The equation's primitive applied to these inputs: what running the equation does."""
+    with eqn.ctx.manager:  # as jax's own eval_jaxpr does (e.g. the context mesh of a jit)
+        out = eqn.primitive.bind(*inputs, **eqn.primitive.get_bind_params(eqn.params))
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+class Value:
+    """A symbolic value: made by output `index` of `eqn` (None for an input) from `parents`.
+    `site` is shared by the outputs of one execution of the equation: an equation of a jit body
+    that runs twice (a jitted function called twice shares its body) has two sites."""
+
+    __slots__ = ("eqn", "index", "parents", "const", "site")
+
+    def __init__(self, eqn, index, parents=(), const=None, site=None):
+        self.eqn, self.index, self.parents, self.const, self.site = eqn, index, tuple(parents), const, site
+
+
+def dataflow(jaxpr, consts=()) -> tuple[list, list]:
+    """(inputs, outputs) of jaxpr as Values: follow an output's `eqn` and `parents` back to see
+    what made it. A literal operand shows up as a Value with `const` set."""
+    inputs = [Value(None, i) for i in range(len(jaxpr.invars))]
+
+    def apply(eqn, ins):
+        parents = [v if isinstance(v, Value) else Value(None, -1, const=v) for v in ins]
+        site = object()
+        return [Value(eqn, i, parents, site=site) for i in range(len(eqn.outvars))]
+
+    outputs = evaluate(jaxpr, [Value(None, -1, const=c) for c in consts], inputs, apply)
+    outputs = [v if isinstance(v, Value) else Value(None, -1, const=v) for v in outputs]
+    return inputs, outputs
+
+
+def ancestors(value: "Value") -> list:
+    """Every Value the given one was computed from (itself included): what is live for it."""
+    seen, stack, order = set(), [value], []
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        order.append(v)
+        stack.extend(v.parents)
+    return order
+
+
+def live(jaxpr):
+    """jaxpr without the equations whose results never reach an output, sub-jaxprs (jit,
+    shard_map, scan bodies) included: a decoy whose result is discarded is gone."""
+    from jax._src.interpreters import partial_eval as pe  # JAX's own dead-code elimination
+
+    pruned, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    return pruned
+
+
+def output_source(jaxpr, index: int = 0):
+    """The equation whose result is output `index` of jaxpr, looking through jit wrappers (a jit's
+    output is its body's), or None for an input or a literal: says whether a primitive's result *is*
+    what a function returns, rather than something added to it (e.g. `real + 0 * decoy`)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    var = jaxpr.outvars[index]
+    while True:
+        eqn = next((e for e in jaxpr.eqns if any(v is var for v in e.outvars)), None)
+        if eqn is None or not is_a(eqn, "jit"):
+            return eqn
+        position = next(i for i, v in enumerate(eqn.outvars) if v is var)
+        jaxpr = getattr(eqn.params["jaxpr"], "jaxpr", eqn.params["jaxpr"])
+        var = jaxpr.outvars[position]
+
+
+def flatten(fn: Callable, *args):
+    """fn's program with its jit calls inlined and its dead code removed: (jaxpr, consts).
+
+    Dead-code removal is JAX's own (`dce_jaxpr`): it drops exactly the equations, scan carries and
+    scan outputs that no returned value depends on, and keeps everything that does, even a
+    `* 0`. So what is left is what the result is computed from, but not yet how much each part
+    contributes; a check that needs that evaluates the program (see graders/exercises/ex1_token_accumulation/probes.py for an example).
+    """
+    from jax._src.interpreters import partial_eval as pe
+
+    traced = jax.make_jaxpr(fn)(*args)
+    inlined = jax.make_jaxpr(lambda *a: evaluate(traced.jaxpr, traced.consts, a, bind))(*args)
+    pruned, _ = pe.dce_jaxpr(inlined.jaxpr, [True] * len(inlined.jaxpr.outvars), instantiate=True)
+    return pruned, inlined.consts
+
+
+def depends_on(jaxpr, is_source, tainted_in=None) -> list[bool]:
+    """For each output of jaxpr: whether it depends on an equation for which is_source(eqn) is
+    true (or on an input marked in tainted_in). Exact through jit; a cond's outputs depend on its
+    predicate; other equations with sub-jaxprs (scan, while) count as depending on everything
+    they hold."""
+    from jax.extend.core import Literal
+
+    tainted = {v for v, t in zip(jaxpr.invars, tainted_in or [False] * len(jaxpr.invars)) if t}
+
+    def hit(v):
+        return not isinstance(v, Literal) and v in tainted
+
+    for eqn in jaxpr.eqns:
+        ins = [hit(v) for v in eqn.invars]
+        subs = list(sub_jaxprs(eqn))
+        if is_source(eqn):
+            outs = [True] * len(eqn.outvars)
+        elif is_a(eqn, "jit") and len(subs) == 1:
+            outs = depends_on(subs[0], is_source, ins)
+        elif subs:
+            held = any(is_source(e) for s in subs for e in walk(s))
+            outs = [any(ins) or held] * len(eqn.outvars)  # a cond's predicate is one of its inputs
+        else:
+            outs = [any(ins)] * len(eqn.outvars)
+        tainted.update(v for v, t in zip(eqn.outvars, outs) if t)
+    return [hit(v) for v in jaxpr.outvars]
+
+
+def scan_carry_count(eqn) -> int:
+    """How many of a scan body's outputs are the carry (they come first; the rest are the ys,
+    which the scan stacks, so their outer shape has one more axis than the body's)."""
+    if "num_carry" in eqn.params:  # how other JAX versions spell it
+        return eqn.params["num_carry"]
+    count = 0
+    for outer, inner in zip(eqn.outvars, eqn.params["jaxpr"].jaxpr.outvars):
+        if outer.aval.shape != inner.aval.shape:
+            break
+        count += 1
+    return count
+
+
+_OWN_POLICY = object()
+
+
+def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
+    """What a checkpoint (remat2) equation's `policy` (or the policy given) saves for the
+    backward pass, measured by differentiating its body under that policy: one
+    'f32[5] output of dot_general' per value kept that is not one of the checkpoint's own
+    inputs (so [] means: saves nothing, recomputes everything)."""
+    from jax._src.ad_checkpoint import saved_residuals  # what print_saved_residuals prints
+    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+    body = eqn.params["jaxpr"]
+    fun = jaxpr_as_fun(ClosedJaxpr(body, ()))
+    args = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in body.invars]
+    policy = eqn.params["policy"] if policy is _OWN_POLICY else policy
+    found = saved_residuals(jax.checkpoint(lambda *a: fun(*a), policy=policy), *args)
+    return [f"{aval.str_short()} {what.split(' from ')[0]}" for aval, what in found
+            if not what.startswith("from the argument")]
+
+
+def custom_vjp_name(eqn) -> str | None:
+    """The name of the function a custom_vjp_call equation calls (what the jaxpr shows as
+    name=...), e.g. to find a probe a grader put into the learner's program; None otherwise."""
+    if eqn.primitive.name != "custom_vjp_call":
+        return None
+    info = getattr(eqn.params.get("call_jaxpr"), "jaxpr", None)
+    info = getattr(info, "debug_info", None)
+    return getattr(info, "func_name", None)
+
+
+# ----- dataflow: which equations do work that reaches the outputs ---------------------------
+
+# Equations that only move, convert or reshape a value.
+SHAPE_ONLY = frozenset({"broadcast_in_dim", "reshape", "convert_element_type", "squeeze",
+                         "expand_dims", "transpose", "copy", "copy_p"})
+
+
+def _is_literal(v) -> bool:
+    from jax.extend.core import Literal
+    return isinstance(v, Literal)
+
+
+def _known_zero(jaxpr) -> set:
+    """Variables that are zero whatever the inputs: a literal 0 reshaped or broadcast, a
+    product with such a value, a sum of such values."""
+    import numpy as np
+
+    zero: set = set()
+
+    def is_zero(v) -> bool:
+        if _is_literal(v):
+            try:
+                return bool(np.all(np.asarray(v.val) == 0))
+            except Exception:  # a literal that is not an array
+                return False
+        return v in zero
+
+    for eqn in jaxpr.eqns:
+        name, ins = eqn.primitive.name, eqn.invars
+        if ((name == "mul" and any(map(is_zero, ins)))
+                or (name in SHAPE_ONLY and ins and is_zero(ins[0]))
+                or (name in ("add", "add_any", "sub") and all(map(is_zero, ins)))):
+            zero.update(eqn.outvars)
+    return zero
+
+
+def _forwarded(eqn) -> dict[int, int]:
+    """output index -> input index, for the outputs of a jit or checkpoint that return one of
+    its inputs unchanged (nnx.remat hands the module's state back this way)."""
+    inner = eqn.params.get("jaxpr") if is_a(eqn, "jit") or is_a(eqn, "checkpoint") else None
+    inner = getattr(inner, "jaxpr", inner)
+    if inner is None or len(inner.invars) != len(eqn.invars):
+        return {}
+    position = {v: i for i, v in enumerate(inner.invars)}
+    return {j: position[v] for j, v in enumerate(inner.outvars) if not _is_literal(v) and v in position}
+
+
+def _live(jaxpr, used: list, out: set) -> list:
+    zero = _known_zero(jaxpr)
+    needed = {v for v, u in zip(jaxpr.outvars, used) if u and not _is_literal(v) and v not in zero}
+    for eqn in reversed(jaxpr.eqns):
+        outs_used = [v in needed for v in eqn.outvars]
+        forwarded = _forwarded(eqn)
+        for j, i in forwarded.items():
+            if outs_used[j]:
+                outs_used[j] = False  # an input passed through: the input is needed, not the work
+                if not _is_literal(eqn.invars[i]) and eqn.invars[i] not in zero:
+                    needed.add(eqn.invars[i])
+        if not any(outs_used):
+            continue
+        out.add(id(eqn))
+        inner = eqn.params.get("jaxpr") if is_a(eqn, "jit") else None
+        if inner is not None:
+            inner_in = _live(getattr(inner, "jaxpr", inner), outs_used, out)
+            needed.update(v for v, u in zip(eqn.invars, inner_in) if u and not _is_literal(v) and v not in zero)
+        else:
+            for sub in sub_jaxprs(eqn):
+                out.update(id(e) for e in walk(sub))
+            needed.update(v for v in eqn.invars if not _is_literal(v) and v not in zero)
+    return [v in needed for v in jaxpr.invars]
+
+
+def live_equations(jaxpr, used_outputs=None) -> set[int]:
+    """ids of the equations (at every depth) whose results reach the used outputs (all by
+    default): dead code, and values only ever multiplied by zero, are left out, so that
+    `out + 0 * f(x)` does not count f as doing work. Jits are followed inside; any other
+    equation holding sub-jaxprs (a checkpoint, a scan) is live or dead as a whole."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    used = [True] * len(jaxpr.outvars) if used_outputs is None else list(used_outputs)
+    out: set[int] = set()
+    _live(jaxpr, used, out)
+    return out
