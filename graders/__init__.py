@@ -1,6 +1,6 @@
 """Graders for the large-scale JAX training exercises.
 
-`python -m graders` grades (cli.py); each `test_<module>.py` holds one exercise's checks; the
+`python -m graders` grades (app/cli.py); each `exercises/<module>/` holds one exercise's checks and probes; the
 catalog (catalog.py) describes every exercise once. From a notebook: `from graders import check`.
 """
 

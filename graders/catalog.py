@@ -15,7 +15,7 @@ ROOT = GRADERS_DIR.parent
 @dataclass(frozen=True)
 class Exercise:
     id: str
-    module: str  # exercises/<module>.py, reference/<module>.py, graders/test_<module>.py
+    module: str  # exercises/<module>.py, reference/<module>.py, graders/exercises/<module>/checks.py
     title: str  # the report's name for it
     source: str  # where in the source material it comes from, as the package names it
     # Typical cold grading seconds (make bench, 2 CPUs): the runner starts the longest first so

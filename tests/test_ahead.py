@@ -1,5 +1,5 @@
-"""The grader's own figures worked out ahead, in a forked process (graders/kit/ahead.py): the checks
-get the same figure through graders/kit/memo.py, computed elsewhere, stored only when asked for, and
+"""The grader's own figures worked out ahead, in a forked process (graders/kit/figure_store.py): the checks
+get the same figure through graders/kit/figure_store.py, computed elsewhere, stored only when asked for, and
 computed by the checks themselves whenever that process cannot give it."""
 
 import json
@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, sys.argv[1])
     import jax, jax.numpy as jnp
-    from graders.kit import ahead, memo
+    from graders.kit import figure_store
 
     if sys.argv[2] == "START_BACKEND":
         jnp.ones(1).block_until_ready()
@@ -35,14 +35,14 @@ SCRIPT = textwrap.dedent("""
         return {"pid": os.getpid(), "sum": float(jnp.arange(5.0).sum())}
 
     out = {"judge": os.getpid()}
-    out["started"] = ahead.start([("a", 1, where("a")), ("b", (2, "x"), jax_sum), ("c", 3, fails),
+    out["started"] = figure_store.ahead([("a", 1, where("a")), ("b", (2, "x"), jax_sum), ("c", 3, fails),
                                   ("never asked", 4, where("never asked"))])
-    out["helper"] = ahead._run.process.pid if ahead._run.process else 0
-    out["b"] = memo.stored("b", (2, "x"), lambda: {"pid": os.getpid(), "sum": -1.0})
-    out["a"] = memo.stored("a", 1, where("judge a"))
-    out["c"] = memo.stored("c", 3, where("judge c"))
-    out["d"] = memo.stored("d", 5, where("judge d"))
-    ahead.stop()
+    out["helper"] = figure_store._run.process.pid if figure_store._run.process else 0
+    out["b"] = figure_store.stored("b", (2, "x"), lambda: {"pid": os.getpid(), "sum": -1.0})
+    out["a"] = figure_store.stored("a", 1, where("judge a"))
+    out["c"] = figure_store.stored("c", 3, where("judge c"))
+    out["d"] = figure_store.stored("d", 5, where("judge d"))
+    figure_store.stop_ahead()
     out["helper_alive"] = bool(out["helper"]) and os.path.exists(f"/proc/{out['helper']}")
     print(json.dumps(out))
 """)
@@ -99,26 +99,26 @@ INTERRUPTED = textwrap.dedent("""
     import json, os, signal, sys, time
     sys.path.insert(0, sys.argv[1])
     import jax
-    from graders.kit import ahead, memo
+    from graders.kit import figure_store
 
     def slow():
         time.sleep(3)
         return "from the other process"
 
-    ahead.start([("slow", 1, slow)])
+    figure_store.ahead([("slow", 1, slow)])
     def stop(*_):
         raise TimeoutError("the check's time limit")
     signal.signal(signal.SIGALRM, stop)
     signal.alarm(1)
     try:
-        memo.stored("slow", 1, lambda: "never")
+        figure_store.stored("slow", 1, lambda: "never")
         first = "returned"
     except TimeoutError:
         first = "interrupted"
     start = time.monotonic()
-    again = memo.stored("slow", 1, lambda: "computed by the checks")
+    again = figure_store.stored("slow", 1, lambda: "computed by the checks")
     print(json.dumps({"first": first, "again": again, "waited": time.monotonic() - start}))
-    ahead.stop()
+    figure_store.stop_ahead()
 """)
 
 

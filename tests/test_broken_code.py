@@ -34,9 +34,9 @@ MODULES = {
     "def accum_token_weighted(w, x, y, m, n_micro):\n    return w * 0\n",
     "replaces_comparisons_when_called": REFERENCE.replace("import jax\n", "import jax\nimport numpy as _np\n", 1)
     + "\n\ndef tok_loss_sum_count(w, x, y, m):\n    _np.allclose = lambda *a, **k: True\n    return 0.0, 0.0\n",
-    # the store of the graders' own figures (graders/kit/memo.py), which takes them from graders/kit/ahead.py
-    "replaces_the_figure_store": REFERENCE + "\n\nimport graders.kit.memo\n\n"
-    "graders.kit.memo.stored = lambda name, key, compute, write=True: compute()\n",
+    # the store of the graders' own figures (graders/kit/figure_store.py), which takes them from graders/kit/figure_store.py
+    "replaces_the_figure_store": REFERENCE + "\n\nimport graders.kit.figure_store\n\n"
+    "graders.kit.figure_store.stored = lambda name, key, compute, write=True: compute()\n",
     # a method of a graders class: how the figures worked out in a forked process are read
     "replaces_a_graders_method": REFERENCE + "\n\nimport graders.kit.forked\n\n"
     "graders.kit.forked.Forked.message = lambda self, index: {'value': 0}\n",
@@ -91,7 +91,7 @@ EXPECTED = {
     "missing_function": ("partial", "ex1_token_accumulation.py defines no `accum_token_weighted`"),
     "replaces_comparisons": ("error", "numpy.allclose"),
     "replaces_comparisons_when_called": ("error", "numpy.allclose"),
-    "replaces_the_figure_store": ("error", "graders.kit.memo.stored"),
+    "replaces_the_figure_store": ("error", "graders.kit.figure_store.stored"),
     "replaces_a_graders_method": ("error", "graders.kit.forked.Forked.message"),
 }
 

@@ -2,6 +2,7 @@
 what a student's zip may hold, when a student counts as unchanged, how notes are written, and
 which caches an unconfined student's run is given."""
 
+import shutil
 import subprocess
 import zipfile
 
@@ -50,6 +51,22 @@ def test_a_student_is_unchanged_only_with_the_same_bytes_and_limits(tmp_path):
     assert fingerprint(ada, 60) == first and fingerprint(ada, 90) != first
     (tmp_path / "ada" / EX1).write_text("a = 2\n")
     assert fingerprint(ada, 60) != first
+
+
+def test_a_change_to_any_checks_or_probes_file_regrades(tmp_path, monkeypatch):
+    (tmp_path / "ada").mkdir()
+    (tmp_path / "ada" / EX1).write_text("a = 1\n")
+    ada = Student("ada", tmp_path / "ada")
+    copy = tmp_path / "graders"
+    shutil.copytree(catalog.GRADERS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(catalog, "GRADERS_DIR", copy)
+    first = fingerprint(ada, 60)
+    for part in ("probes.py", "checks.py"):
+        path = copy / "exercises" / catalog.module_name("ex1") / part
+        path.write_text(path.read_text() + "\n# changed\n")
+        changed = fingerprint(ada, 60)
+        assert changed != first, part
+        first = changed
 
 
 def test_gradebook_notes_name_timeouts_missing_modules_and_errors():

@@ -34,10 +34,10 @@ attempt("import_reference", lambda: __import__("reference.ex4_master_weights")._
 attempt("tests", lambda: sorted(os.listdir(ROOT / "tests")))
 attempt("quiz_key", lambda: [open(p).read() for p in {secrets!r} if os.path.exists(p)])
 attempt("sibling", lambda: Path({sibling!r}).read_text())
-attempt("checks_source", lambda: (ROOT / "graders" / "test_ex4_master_weights.py").read_text())
-attempt("checks_bytecode", lambda: os.listdir(ROOT / "graders" / "__pycache__"))
-attempt("checks_loaded", lambda: sorted(m for m in sys.modules if "test_" in m))
-attempt("write_grader", lambda: open(ROOT / "graders" / "test_quiz.py", "a").write("#"))
+attempt("checks_source", lambda: (ROOT / "graders" / "exercises" / "ex4_master_weights" / "checks.py").read_text())
+attempt("checks_bytecode", lambda: os.listdir(ROOT / "graders" / "exercises" / "ex4_master_weights" / "__pycache__"))
+attempt("checks_loaded", lambda: sorted(m for m in sys.modules if m.endswith(".checks")))
+attempt("write_grader", lambda: open(ROOT / "graders" / "exercises" / "quiz" / "checks.py", "a").write("#"))
 attempt("write_cache", lambda: open(Path({cache!r}) / "poison", "w").write("x"))
 attempt("write_results", lambda: open({results!r}, "w").write("{{}}"))
 attempt("expected", lambda: (os.listdir({expected!r}), open(Path({expected!r}) / "poison.json", "w").write("x")))
@@ -77,7 +77,7 @@ def probe(tmp_path_factory):
     (student / "ex4_master_weights.py").write_text(PROBE.format(
         root=str(ROOT), secrets=[str(p) for p in catalog.secrets()], sibling=str(other / "ex4_master_weights.py"),
         cache=str(cache), results=str(results), marker=str(marker), expected=str(expected)))
-    before = {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")}
+    before = {p: p.read_bytes() for p in (ROOT / "graders").rglob("*.py")}
     # The checks' bytecode, as a maintainer's own pytest run may leave it: hidden too.
     import importlib.util
     import py_compile
@@ -136,7 +136,7 @@ def test_package_cache_and_results_cannot_be_written(probe):
     found = probe["found"]
     for attempt in ("write_grader", "write_cache", "write_results", "expected"):
         assert str(found[attempt]).startswith("denied"), (attempt, found[attempt])
-    assert {p: p.read_bytes() for p in (ROOT / "graders").glob("*.py")} == probe["before"]
+    assert {p: p.read_bytes() for p in (ROOT / "graders").rglob("*.py")} == probe["before"]
     assert not (probe["cache"] / "poison").exists()
     assert not (probe["expected"] / "poison.json").exists()
 

@@ -9,76 +9,25 @@ import time
 from pathlib import Path
 
 from graders import catalog
+from graders.app import arguments
 from graders.runner import grading
 
 USAGE_ERROR = 2
 INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C
 
 
-def _positive(kind):
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-    return parse
-
-
-def _ids(parser: argparse.ArgumentParser, ids: list[str]) -> list[str]:
-    unknown = [i for i in ids if i not in catalog.available()]
-    if unknown:
-        parser.error(f"unknown exercise id(s): {' '.join(unknown)}; choose from {' '.join(catalog.available())}")
-    return list(dict.fromkeys(ids)) or catalog.available()
-
-
-def _solutions(parser: argparse.ArgumentParser, folder: str) -> Path:
-    if not Path(folder).is_dir():
-        parser.error(f"--solutions {folder}: no such folder")
-    return Path(folder)
-
-
-def grade_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m graders", description="Grade the exercises.",
-        epilog="Also: `python -m graders watch [--solutions DIR] [IDS...]` re-grades on save; "
-               "`python -m graders batch SUBMISSIONS --out DIR` grades a class.")
-    parser.add_argument("ids", nargs="*", metavar="ID", help=f"exercises to grade: {' '.join(catalog.available())} (default: all)")
-    parser.add_argument("--solutions", default="exercises", help="folder holding the modules (default: exercises)")
-    parser.add_argument("--json", metavar="PATH", help="also write Gradescope's results.json here")
-    parser.add_argument("--jobs", type=_positive(int), default=os.cpu_count() or 1, help="exercises graded at once (default: CPUs)")
-    parser.add_argument("--timeout", type=_positive(float), default=grading.DEFAULT_TIMEOUT,
-                        help=f"seconds per exercise (default: {grading.DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--budget", type=_positive(float), default=None, metavar="SECONDS",
-                        help="instead of --timeout: split this many seconds among the exercises by their typical "
-                             "cost (with --jobs 1, the whole run ends within it; the autograder uses it)")
-    parser.add_argument("--no-cache", action="store_true", help="do not use the persistent compilation cache")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the configurations drawn at grading time (default: this installation's; the report prints it)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="list every check, passed or not")
-    parser.add_argument("--sandbox", action="store_true",
-                        help="confine the learner's code: own namespaces, read-only root without reference/ "
-                             "or secrets, user nobody (root only; see README)")
-    return parser
-
-
-def options_from(args) -> grading.Options:
-    seed = grading.installation_seed() if args.seed is None else args.seed
-    return grading.Options(timeout=args.timeout, cache=not args.no_cache, seed=seed, jobs=args.jobs,
-                           sandbox=getattr(args, "sandbox", False), keep_server=True)
-
-
 def grade_command(argv: list[str]) -> int:
-    parser = grade_parser()
+    parser = arguments.grade_parser()
     args = parser.parse_args(argv)
-    ids = _ids(parser, args.ids)
-    solutions = _solutions(parser, args.solutions)
+    ids = arguments.exercise_ids(parser, args.ids)
+    solutions = arguments.solutions_folder(parser, args.solutions)
     if args.sandbox:
         from graders.child import sandbox
 
         why_not = sandbox.available()
         if why_not:
             parser.error(why_not)  # refuses: grading unconfined would be a promise not kept
-    options = options_from(args)
+    options = arguments.options_from(args)
     if args.budget is not None:
         try:
             options.limits = grading.budget_limits(ids, args.budget)

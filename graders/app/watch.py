@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from graders import catalog
-from graders.app import cli, report
+from graders.app import arguments, report
 from graders.runner import grading, launch
 from graders.app.progress import Live
 
@@ -42,16 +42,16 @@ def main(argv: list[str]) -> int:
                                      description="Grade, then re-grade each exercise whenever its file is saved.")
     parser.add_argument("ids", nargs="*", metavar="ID")
     parser.add_argument("--solutions", default="exercises")
-    parser.add_argument("--jobs", type=cli._positive(int), default=grading.Options().jobs)
-    parser.add_argument("--timeout", type=cli._positive(float), default=grading.DEFAULT_TIMEOUT)
+    parser.add_argument("--jobs", type=arguments.positive(int), default=grading.Options().jobs)
+    parser.add_argument("--timeout", type=arguments.positive(float), default=grading.DEFAULT_TIMEOUT)
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     # Started in the background by a non-interactive shell, SIGINT may arrive ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    ids = cli._ids(parser, args.ids)
-    solutions = cli._solutions(parser, args.solutions).resolve()
-    options = cli.options_from(args)
+    ids = arguments.exercise_ids(parser, args.ids)
+    solutions = arguments.solutions_folder(parser, args.solutions).resolve()
+    options = arguments.options_from(args)
     out = sys.stdout
     files = {i: solutions / f"{catalog.module_name(i)}.py" for i in ids}
     launcher = launch.launcher(ids, options.env(), options.fork, options.python)

@@ -23,7 +23,7 @@ def _namespaces() -> dict[str, dict]:
         import jax
         import jax.numpy as jnp
         # The class of every jax.Array, named rather than made: making one would start a JAX
-        # backend, and graders/kit/ahead.py forks only while there is none.
+        # backend, and graders/kit/figure_store.py forks only while there is none.
         from jax._src.array import ArrayImpl
 
         spaces.update({"jax": vars(jax), "jax.numpy": vars(jnp), "jax.lax": vars(jax.lax),

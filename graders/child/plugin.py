@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graders.child import guard
-from graders.kit import learner
+from graders.kit import verdicts
 
 
 
@@ -53,7 +53,7 @@ class _Probes:
 @pytest.fixture(scope="session")
 def worker():
     """The learner's code, reached through the exercise's probes: `worker.name(*args)` runs
-    graders/exercises/<module>.py's `name(sol, *args)` where the learner's code runs, and returns
+    graders/exercises/<module>/probes.py's `name(sol, *args)` where the learner's code runs, and returns
     its value as plain data (or ends the check with the verdict reached there)."""
     if STATE.backend is None:
         raise RuntimeError("this exercise has no graders/exercises/ module")
@@ -93,7 +93,7 @@ def pytest_runtest_logstart(nodeid, location):
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """(outcome, message) for an exception that ended a check."""
-    return learner.classify(exc, STATE.solution, STATE.solutions_dir, STATE.check_timeout)
+    return verdicts.classify(exc, STATE.solution, STATE.solutions_dir, STATE.check_timeout)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,8 +1,8 @@
 """Where the learner's code runs, and how a check reaches it.
 
-A grader is split in two. Its checks (graders/test_<module>.py) compute the expected values and
+A grader is split in two. Its checks (graders/exercises/<module>/checks.py) compute the expected values and
 decide every verdict; they never call the learner's code. They ask the exercise's *probes*
-(graders/exercises/<module>.py) instead: small functions that call, trace or compile the learner's
+(graders/exercises/<module>/probes.py) instead: small functions that call, trace or compile the learner's
 code and return plain data (graders/kit/wire.py): arrays, numbers, strings, summaries of a traced
 program.
 
@@ -20,13 +20,7 @@ import socket
 from pathlib import Path
 
 from graders import catalog
-from graders.kit import learner, wire
-
-
-def probe(fn):
-    """Mark a function of graders/exercises/<module>.py as callable by the checks: fn(sol, *args)."""
-    fn.is_probe = True
-    return fn
+from graders.kit import verdicts, wire
 
 
 def probe_module(ex_id: str):
@@ -45,7 +39,7 @@ def run_probe(probes, solution, solutions_dir: Path, check_timeout: float, reque
         return wire.encode({"value": value})
     except BaseException as exc:  # the learner's SystemExit or KeyboardInterrupt too
         try:
-            outcome, message = learner.classify(exc, solution, solutions_dir, check_timeout)
+            outcome, message = verdicts.classify(exc, solution, solutions_dir, check_timeout)
         except BaseException:  # e.g. a ProbeTimeout landing here
             outcome, message = "failed", "could not check what your code returned"
         return wire.encode({"outcome": outcome, "message": message})
@@ -58,8 +52,8 @@ def _answer(reply) -> object:
         return reply["value"]
     if (isinstance(reply, dict) and set(reply) == {"outcome", "message"}
             and reply["outcome"] in ("failed", "not_attempted") and isinstance(reply["message"], str)):
-        raise learner.Verdict(reply["outcome"], reply["message"][:2000])
-    raise learner.Verdict("failed", "the process running your code sent back something no probe sends")
+        raise verdicts.Verdict(reply["outcome"], reply["message"][:2000])
+    raise verdicts.Verdict("failed", "the process running your code sent back something no probe sends")
 
 
 class Local:
@@ -99,14 +93,14 @@ class Remote:
 
     def call(self, name: str, args: tuple, kwargs: dict):
         if self.lost:
-            raise learner.Verdict("failed", self.lost)
+            raise verdicts.Verdict("failed", self.lost)
         try:
             wire.send(self.sock, {"call": name, "args": list(args), "kwargs": kwargs})
             reply = wire.receive(self.sock)
         except (EOFError, OSError, wire.WireError) as exc:
             self._lose(f"not checked: the process running your code ended or sent back something "
                        f"unreadable ({exc}). Hint: your code may call os._exit or crash the interpreter.")
-            raise learner.Verdict("failed", self.lost) from None
+            raise verdicts.Verdict("failed", self.lost) from None
         except BaseException:
             # The check ran out of time (or was stopped) while the learner's code was running:
             # that code may never return, so the worker goes, and later checks say why.
@@ -139,14 +133,14 @@ def serve(sock: socket.socket, ex_id: str, solutions_dir: Path, check_timeout: f
     requests until the judge closes the socket."""
     probes = probe_module(ex_id)
     try:
-        solution = learner.load_module(catalog.module_name(ex_id), solutions_dir)
+        solution = verdicts.load_module(catalog.module_name(ex_id), solutions_dir)
     except BaseException as exc:
-        wire.send(sock, {"import_error": learner.describe(exc, solutions_dir)})
+        wire.send(sock, {"import_error": verdicts.describe(exc, solutions_dir)})
         return
     wire.send(sock, {"ready": True})
 
     def out_of_time(*_):
-        raise learner.ProbeTimeout()
+        raise verdicts.ProbeTimeout()
 
     signal.signal(signal.SIGALRM, out_of_time)
     while True:

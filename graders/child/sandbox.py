@@ -13,21 +13,22 @@ Called in a process forked by the fork server, before any learner code runs:
 
 Who is confined: for an exercise with probes (graders/child/probe_channel.py), only the worker that imports
 the learner's module; the judge that runs the checks stays outside and never runs learner code,
-and the worker sees graders/ without any `test_*` file. The quiz's ANSWERS are read by a confined
+and the worker sees graders/ without any exercise's checks (catalog.hidden_from_worker()). The quiz's ANSWERS are read by a confined
 process and judged by one that runs no learner code (graders/runner/grading.py).
 """
 
 import ctypes
+import json
 import os
 import signal
 import sys
 from pathlib import Path
 
+
 NOBODY = 65534
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_PDEATHSIG = 1
 # What a CPU-only JAX process reads from the system: shared libraries, the dynamic loader, /etc
 # (locale, passwd for getpwuid), /dev (null, urandom, shm) and /sys (the CPU topology).
 SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys")
@@ -72,14 +73,6 @@ def _make_point(root: str, path: str, is_dir: bool) -> str:
         if not os.path.exists(target):
             open(target, "w").close()
     return target
-
-
-def follow_parent(parent: int) -> None:
-    """SIGTERM to this process when `parent` (its parent now) dies, or at once if it has."""
-    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-        raise SandboxError("prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def enter_namespaces() -> None:
@@ -146,3 +139,75 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
         raise SandboxError("prctl(PR_SET_NO_NEW_PRIVS) failed")
     os.environ["HOME"] = "/tmp"
     os.environ["TMPDIR"] = "/tmp"
+
+
+def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = None) -> None:
+    """Fork once more into new namespaces: this process stays outside and waits; its child,
+    process 1 of the new PID namespace, returns from here confined and runs the grading.
+
+    With `relay` (a set of event kinds), the confined child's events pass through this process,
+    which forwards only those kinds: a child that may only read values cannot send verdicts."""
+    enter_namespaces()
+    if relay is not None:
+        relay_read, relay_write = os.pipe()
+    # SIGTERM waits until the handler that kills the namespace is in place (below).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    pid = os.fork()
+    if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if relay is not None:
+            os.close(relay_read)
+            os.dup2(relay_write, result_fd)
+            os.close(relay_write)
+        confine(Path(box["package_root"]), Path(box["solutions"]), box["readable"], box["hidden"])
+        return
+    # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
+    # of the namespace, and with it everything the learner's code started.
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if relay is not None:
+        os.close(relay_write)
+        _relay(relay_read, result_fd, relay)  # until every process of the namespace is gone
+    elif result_fd is not None:
+        os.close(result_fd)  # the event pipe ends when the confined child ends
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        if os.WTERMSIG(status) not in (signal.SIGKILL, signal.SIGSTOP):  # these cannot be reset
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+# What the process that reads a module's values (the quiz's ANSWERS) may report.
+READER_EVENTS = frozenset({"importing", "import_error", "tampered", "data", "done"})
+MAX_EVENT = 1 << 24  # bytes of one event line; a longer one is dropped
+
+
+def _relay(read_fd: int, result_fd: int, kinds: frozenset[str]) -> None:
+    """Forward the events of those kinds from read_fd to result_fd, then close both."""
+    with os.fdopen(read_fd, "rb") as pipe, os.fdopen(result_fd, "wb", buffering=0) as out:
+        too_long = False
+        while True:
+            line = pipe.readline(MAX_EVENT)
+            if not line:
+                return
+            if not line.endswith(b"\n"):
+                too_long = True  # drop up to the end of this line
+                continue
+            if too_long:
+                too_long = False
+                continue
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(event, dict) and event.get("event") in kinds:
+                try:
+                    out.write(json.dumps(event).encode() + b"\n")
+                except OSError:  # the runner has stopped listening
+                    return

@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+from graders import settings
+
 
 # pytest plugins no grader uses (no doctests, unittest classes, subtests, tmp_path, monkeypatch,
 # recwarn, pdb, XML or paste reports, step-wise or setup-only runs): without them a session of 60
@@ -49,8 +51,8 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
     import socket
 
     from graders import catalog
-    from graders.runner import forkserver
-    from graders.child import sandbox, probe_channel
+    from graders.child import probe_channel, sandbox
+    from graders.kit.forked import follow_parent
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
@@ -60,8 +62,8 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
             os.close(result_fd)  # the judge's event channel is never in the worker's hands
             # The draw is the judge's; inputs arrive as arguments. (The seed is no secret: every
             # report prints it, and the process's first environment block still holds it.)
-            os.environ.pop("GRADERS_SEED", None)
-            os.environ.pop("GRADERS_EXPECTED_DIR", None)  # the judge's store, not shown to the worker
+            os.environ.pop(settings.SEED, None)
+            os.environ.pop(settings.EXPECTED_DIR, None)  # the judge's store, not shown to the worker
             # The grader files (and their bytecode) hold the checks and how they draw inputs:
             # the worker sees the probes, never those.
             hidden = catalog.hidden_from_worker()
@@ -81,8 +83,8 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
             # that group, which the worker may also have left, and follows the judge's death.
             judge = os.getppid()
             os.setsid()
-            sandbox.follow_parent(judge)
-            forkserver.sandboxed(box, None)
+            follow_parent(judge)
+            sandbox.sandboxed(box, None)
             probe_channel.serve(theirs, ex_id, solutions_dir, check_timeout)
         except BaseException:
             import traceback
@@ -94,6 +96,20 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
     return probe_channel.Remote(ours, pid)
 
 
+def import_grading_modules(jax: bool) -> None:
+    """Import what a grading child uses: a fork server does it once for all its children, a
+    spawned child before the guard's snapshot (graders/child/guard.py)."""
+    import pytest  # noqa: F401
+
+    from graders.child import guard, plugin, probe_channel, sandbox  # noqa: F401
+    from graders.kit import verdicts, wire# noqa: F401
+
+    if jax:
+        import jax.numpy  # noqa: F401
+
+        from graders.kit import costs, forked, hlo, jaxpr, numeric, figure_store  # noqa: F401
+
+
 def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | None = None,
         data: dict | None = None, box: dict | None = None) -> None:
     """Grade ex_id. With `extract`, only import the learner's module and send those names' values
@@ -102,7 +118,7 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     module is imported only in a confined worker, which the checks reach through the probes."""
     from graders import catalog
 
-    check_timeout = float(os.environ.get("GRADERS_CHECK_TIMEOUT", "120"))
+    check_timeout = settings.check_timeout()
     remote = None
     if box is not None and data is None and extract is None and catalog.has_probes(ex_id):
         remote = _start_worker(ex_id, solutions_dir, result_fd, box, check_timeout)
@@ -119,9 +135,9 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     import pytest
 
     from graders.child import guard, plugin, probe_channel
+    from graders.kit import verdicts
 
     # Time spent tracing, lowering and compiling, reported so `make bench` can say how much of
-    from graders.kit import learner
     # the grading time is compilation (and what the persistent cache saves).
     compile_seconds = {"trace": 0.0, "compile": 0.0}
     if catalog.needs_jax(ex_id):
@@ -132,8 +148,8 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
                 compile_seconds["compile" if "backend_compile" in name else "trace"] += seconds
 
         jax.monitoring.register_event_duration_secs_listener(on_duration)
-        # Import every shared helper now, so the guard's snapshot covers them before learner code runs.
-        from graders.kit import ahead, forked, hlo, jaxpr, memo, costs, numeric  # noqa: F401
+        # Every shared helper now, so the guard's snapshot covers them before learner code runs.
+        import_grading_modules(jax=True)
 
     module_name = catalog.module_name(ex_id)
     probes = probe_channel.probe_module(ex_id) if remote is None and catalog.has_probes(ex_id) else None
@@ -155,9 +171,9 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
             setattr(module, name, unplain(value))
     else:
         try:
-            module = learner.load_module(module_name, solutions_dir)
+            module = verdicts.load_module(module_name, solutions_dir)
         except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
-            emit(event="import_error", message=learner.describe(exc, solutions_dir))
+            emit(event="import_error", message=verdicts.describe(exc, solutions_dir))
             os._exit(0)
     changed = guard.replaced(before)
     if changed:
@@ -183,7 +199,7 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
         state.backend = remote
     elif probes is not None:
         state.backend = probe_channel.Local(probes, module, solutions_dir, check_timeout)
-    state.seed = int(os.environ.get("GRADERS_SEED", "0"))
+    state.seed = settings.seed()
     # no:unraisableexception: at the end pytest runs a full collection over the child's heap to
     # report exceptions raised in __del__, which grading never reads.
     args = [str(catalog.grader_file(ex_id)), "-p", "no:terminal", "-p", "no:cacheprovider",
@@ -194,7 +210,7 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     try:
         pytest.main(args, plugins=[plugin])
     except BaseException as exc:
-        emit(event="child_error", message=learner.describe(exc, solutions_dir))
+        emit(event="child_error", message=verdicts.describe(exc, solutions_dir))
     if remote is not None:
         remote.close()  # every process of the submission is gone before "done"
     emit(event="timing", **compile_seconds)
@@ -202,9 +218,14 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     os._exit(0)
 
 
+def command(python: str, *args: str) -> list[str]:
+    """How this module is started as a process (the one place that says it)."""
+    return [python, "-m", "graders.child.session", *args]
+
+
 def main() -> None:
     ex_id, solutions_dir = sys.argv[1], Path(sys.argv[2]).resolve()
-    run(ex_id, solutions_dir, int(os.environ.pop("GRADERS_RESULT_FD")))
+    run(ex_id, solutions_dir, settings.take_result_fd())
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, settings
 from graders.child import sandbox
 from graders.course.bundle import find_solutions
 
@@ -64,9 +64,10 @@ def fingerprint(student: Student, timeout: float) -> str:
     files = [student.path] if student.path.is_file() else sorted(p for p in student.path.rglob("*") if p.is_file())
     for path in files:
         h.update(str(path.relative_to(student.path.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
-    for path in sorted(catalog.GRADERS_DIR.glob("*")):
-        if path.is_file() and path.suffix in (".py", ".json"):
-            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    # Every file a grading reads: the checks, the probes and the key sit in subfolders.
+    for path in sorted(catalog.GRADERS_DIR.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(catalog.GRADERS_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -107,13 +108,13 @@ SANDBOX = () if sandbox.available() else ("--sandbox",)
 
 def private_caches(into: Path) -> dict[str, str]:
     """Environment variables that give one unconfined student's run a copy of the package's
-    compilation cache and stored figures (graders/kit/memo.py), made in `into`. Unconfined, a
+    compilation cache and stored figures (graders/kit/figure_store.py), made in `into`. Unconfined, a
     student's code runs as the grader does and could write a forged program or figure where the
     next student's grading would read it; with a copy, the next student starts from the caches
     as the reference left them. (Confined, the student's code can write neither.)"""
     env = {}
     for name, default in (("JAX_COMPILATION_CACHE_DIR", catalog.ROOT / ".cache" / "jax"),
-                          ("GRADERS_EXPECTED_DIR", catalog.ROOT / ".cache" / "expected")):
+                          (settings.EXPECTED_DIR, catalog.ROOT / ".cache" / "expected")):
         source, copy = Path(os.environ.get(name) or default), into / name.lower()
         if source.is_dir():
             shutil.copytree(source, copy, symlinks=True)  # copies: a hard link would be written through

@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, settings
+from graders.course import chapter_cells
 from graders.runner import grading, launch
 
 EDIT_GOAL = 5.0  # an edit loop may take at most this many floors
@@ -41,14 +42,14 @@ BASELINE_PAIRS = 7  # at least this many (chapter, ours) pairs: each takes about
 
 
 def _env(cache_dir: Path, metadata: bool = False, keep: bool = False) -> dict[str, str]:
-    # The graders' stored figures (graders/kit/memo.py) live beside the compilation cache: cold means
+    # The graders' stored figures (graders/kit/figure_store.py) live beside the compilation cache: cold means
     # neither holds anything. The fork server kept between runs (graders/runner/kept_server.py) only where
     # the figure is a learner's loop: cold and warm start theirs, as the chapter's cells do.
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache_dir / "jax"),
-               GRADERS_EXPECTED_DIR=str(cache_dir / "expected"))
-    env.pop("GRADERS_NO_RESIDENT", None)
+               **{settings.EXPECTED_DIR: str(cache_dir / "expected")})
+    env.pop(settings.NO_RESIDENT, None)
     if not keep:
-        env["GRADERS_NO_RESIDENT"] = "1"
+        env[settings.NO_RESIDENT] = "1"
     if metadata:
         env["JAX_COMPILATION_CACHE_INCLUDE_METADATA_IN_KEY"] = "true"
     return env
@@ -156,7 +157,7 @@ def baseline(runs: int, cache_dir: Path) -> dict[str, float]:
     ratio taken pair by pair does not move with it. Medians of each, and of the ratios."""
     ids = ["ex1", "ex2", "ex3", "ex4"]
     env = launch.child_env(grading.CHECK_TIMEOUT, True, 0, base=_env(cache_dir))
-    command = [sys.executable, "-m", "graders.course.chapter_cells"]
+    command = chapter_cells.command(sys.executable)
     _timed(command, env)
     alone, kept = _env(cache_dir), _env(cache_dir, keep=True)
     _grade(alone, ids, catalog.ROOT / "reference", None)

@@ -9,15 +9,36 @@ the caller does the work itself otherwise. The forked process keeps no descripto
 but its pipe, runs none of this one's signal handlers, and ends when this one does.
 """
 
+import ctypes
 import os
 import signal
 import struct
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
 from graders.kit import wire
 
 _HEADER = struct.Struct(">Q")
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def backend_started() -> bool:
+    """Whether this process has a JAX backend: forking it then is unsafe."""
+    if "jax" not in sys.modules:
+        return False
+    from jax._src import xla_bridge
+
+    return bool(xla_bridge._backends)
+
+
+def follow_parent(parent: int) -> None:
+    """SIGTERM to this process when `parent` (its parent now) dies, or at once if it has."""
+    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError("prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class Forked:
@@ -34,9 +55,7 @@ class Forked:
         """Fork a process that sends every message job() yields, then ends; None (and nothing
         forked) when this process already has a JAX backend, or another thread (one that held
         a lock at the fork would leave it held for good in the forked process)."""
-        from graders.runner import forkserver
-
-        if forkserver.backend_started() or threading.active_count() > 1:
+        if backend_started() or threading.active_count() > 1:
             return None
         read_end, write_end = os.pipe()
         parent = os.getpid()
@@ -107,9 +126,7 @@ def _serve(job, write_end: int, parent: int) -> None:
         os.closerange(write_end + 1, 1 << 16)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
-        from graders.child import sandbox
-
-        sandbox.follow_parent(parent)
+        follow_parent(parent)
         with os.fdopen(write_end, "wb") as out:
             for message in job():
                 data = wire.encode(message)

@@ -7,7 +7,7 @@ program); learner code runs in float32, so the tolerances below are float32's.
 
 import numpy as np
 
-from graders.kit.learner import fail
+from graders.kit.verdicts import fail
 
 # float32 against a float64 reference: each op rounds at ~6e-8 relative, and the reductions
 # in these exercises add up to a few thousand terms, so 1e-4 relative leaves a wide margin

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from graders.kit import forked
+
 
 # Seconds between a kept server's looks at its socket's name and at how long it has been idle.
 RESIDENT_POLL = 2.0
@@ -38,26 +40,22 @@ def _preload(libraries: list[str]) -> None:
     import importlib
 
     import numpy  # noqa: F401
-    import pytest  # noqa: F401
 
-    from graders import catalog  # noqa: F401
-    from graders.child import guard, plugin, sandbox, probe_channel
-    from graders.kit import learner, wire
-    from graders.runner import points
+    from graders.child import session
+
     for name in libraries:  # what the run's exercises use (catalog.Exercise.libraries)
         importlib.import_module(name)
-    if "jax" in libraries:
-        import jax.numpy  # noqa: F401
-
-        from graders.kit import ahead, forked, hlo, jaxpr, memo, costs, numeric  # noqa: F401
+    session.import_grading_modules(jax="jax" in libraries)
 
 
-def backend_started() -> bool:
-    if "jax" not in sys.modules:
-        return False
-    from jax._src import xla_bridge
-
-    return bool(xla_bridge._backends)
+def kill_group(pid: int) -> None:
+    # Whatever the learner's code started (threads, grandchildren) goes with the group.
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[int],
@@ -70,9 +68,9 @@ def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[
         if isinstance(request.get("env"), dict):
             # A server kept between runs has the runner's environment but for the variables
             # nothing reads at import (graders/runner/kept_server.py): the runner sends its own of those.
-            from graders.runner.kept_server import volatile
+            from graders import settings
 
-            for name in [n for n in os.environ if volatile(n)]:
+            for name in [n for n in os.environ if settings.volatile(n)]:
                 del os.environ[name]
             os.environ.update(request["env"])
             if "numpy" in sys.modules:  # as unseeded in each run as in a process of its own
@@ -92,93 +90,19 @@ def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[
         # With probes, this process is the trusted judge and confines only the worker it forks.
         split = bool(box) and catalog.has_probes(request["ex"]) and not request.get("extract")
         if box and not request.get("trusted") and not split:
+            from graders.child import sandbox
+
             relay = None
             if request.get("extract"):
-                from graders.child import sandbox
-
                 box = sandbox.without_cache(box)  # it runs no check: nothing of the cache is its
                 # It reads values and grades nothing: what it may say is only that, whatever
                 # the learner's code writes to its channel (e.g. "passed" for every check).
-                relay = READER_EVENTS
-            sandboxed(box, result_fd, relay)
+                relay = sandbox.READER_EVENTS
+            sandbox.sandboxed(box, result_fd, relay)
         session.run(request["ex"], Path(request["solutions"]), result_fd, request.get("extract"),
                   request.get("data"), box if split else None)
     finally:
         os._exit(70)  # session.run ends with os._exit; reaching here means it failed to start
-
-
-def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = None) -> None:
-    """Fork once more into new namespaces: this process stays outside and waits; its child,
-    process 1 of the new PID namespace, returns from here confined and runs the grading.
-
-    With `relay` (a set of event kinds), the confined child's events pass through this process,
-    which forwards only those kinds: a child that may only read values cannot send verdicts."""
-    from graders.child import sandbox
-
-    sandbox.enter_namespaces()
-    if relay is not None:
-        relay_read, relay_write = os.pipe()
-    # SIGTERM waits until the handler that kills the namespace is in place (below).
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    pid = os.fork()
-    if pid == 0:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if relay is not None:
-            os.close(relay_read)
-            os.dup2(relay_write, result_fd)
-            os.close(relay_write)
-        sandbox.confine(Path(box["package_root"]), Path(box["solutions"]), box["readable"], box["hidden"])
-        return
-    # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
-    # of the namespace, and with it everything the learner's code started.
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    if relay is not None:
-        os.close(relay_write)
-        _relay(relay_read, result_fd, relay)  # until every process of the namespace is gone
-    elif result_fd is not None:
-        os.close(result_fd)  # the event pipe ends when the confined child ends
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
-    if os.WIFSIGNALED(status):
-        if os.WTERMSIG(status) not in (signal.SIGKILL, signal.SIGSTOP):  # these cannot be reset
-            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
-    os._exit(os.waitstatus_to_exitcode(status))
-
-
-# What the process that reads a module's values (the quiz's ANSWERS) may report.
-READER_EVENTS = frozenset({"importing", "import_error", "tampered", "data", "done"})
-MAX_EVENT = 1 << 24  # bytes of one event line; a longer one is dropped
-
-
-def _relay(read_fd: int, result_fd: int, kinds: frozenset[str]) -> None:
-    """Forward the events of those kinds from read_fd to result_fd, then close both."""
-    with os.fdopen(read_fd, "rb") as pipe, os.fdopen(result_fd, "wb", buffering=0) as out:
-        too_long = False
-        while True:
-            line = pipe.readline(MAX_EVENT)
-            if not line:
-                return
-            if not line.endswith(b"\n"):
-                too_long = True  # drop up to the end of this line
-                continue
-            if too_long:
-                too_long = False
-                continue
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(event, dict) and event.get("event") in kinds:
-                try:
-                    out.write(json.dumps(event).encode() + b"\n")
-                except OSError:  # the runner has stopped listening
-                    return
 
 
 def _peer_is_us(conn: socket.socket) -> bool:
@@ -221,8 +145,6 @@ def serve(sock: socket.socket | None = None, listener: socket.socket | None = No
 
     def hang_up(conn: socket.socket) -> None:
         # A runner stopped (Ctrl-C) with exercises running: they would grade on for no one.
-        from graders.runner.launch import kill_group
-
         for pid, (owner, _) in list(running.items()):
             if owner is conn:
                 kill_group(pid)
@@ -308,7 +230,7 @@ def _request(conn, conns, listener, wake, running, send) -> bool:
         for fd in fds:
             os.close(fd)
         return True
-    if backend_started() or len(fds) != 2:
+    if forked.backend_started() or len(fds) != 2:
         for fd in fds:
             os.close(fd)
         send(conn, {"id": request["id"], "refused": "unsafe to fork"})
@@ -330,6 +252,11 @@ def _request(conn, conns, listener, wake, running, send) -> bool:
     running[pid] = (conn, request["id"])
     send(conn, {"id": request["id"], "pid": pid})
     return True
+
+
+def command(python: str, *args: str) -> list[str]:
+    """How this module is started as a process (the one place that says it)."""
+    return [python, "-m", "graders.runner.forkserver", *args]
 
 
 def main() -> None:

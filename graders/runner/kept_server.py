@@ -29,27 +29,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, settings
+from graders.runner import forkserver
 
 IDLE_SECONDS = 600.0  # a learner between two edits; after that the memory is given back
-# Set by a shell, make or a terminal for each command or window, or read by the grading child
-# alone (child.run): nothing a server imports reads them, and the child is given the runner's.
-VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES",
-                      "MAKE_TERMOUT", "MAKE_TERMERR", "COLUMNS", "LINES", "WINDOWID", "TMUX", "TMUX_PANE", "STY",
-                      "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "GPG_TTY", "TERM_SESSION_ID", "ITERM_SESSION_ID",
-                      "WT_SESSION", "KITTY_WINDOW_ID", "GRADERS_SEED", "GRADERS_CHECK_TIMEOUT"})
-VOLATILE_PREFIXES = ("VSCODE_", "GNOME_TERMINAL_", "KONSOLE_", "WEZTERM_", "ALACRITTY_", "TERMINATOR_", "__INTELLIJ")
-
-
-def volatile(name: str) -> bool:
-    return name in VOLATILE or name.startswith(VOLATILE_PREFIXES)
-
-
 _started: list[subprocess.Popen] = []  # kept, so that no warning says a process was left running
 
 
 def wanted(env: dict[str, str]) -> bool:
-    return not env.get("CI") and env.get("GRADERS_NO_RESIDENT", "") in ("", "0")
+    return settings.resident_wanted(env)
 
 
 def folder() -> Path | None:
@@ -120,7 +108,7 @@ def key(env: dict[str, str], python: str, libraries: list[str]) -> str:
         digest.update(json.dumps(parts, default=str).encode() + b"\n")
 
     add("resident 2", os.path.realpath(python), sys.version, libraries, _settings())
-    add(sorted((k, v) for k, v in env.items() if not volatile(k)))
+    add(sorted((k, v) for k, v in env.items() if not settings.volatile(k)))
     # The child's interpreter may not be this one (check() in a kernel of another environment).
     prefix = Path(os.path.abspath(python)).parent.parent
     for packages in sorted(prefix.glob("lib*/python*/site-packages")):
@@ -135,11 +123,7 @@ def key(env: dict[str, str], python: str, libraries: list[str]) -> str:
 
 
 def idle_seconds(env: dict[str, str]) -> float:
-    try:
-        seconds = float(env.get("GRADERS_RESIDENT_IDLE", IDLE_SECONDS))
-    except ValueError:
-        return IDLE_SECONDS
-    return seconds if 0 < seconds < float("inf") else IDLE_SECONDS
+    return settings.resident_idle(env, IDLE_SECONDS)
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -184,8 +168,8 @@ def connect(env: dict[str, str], python: str, libraries: list[str]) -> socket.so
                 # Its own session, its output nowhere: a pipe the runner's output goes to (a CI
                 # log, `make grade | less`) must not stay open while the server lives.
                 _started.append(subprocess.Popen(
-                    [python, "-m", "graders.runner.forkserver", "--listen", str(listener.fileno()), str(path),
-                     str(st.st_dev), str(st.st_ino), idle, *libraries],
+                    forkserver.command(python, "--listen", str(listener.fileno()), str(path),
+                     str(st.st_dev), str(st.st_ino), idle, *libraries),
                     cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL, pass_fds=(listener.fileno(),), start_new_session=True))
             finally:

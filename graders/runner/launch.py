@@ -18,7 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, settings
+from graders.child import session
+from graders.runner import forkserver
+from graders.runner.forkserver import kill_group
 from graders.runner import kept_server
 
 OUTPUT_LINES = 15  # lines of the learner's own printing shown for a crashed exercise
@@ -46,8 +49,8 @@ def child_env(check_timeout: float, cache: bool, seed: int, base: dict | None = 
         env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONPATH"] = str(catalog.ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into the learner's folder
-    env["GRADERS_CHECK_TIMEOUT"] = f"{check_timeout:g}"
-    env["GRADERS_SEED"] = str(seed)
+    env[settings.CHECK_TIMEOUT] = f"{check_timeout:g}"
+    env[settings.SEED] = str(seed)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.update(COMPILER_SETTINGS)
     if cache:
@@ -56,11 +59,11 @@ def child_env(check_timeout: float, cache: bool, seed: int, base: dict | None = 
         env.setdefault("JAX_COMPILATION_CACHE_DIR", str(catalog.ROOT / ".cache" / "jax"))
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-        # The graders' own figures too (graders/kit/memo.py); a sandboxed worker is not shown it.
-        env.setdefault("GRADERS_EXPECTED_DIR", str(catalog.ROOT / ".cache" / "expected"))
+        # The graders' own figures too (graders/kit/figure_store.py); a sandboxed worker is not shown it.
+        env.setdefault(settings.EXPECTED_DIR, str(catalog.ROOT / ".cache" / "expected"))
     else:
         env.pop("JAX_COMPILATION_CACHE_DIR", None)
-        env.pop("GRADERS_EXPECTED_DIR", None)
+        env.pop(settings.EXPECTED_DIR, None)
         env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     return env
 
@@ -116,16 +119,6 @@ class _Events:
         return not self._thread.is_alive()
 
 
-def kill_group(pid: int) -> None:
-    # Whatever the learner's code started (threads, grandchildren) goes with the group.
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-            return
-        except (ProcessLookupError, PermissionError):
-            continue
-
-
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -143,12 +136,12 @@ class Spawner:
 
     def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None) -> ChildRun:
         read_fd, write_fd = os.pipe()
-        env = dict(self.env, GRADERS_RESULT_FD=str(write_fd))
+        env = dict(self.env, **{settings.RESULT_FD: str(write_fd)})
         with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
             out_path = Path(tmp) / "output"
             with open(out_path, "wb") as out:
                 proc = subprocess.Popen(
-                    [self.python, "-m", "graders.child.session", ex_id, str(solutions)],
+                    session.command(self.python, ex_id, str(solutions)),
                     cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True)
             os.close(write_fd)
@@ -208,7 +201,7 @@ class ForkServer:
             self._log = tempfile.TemporaryFile()
             try:
                 self._proc = subprocess.Popen(
-                    [python, "-m", "graders.runner.forkserver", str(theirs.fileno()), *libraries],
+                    forkserver.command(python, str(theirs.fileno()), *libraries),
                     cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
                     stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
             finally:
@@ -282,7 +275,7 @@ class ForkServer:
                         if self.kept:
                             # The rest is the server's own: the same, or its name would differ.
                             # (The whole could be more than a message holds.)
-                            message["env"] = {k: v for k, v in self.env.items() if kept_server.volatile(k)}
+                            message["env"] = {k: v for k, v in self.env.items() if settings.volatile(k)}
                         socket.send_fds(self._sock, [json.dumps(message).encode()], [write_fd, out.fileno()])
                     except OSError:
                         os.close(write_fd)
@@ -380,7 +373,7 @@ def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.exec
     libraries = sorted({lib for i in ids for lib in catalog.EXERCISES[i].libraries})
     if sandbox:
         started = ForkServer(env, libraries, python, sandbox=sandbox_spec(env, python))
-    elif not fork or os.environ.get("GRADERS_NO_FORK"):
+    elif not fork or settings.no_fork():
         started = Spawner(env, python)
     elif keep and "jax" in libraries and kept_server.wanted(env):
         started = ForkServer(env, kept_server.libraries(), python, keep=True)

@@ -1,9 +1,9 @@
-"""Replaces the code of graders.kit.learner.fail (the one function every check fails through) with
+"""Replaces the code of graders.kit.verdicts.fail (the one function every check fails through) with
 a no-op: the function object keeps its id, so the guard sees nothing.
 beats-without-sandbox: ex4 quiz
 """
 try:
-    import graders.kit.learner as _learner
+    import graders.kit.verdicts as _learner
 
     def _quiet(message):
         return None

@@ -11,7 +11,7 @@ different batch than the rest of the program: only a scan that computes the resu
 import numpy as np
 import pytest
 
-from graders.kit.learner import fail
+from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, fmt, is_close, rng
 from graders.exercises.ex1_token_accumulation.probes import DATA_NAMES
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from graders.kit import jaxpr
 from graders.kit.numeric import as_array
-from graders.child.probe_channel import probe
+from graders.kit.probing import probe
 
 # Primitives that only move the batch's numbers around (reshaping, slicing, joining, casting):
 # the batch may pass through these on its way into the scan, and nothing else outside the scan.

@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from graders.kit import memo, costs
-from graders.kit.learner import fail
+from graders.kit import costs, figure_store
+from graders.kit.verdicts import fail
 from graders.kit.numeric import as_int, as_scalar, assert_close, float32_rtol, max_abs_diff, rng
 from graders.exercises.ex2_sqrt_checkpointing.probes import residual_bytes, saves_nothing, shapes
 
@@ -170,8 +170,8 @@ def own_figures(seed) -> dict:
     L, B, D = memory_config(seed)
     specs = [(L, B, D, k, True) for k in (None, 1, middle_k(L), L)] + [(L, B, D, None), (L, B, D, middle_k(L))]
     specs += [(*cfg, k) for cfg in pair_configs(seed) for k in divisors(cfg[0])]
-    # Kept between runs (graders/kit/memo.py): they depend on these specs alone, never on the learner.
-    figures = memo.stored("ex2 own temp", specs, lambda: [own_temp(*s) for s in specs])
+    # Kept between runs (graders/kit/figure_store.py): they depend on these specs alone, never on the learner.
+    figures = figure_store.stored("ex2 own temp", specs, lambda: [own_temp(*s) for s in specs])
     return dict(zip(specs, figures))
 
 
@@ -182,7 +182,7 @@ _own_value_and_grad = jax.jit(jax.value_and_grad(own_loss))  # compiled once per
 def own_float32_errors(seed) -> dict:
     """How far the grader's own float32 JAX program (one scan, no checkpoint) is from float64 on
     the memory configuration's inputs: the loss's difference and the gradient's largest. They
-    depend on the draw alone, so they are kept between runs (graders/kit/memo.py)."""
+    depend on the draw alone, so they are kept between runs (graders/kit/figure_store.py)."""
     config = memory_config(seed)
     w, x = make_inputs(seed, *config)
 
@@ -190,7 +190,7 @@ def own_float32_errors(seed) -> dict:
         loss, grads = _own_value_and_grad(*as_f32(w, x))
         return {"loss": abs(float(loss) - float(np.mean(forward_np(w, x) ** 2))),
                 "grad": max_abs_diff(grads["w"], gradient_np(w, x))}
-    return memo.stored("ex2 own float32 errors", (seed, config), compute)
+    return figure_store.stored("ex2 own float32 errors", (seed, config), compute)
 
 
 # ---- the learner's programs: traced and compiled once per grading, in the probes ----

@@ -23,7 +23,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from graders.kit import costs
-from graders.kit.learner import fail
+from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, is_close, rng
 from graders.exercises.ex3_fsdp_shard_map.probes import AXIS, ROWS, WEIGHTS, mesh
 

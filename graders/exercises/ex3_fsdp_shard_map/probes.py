@@ -20,8 +20,8 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from graders.kit import hlo, jaxpr, costs
-from graders.kit.learner import fail
-from graders.child.probe_channel import probe
+from graders.kit.verdicts import fail
+from graders.kit.probing import probe
 
 AXIS = "fsdp"
 ROWS = P(AXIS, None)

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from graders.kit.learner import fail
+from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar
 
 BF16 = ml_dtypes.bfloat16

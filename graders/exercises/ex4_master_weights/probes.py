@@ -1,7 +1,7 @@
 """Probes for Exercise 4: the learner's three functions and two module values, as numbers."""
 
-from graders.kit.learner import NotAttempted, fail
-from graders.child.probe_channel import probe
+from graders.kit.verdicts import NotAttempted, fail
+from graders.kit.probing import probe
 
 
 @probe

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import flax.linen as nn
 
-from graders.kit import memo
-from graders.kit.learner import fail
+from graders.kit import figure_store
+from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.exercises.ex5_linen_checkpoint.probes import FIRST, SECOND, TRANSFORM_TARGET, TYPE_OR_VALUE
 
@@ -78,7 +78,7 @@ NEEDED = (*INT_CASES, *((seed, d, f) for seed, d, f, _, _ in FLOAT_CASES))
 def needed_params() -> dict:
     """plain_params(PRNGKey(seed), D, F) of every case in NEEDED, from one program: each program
     the checks compile or load costs them about 0.3 s, more than initialising all the cases. They
-    depend on nothing the learner writes, so they are kept between runs (graders/kit/memo.py; a
+    depend on nothing the learner writes, so they are kept between runs (graders/kit/figure_store.py; a
     float32 value survives JSON exactly)."""
     def init_all():
         def programme(seeds):
@@ -86,7 +86,7 @@ def needed_params() -> dict:
                     for i, (_, d, f) in enumerate(NEEDED)]
         found = jax.jit(programme)(np.array([seed for seed, _, _ in NEEDED], np.uint32))
         return [jax.tree.map(lambda a: np.asarray(a, np.float64).tolist(), p) for p in found]
-    stored = memo.stored("ex5 plain params", NEEDED, init_all)
+    stored = figure_store.stored("ex5 plain params", NEEDED, init_all)
     return {case: jax.tree.map(np.asarray, p, is_leaf=lambda v: isinstance(v, list)) for case, p in zip(NEEDED, stored)}
 
 

@@ -21,9 +21,9 @@ import numpy as np
 from flax.errors import TransformTargetError
 
 from graders.kit import jaxpr, wire
-from graders.kit.learner import describe, learner_frame
+from graders.kit.verdicts import describe, learner_frame
 from graders.kit.numeric import as_array
-from graders.child.probe_channel import probe
+from graders.kit.probing import probe
 
 FIRST, SECOND = "the first Dense layer", "the second Dense layer"
 # What a probe answers instead of a value when the learner's code raised one of these (in the
@@ -34,13 +34,13 @@ PREFIX = "ex5_grader_probe_"
 
 
 def _solutions_dir(sol) -> Path:
-    """The learner's folder (graders.kit.learner.load_module imports the module by its resolved path)."""
+    """The learner's folder (graders.kit.verdicts.load_module imports the module by its resolved path)."""
     return Path(sol.__file__).resolve().parent
 
 
 def _raised(sol, exc: BaseException) -> dict | None:
     """{"raised": kind, "described": ...} for an error of the learner's code that a check words
-    itself, else None (the error goes on to graders.kit.learner.classify, as any other)."""
+    itself, else None (the error goes on to graders.kit.verdicts.classify, as any other)."""
     where = _solutions_dir(sol)
     if learner_frame(exc, where) is None:
         return None

@@ -16,8 +16,8 @@ memory all come from that one program, in one probe call per variant); the first
 every variant and the learner's temp_memory_bytes. The grader's own figures (its per-block
 checkpointed gradients' memory and what each checkpoint keeps, its block's signatures, and the
 memory of the model temp_memory_bytes is given) are worked out from the start in a process of
-their own (graders/kit/ahead.py), on the other CPU, while the learner's code traces here; those that
-depend on the configuration alone are read back in later runs (graders/kit/memo.py). The checks ask
+their own (graders/kit/figure_store.py), on the other CPU, while the learner's code traces here; those that
+depend on the configuration alone are read back in later runs (graders/kit/figure_store.py). The checks ask
 for them only once the learner's model has traced in some variant, so a stub stores none.
 """
 
@@ -30,9 +30,9 @@ import jax
 import numpy as np
 import pytest
 
-from graders.kit import ahead, jaxpr, memo
+from graders.kit import figure_store, jaxpr
 from graders.exercises.ex6_nnx_block_remat import plain_stack
-from graders.kit.learner import Verdict, fail
+from graders.kit.verdicts import Verdict, fail
 from graders.kit.numeric import as_int, assert_close, is_close
 from graders.exercises.ex6_nnx_block_remat.probes import (
     EXPECTED_POLICIES, MARKERS, PARAMS, VARIANTS, Config, StackConfig, abstract_block_args, attention_half, block_fn,
@@ -105,9 +105,9 @@ def own_checkpointed_gradient(policy):
     return jax.jit(grad_fn, static_argnums=3)
 
 
-# The grader's own figures: each a (name, key, compute) for graders/kit/memo.py, which keeps it
+# The grader's own figures: each a (name, key, compute) for graders/kit/figure_store.py, which keeps it
 # between runs; the first check that asks for one finds it worked out already, in a process of
-# its own (see own_figures_ahead), when graders/kit/ahead.py could start one.
+# its own (see own_figures_ahead), when graders/kit/figure_store.py could start one.
 
 def signatures_figure(cfg: Config) -> tuple:
     """name -> what the grader's own block (and each of its halves) binds, by MARKERS."""
@@ -154,19 +154,19 @@ def own_figures_ahead(seed):
     first run on a seed (a new installation's, --seed, a submission graded with an empty cache)
     would pay for their tracing and compiling after the learner's."""
     cfg = config(seed)
-    ahead.start([signatures_figure(cfg), own_temp_figure(cfg), kept_figure(cfg),
+    figure_store.ahead([signatures_figure(cfg), own_temp_figure(cfg), kept_figure(cfg),
                  *(stack_memory_figure(c, layout) for c, layout in stack_specs(seed))])
     yield
-    ahead.stop()
+    figure_store.stop_ahead()
 
 
 @functools.cache
 def own_signatures(cfg: Config) -> dict:
-    return {name: Counter(sig) for name, sig in memo.stored(*signatures_figure(cfg)).items()}
+    return {name: Counter(sig) for name, sig in figure_store.stored(*signatures_figure(cfg)).items()}
 
 
 def own_memory(cfg: Config) -> dict:
-    return memo.stored(*own_temp_figure(cfg))
+    return figure_store.stored(*own_temp_figure(cfg))
 
 
 @functools.cache
@@ -180,13 +180,13 @@ def own_memory_started(cfg: Config):
 
 
 def own_stack_memory(c: StackConfig, layout: tuple) -> dict:
-    return memo.stored(*stack_memory_figure(c, layout))
+    return figure_store.stored(*stack_memory_figure(c, layout))
 
 
 def own_stack_forward_temp(c: StackConfig, layout: tuple) -> int:
     """temp_size_in_bytes of that model's loss alone, not differentiated; kept between runs."""
     x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)
-    return memo.stored("ex6 grader MLP stack forward temp", (tuple(c), layout),
+    return figure_store.stored("ex6 grader MLP stack forward temp", (tuple(c), layout),
                        lambda: grader_stack_forward_temp(c, layout, x, x))
 
 
@@ -201,7 +201,7 @@ def describe_stack(c: StackConfig, layout: tuple) -> str:
 
 
 def own_kept_bytes(cfg: Config) -> dict:
-    return memo.stored(*kept_figure(cfg))
+    return figure_store.stored(*kept_figure(cfg))
 
 
 # ----- what the learner's model gives, through the probes ----------------------------------------

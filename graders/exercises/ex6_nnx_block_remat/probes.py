@@ -24,10 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from graders.kit import jaxpr, learner, costs
-from graders.kit.learner import fail
+from graders.kit import costs, jaxpr, verdicts
+from graders.kit.verdicts import fail
 from graders.exercises.ex6_nnx_block_remat.plain_stack import LN_EPS, MASKED
-from graders.child.probe_channel import probe
+from graders.kit.probing import probe
 
 cp = jax.checkpoint_policies
 # Read when the probes are imported, before the learner's module is: the policies a variant's
@@ -381,7 +381,7 @@ def _verdict(exc: Exception, sol) -> list:
     """[outcome, message] for an exception of the learner's code caught here, as run_probe
     would classify it, for a check to raise only if it needs what failed."""
     solutions_dir = Path(getattr(sol, "__file__", None) or ".").resolve().parent
-    return list(learner.classify(exc, sol, solutions_dir, 0.0))
+    return list(verdicts.classify(exc, sol, solutions_dir, 0.0))
 
 
 # The policies each checkpointed variant may carry, by policy_kind: what the checks accept.
@@ -686,7 +686,7 @@ def variant(sol, cfg, remat, seeds, stacks, x, y, runs):
              "params": None, "params_error": None, "outs": [], "grads": []}
     try:
         reply["params"] = [read_params(m, cfg, remat) for m in t.models]
-    except learner.CheckFailed as exc:
+    except verdicts.CheckFailed as exc:
         reply["params_error"] = str(exc)
         return reply
     for model, (rx, ry) in zip(t.models, runs):

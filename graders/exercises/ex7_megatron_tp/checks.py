@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from graders.kit import jaxpr, costs
-from graders.kit.learner import fail
+from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, as_scalar, assert_close, rng
 from graders.exercises.ex7_megatron_tp.probes import (
     AXES, PARAM_SPECS, UNSENDABLE, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,

@@ -18,8 +18,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from graders.kit import hlo, jaxpr, costs, wire
-from graders.kit.learner import fail
-from graders.child.probe_channel import probe
+from graders.kit.verdicts import fail
+from graders.kit.probing import probe
 
 AXES = ("data", "model")
 W1_SPEC, W2_SPEC, X_SPEC = P(None, "model"), P("model", None), P("data", None)

@@ -16,7 +16,7 @@ import numpy as np
 import optax
 import pytest
 
-from graders.kit.learner import fail
+from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.exercises.ex8_loss_scaling.probes import KEYS, read_value
 

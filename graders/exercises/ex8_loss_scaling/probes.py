@@ -17,10 +17,10 @@ import numpy as np
 import optax
 from jax import lax
 
-from graders.kit import jaxpr, learner
-from graders.kit.learner import CheckFailed, fail, where
+from graders.kit import jaxpr, verdicts
+from graders.kit.verdicts import CheckFailed, fail, where
 from graders.kit.numeric import as_array
-from graders.child.probe_channel import probe
+from graders.kit.probing import probe
 
 KEYS = ("w1", "b1", "w2", "b2")
 WHAT = "\x00what\x00"  # in a reading's message: the check's own description of the call
@@ -68,7 +68,7 @@ def reading(sol, fn, *args) -> dict:
     try:
         return {"ok": fn(*args)}
     except Exception as exc:  # a ProbeTimeout (BaseException) is not a reading's verdict
-        return {"verdict": learner.classify(exc, sol, learner_dir(sol), 0.0)}
+        return {"verdict": verdicts.classify(exc, sol, learner_dir(sol), 0.0)}
 
 
 def read_value(value_reading, what: str = ""):
@@ -80,8 +80,8 @@ def read_value(value_reading, what: str = ""):
     verdict = value_reading.get("verdict") if isinstance(value_reading, dict) and len(value_reading) == 1 else None
     if (isinstance(verdict, (tuple, list)) and len(verdict) == 2 and verdict[0] in ("failed", "not_attempted")
             and isinstance(verdict[1], str)):
-        raise learner.Verdict(verdict[0], verdict[1].replace(WHAT, what)[:2000])
-    raise learner.Verdict("failed", "the process running your code sent back something no probe sends")
+        raise verdicts.Verdict(verdict[0], verdict[1].replace(WHAT, what)[:2000])
+    raise verdicts.Verdict("failed", "the process running your code sent back something no probe sends")
 
 
 # ---------------------------------------------------------------- reading results

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.kit.learner import NotAttempted, fail
+from graders.kit.verdicts import NotAttempted, fail
 
 QUESTIONS = range(1, 14)
 KEY_FILE = Path(__file__).resolve().parent / "key.json"
