@@ -114,3 +114,20 @@ def test_the_bench_edit_puts_a_times_one_into_the_reference_once_per_anchor(ex_i
         changed = catalog.edited(ex_id, text, times)
         ast.parse(changed)
         assert changed.count(" * 1.0") - text.count(" * 1.0") == times * len(edit)
+
+
+def test_the_learners_readme_is_short_and_names_no_file_their_copy_lacks():
+    # The students' copy (make release) has no tests/ or reference/: its README must not send a
+    # learner there, and the learner's part stays short enough to read first.
+    from graders.course.bundle import student_readme
+
+    student = student_readme((ROOT / "README.md").read_text())
+    assert len(student.splitlines()) <= 260, len(student.splitlines())
+    for missing in ("tests/", "reference/"):
+        assert missing not in student, f"the students' README names {missing}, which their copy lacks"
+
+
+def test_the_instructors_part_is_short():
+    text = (ROOT / "README.md").read_text()
+    part = text[text.index("## For instructors"):text.index("## For maintainers")]
+    assert len(part.splitlines()) <= 125, len(part.splitlines())

@@ -326,8 +326,8 @@ def test_check_in_a_notebook_keeps_a_server_for_the_next_call(own_folder, monkey
 
 def test_the_readme_says_how_long_a_kept_server_waits():
     minutes = kept_server.IDLE_SECONDS / 60
-    text = (ROOT / "README.md").read_text()
-    assert text.count(f"{minutes:g} minutes without a run") == 2, "Performance and Troubleshooting"
+    for doc in ("README.md", "graders/PERFORMANCE.md"):  # Troubleshooting, and the maintainers' notes
+        assert f"{minutes:g} minutes without a run" in (ROOT / doc).read_text(), doc
 
 
 def test_a_run_whose_kept_server_dies_grades_on_a_server_of_its_own(own_folder):
