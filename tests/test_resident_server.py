@@ -154,6 +154,9 @@ def test_kernels_and_editor_windows_share_the_name():
         resident.key(env, sys.executable, ["jax"])}
 
 
+# About 10 s (two processes and a server): a course test. make test has the name test above, and
+# two runs with different such variables sharing a server in the_child_sees_the_runners_current_environment.
+@pytest.mark.course
 def test_two_notebook_kernels_share_one_kept_server(own_folder):
     """Two kernels of one user (processes whose Jupyter, IDE and session variables differ) grade
     with check() from one kept server."""
