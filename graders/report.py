@@ -148,6 +148,7 @@ _STYLE = {
     "name": f"{_CELL};{_MONO};{_AT_SPACES}",
     "check": f"{_CELL};{_MONO};{_AT_SPACES};width:34%",
     "number": f"{_CELL};white-space:nowrap !important",
+    "mark": f"{_CELL};white-space:nowrap !important;font-weight:bold",
     "total": f"{_CELL};font-weight:bold;white-space:nowrap !important;border-top:1px solid rgba(128,128,128,0.5)",
     # What a check says, and why an exercise could not be graded: wrapped at spaces to the width
     # there is; a word longer than a whole line is the only one broken (overflow-wrap: break-word).
@@ -159,7 +160,7 @@ _STYLE = {
             "overflow-wrap:normal !important;margin:4px 0 8px 0;padding:0;border:none;background:transparent;"
             "font-size:100%;line-height:1.35;overflow-x:auto",
 }
-_COLOUR = {"passed": "#2da44e", "failed": "#d1242f"}  # readable on a light and on a dark theme
+_COLOUR = {"passed": "#2da44e", "failed": "#e5534b"}  # readable on a light and on a dark theme
 OUTCOME = {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "not_run": "not run"}
 
 
@@ -189,7 +190,7 @@ def _checks_table(r: ExerciseResult) -> str:
     rows = [_row([_tag("th", "th", h) for h in ("result", "check", "points", "message")])]
     previous = None
     for c in r.checks:
-        mark = _tag("td", "number", MARK[c.outcome], colour=_COLOUR.get(c.outcome), title=OUTCOME[c.outcome])
+        mark = _tag("td", "mark", MARK[c.outcome], colour=_COLOUR.get(c.outcome), title=OUTCOME[c.outcome])
         if c.outcome == "passed":
             # what it verified, when the check says nothing of its own
             said = c.message or c.doc or "passed"
