@@ -18,14 +18,34 @@ SKIP_WARMUP = "GRADERS_SKIP_WARMUP"  # the autograder's setup.sh: skip grading t
 
 DEFAULT_CHECK_TIMEOUT = 120.0
 
-# Set by a shell, make or a terminal for each command or window, or read by the grading child
-# alone: nothing a fork server imports reads them, so they are left out of a kept server's name
-# (graders/runner/kept_server.py) and each run's child is given the runner's own.
-VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES",
-                      "MAKE_TERMOUT", "MAKE_TERMERR", "COLUMNS", "LINES", "WINDOWID", "TMUX", "TMUX_PANE", "STY",
-                      "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "GPG_TTY", "TERM_SESSION_ID", "ITERM_SESSION_ID",
-                      "WT_SESSION", "KITTY_WINDOW_ID", SEED, CHECK_TIMEOUT})
-VOLATILE_PREFIXES = ("VSCODE_", "GNOME_TERMINAL_", "KONSOLE_", "WEZTERM_", "ALACRITTY_", "TERMINATOR_", "__INTELLIJ")
+# Set by a shell, make or a terminal for each command or window; by a notebook server, an IDE or a
+# login for each process or session it starts (a kernel is one); or read by the grading child
+# alone (child/session.py). Nothing a server imports reads them, and the child is given the runner's.
+# Left in the name, each Jupyter kernel (JPY_PARENT_PID: the server's pid) or editor window
+# would start a server of its own, about 200 MB each, until its idle limit.
+VOLATILE = frozenset({
+    # shells, make, terminals, multiplexers, remote logins
+    "_", "OLDPWD", "PWD", "SHLVL", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT",
+    "MAKE_TERMERR", "COLUMNS", "LINES", "WINDOWID", "TMUX", "TMUX_PANE", "STY", "SSH_CLIENT", "SSH_CONNECTION",
+    "SSH_TTY", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_TTY", "TERM_SESSION_ID", "ITERM_SESSION_ID", "WT_SESSION",
+    "KITTY_WINDOW_ID", "KITTY_PID", "SECURITYSESSIONID",
+    # a desktop or systemd session, and the unit a server was started in
+    "XDG_SESSION_ID", "XDG_ACTIVATION_TOKEN", "DESKTOP_STARTUP_ID", "DBUS_SESSION_BUS_ADDRESS", "SESSION_MANAGER",
+    "INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID", "MANAGERPID",
+    # Jupyter: jupyter_client gives each kernel JPY_PARENT_PID (and on Windows JPY_INTERRUPT_EVENT,
+    # IPY_INTERRUPT_EVENT), jupyter_server its notebook's path in JPY_SESSION_NAME, and a terminal
+    # the server's root and URL; Enterprise Gateway and kernel provisioners set KERNEL_ID.
+    "IPY_INTERRUPT_EVENT", "KERNEL_ID", "JUPYTER_SERVER_ROOT", "JUPYTER_SERVER_URL",
+    # JetBrains IDEs: where the IDE was started
+    "IDEA_INITIAL_DIRECTORY",
+    # the grading child's own settings
+    SEED, CHECK_TIMEOUT})
+# JPY_*: Jupyter's per-kernel variables above and JupyterHub's JPY_API_TOKEN; JUPYTERHUB_*: a
+# spawn's token and URLs; VSCODE_*: VS Code's pid, IPC sockets (VSCODE_IPC_HOOK*, VSCODE_GIT_IPC_HANDLE)
+# and its Jupyter extension's; PYCHARM_*, _INTELLIJ*, __INTELLIJ*, JEDITERM_*: a JetBrains IDE's
+# display port, plots console and terminal; the rest, terminals' windows and panes.
+VOLATILE_PREFIXES = ("JPY_", "JUPYTERHUB_", "VSCODE_", "PYCHARM_", "_INTELLIJ", "__INTELLIJ", "JEDITERM_",
+                     "GNOME_TERMINAL_", "KONSOLE_", "WEZTERM_", "ALACRITTY_", "TERMINATOR_")
 
 
 def volatile(name: str) -> bool:

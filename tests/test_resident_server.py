@@ -136,6 +136,45 @@ def test_the_name_changes_with_what_the_server_has_read_and_only_with_that(monke
     assert kept_server.key(env, sys.executable, ["jax"]) == replaced
 
 
+# What a notebook server, an IDE or a login sets for each kernel, window or session it starts
+# (values as each sets them).
+PER_PROCESS = [
+    {"JPY_PARENT_PID": "4242", "JPY_SESSION_NAME": "/home/u/course/ex1.ipynb", "KERNEL_ID": "0b7c-11",
+     "JUPYTER_SERVER_URL": "http://localhost:8888/", "JUPYTERHUB_API_TOKEN": "a1", "JPY_API_TOKEN": "a1",
+     "VSCODE_PID": "900", "VSCODE_IPC_HOOK_CLI": "/run/user/0/vscode-ipc-1.sock", "PYCHARM_DISPLAY_PORT": "63342",
+     "SSH_AUTH_SOCK": "/tmp/ssh-XX/agent.1", "XDG_SESSION_ID": "3", "INVOCATION_ID": "c0ffee"},
+    {"JPY_PARENT_PID": "5151", "JPY_SESSION_NAME": "/home/u/other/ex2.ipynb", "KERNEL_ID": "9d2e-77",
+     "JUPYTER_SERVER_URL": "http://localhost:8889/", "JUPYTERHUB_API_TOKEN": "b2", "JPY_API_TOKEN": "b2",
+     "VSCODE_PID": "901", "VSCODE_IPC_HOOK_CLI": "/run/user/0/vscode-ipc-2.sock", "PYCHARM_DISPLAY_PORT": "63343",
+     "SSH_AUTH_SOCK": "/tmp/ssh-YY/agent.2", "XDG_SESSION_ID": "4", "INVOCATION_ID": "beef"},
+]
+
+
+def test_kernels_and_editor_windows_share_the_name():
+    env = _env()
+    assert {kept_server.key(dict(env, **extra), sys.executable, ["jax"]) for extra in PER_PROCESS} == {
+        kept_server.key(env, sys.executable, ["jax"])}
+
+
+# About 10 s (two processes and a server): a course test. make test has the name test above, and
+# two runs with different such variables sharing a server in the_child_sees_the_runners_current_environment.
+@pytest.mark.course
+def test_two_notebook_kernels_share_one_kept_server(own_folder):
+    """Two kernels of one user (processes whose Jupyter, IDE and session variables differ) grade
+    with check() from one kept server."""
+    program = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from graders import check; "
+               f"r = check('ex1', solutions={str(ROOT / 'reference')!r}, display=False); print(r.score, r.max_score)")
+    base = {k: v for k, v in os.environ.items() if k not in ("GRADERS_NO_RESIDENT", "CI")}
+    for extra in PER_PROCESS:
+        proc = subprocess.run([sys.executable, "-c", program], cwd=tempfile.gettempdir(), capture_output=True,
+                              text=True, timeout=300, env=dict(base, TMPDIR=tempfile.gettempdir(), **extra))
+        assert proc.returncode == 0, proc.stderr
+        score, most = proc.stdout.split()
+        assert score == most
+    assert len(list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))) == 1
+    assert len(_servers_in(tempfile.gettempdir())) == 1
+
+
 def test_the_name_changes_with_the_settings_a_child_inherits():
     import resource
 
@@ -176,14 +215,14 @@ def test_another_environment_gets_a_server_of_its_own(own_folder):
 
 
 def test_the_child_sees_the_runners_current_environment(own_folder, tmp_path):
-    """OLDPWD is set by the shell, the seed and the time limit of a check are read by the
-    grading child alone: runs that differ only there share a server, and each child sees its
-    runner's values."""
+    """OLDPWD is set by the shell, JPY_PARENT_PID by Jupyter for each kernel, the seed and the
+    time limit of a check are read by the grading child alone: runs that differ only there share
+    a server, and each child sees its runner's values."""
     (tmp_path / "ex1_token_accumulation.py").write_text(
-        "import os\nSEEN = [os.environ.get(k) for k in ('OLDPWD', 'GRADERS_SEED', 'GRADERS_CHECK_TIMEOUT')]\n")
+        "import os\nSEEN = [os.environ.get(k) for k in ('OLDPWD', 'GRADERS_SEED', 'GRADERS_CHECK_TIMEOUT', 'JPY_PARENT_PID')]\n")
     servers = []
-    for seed, oldpwd, timeout in ((11, "/first", 30.0), (12, "/second", 40.0)):
-        env = grading.Options(seed=seed, timeout=timeout).env(dict(_env(), OLDPWD=oldpwd))
+    for seed, oldpwd, timeout, kernel in ((11, "/first", 30.0, PER_PROCESS[0]), (12, "/second", 40.0, PER_PROCESS[1])):
+        env = grading.Options(seed=seed, timeout=timeout).env(dict(_env(), OLDPWD=oldpwd, **kernel))
         launcher = _launcher(env, own_folder)
         try:
             run = launcher.run("ex1", tmp_path, 60, extra={"extract": ["SEEN"]})
@@ -191,7 +230,7 @@ def test_the_child_sees_the_runners_current_environment(own_folder, tmp_path):
             launcher.close()
         servers.append(launcher.server_pid)
         data = next(e for e in run.events if e.get("event") == "data")
-        assert session.unplain(data["values"]["SEEN"]) == [oldpwd, str(seed), f"{timeout:g}"]
+        assert session.unplain(data["values"]["SEEN"]) == [oldpwd, str(seed), f"{timeout:g}", kernel["JPY_PARENT_PID"]]
     assert servers[0] == servers[1]
 
 

@@ -26,7 +26,8 @@ class CheckOutcome:
 
 
 class Result:
-    """What check() returns: score, max_score, status, and every check's outcome and message."""
+    """What check() returns: score, max_score, status, and every check's outcome and message.
+    In a notebook, `result` alone as a cell's last line shows its report again."""
 
     def __init__(self, results: list[grading.ExerciseResult], text: str, html: str):
         self.exercises = results
@@ -39,6 +40,14 @@ class Result:
                        for r in results for c in r.checks]
         self.report = text
         self.html = html
+        self._shown_in: int | None = None  # the notebook cell check() showed the report in
+
+    def _repr_html_(self) -> str | None:
+        # `check("ex1")` as a cell's last line has shown the report already: the cell's result
+        # is then the one-line repr, not the same table twice.
+        if self._shown_in is not None and self._shown_in == _cell():
+            return None
+        return self.html
 
     def __repr__(self) -> str:
         ids = " ".join(r.ex_id for r in self.exercises)
@@ -55,12 +64,18 @@ def _python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
+def _shell():
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
+
+
 def _in_notebook() -> bool:
-    shell = sys.modules.get("IPython")
-    if shell is None:
-        return False
-    ip = shell.get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
+    return getattr(_shell(), "kernel", None) is not None
+
+
+def _cell() -> int | None:
+    """Which cell the notebook is running (IPython counts them; the count moves on after each)."""
+    return getattr(_shell(), "execution_count", None)
 
 
 def check(exercise: str | list[str], solutions: str | os.PathLike = "exercises", *,
@@ -79,14 +94,16 @@ def check(exercise: str | list[str], solutions: str | os.PathLike = "exercises",
                               force_cpu=True, python=_python(), jobs=min(len(ids), os.cpu_count() or 1),
                               keep_server=True)
     results = grading.grade_many(ids, folder.resolve(), options)
+    call = report.repeat_call(ids, options.seed, None if str(solutions) == "exercises" else str(solutions))
     result = Result(results, report.format_report(results, folder, options.seed, verbose=True),
-                    report.html_report(results))
+                    report.html_report(results, options.seed, call))
     if display:
         if _in_notebook():
             from IPython.display import HTML
             from IPython.display import display as show
 
             show(HTML(result.html))
+            result._shown_in = _cell()
         else:
             print(result.report)
     return result

@@ -2,6 +2,7 @@
 Gradescope's results.json. Nothing here grades; everything here reads `grading` results."""
 
 import html
+import json
 from pathlib import Path
 
 from graders import catalog
@@ -123,27 +124,114 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
 
 # ---------------------------------------------------------------- HTML (notebooks)
 
-_STYLE = ("<style>.graders td,.graders th{text-align:left;padding:2px 8px;vertical-align:top}"
-          ".graders .ok{color:#1a7f37}.graders .no{color:#cf222e}.graders pre{margin:0;white-space:pre-wrap}</style>")
+# Every element carries its whole style inline. A notebook's own stylesheet reaches into its
+# outputs (JupyterLab: `.jp-RenderedHTMLCommon td {text-align: right}`, `.jp-OutputArea-output pre
+# {word-break: break-all}`; nbconvert's lab template: `pre {font-family: inherit}`), and a rule of
+# ours in a <style> loses to a more specific one, while JupyterLab drops <style> from an untrusted
+# notebook's outputs altogether. An inline declaration beats any selector, and with !important
+# also a host's !important rule; every value here is one JupyterLab's sanitizer keeps.
+_MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono','Liberation Mono',monospace !important"
+_CELL = "text-align:left !important;vertical-align:top !important;padding:2px 10px 2px 0;border:none"
+_AT_SPACES = "white-space:normal !important;word-break:normal !important;overflow-wrap:normal !important"
+_TABLE = "border-collapse:collapse;border:none;margin:4px 0 10px 0 !important;table-layout:auto !important"
+_STYLE = {
+    "report": "text-align:left !important",
+    "p": "text-align:left !important;margin:6px 0",
+    "code": f"{_MONO};white-space:pre-wrap !important;word-break:normal !important;overflow-wrap:break-word !important;"
+            "background:transparent;padding:0",
+    "table": f"{_TABLE};width:auto",
+    # A table of checks spans the output, and a check's name has about a third of it: the message
+    # column does not squeeze the names when there is room, nor they it in a narrow notebook.
+    "checks": f"{_TABLE};width:100%",
+    "th": f"{_CELL};font-weight:bold;white-space:nowrap !important;border-bottom:1px solid rgba(128,128,128,0.5)",
+    "td": f"{_CELL};{_AT_SPACES}",
+    "name": f"{_CELL};{_MONO};{_AT_SPACES}",
+    "check": f"{_CELL};{_MONO};{_AT_SPACES};width:34%",
+    "number": f"{_CELL};white-space:nowrap !important",
+    "mark": f"{_CELL};white-space:nowrap !important;font-weight:bold",
+    "total": f"{_CELL};font-weight:bold;white-space:nowrap !important;border-top:1px solid rgba(128,128,128,0.5)",
+    # What a check says, and why an exercise could not be graded: wrapped at spaces to the width
+    # there is; a word longer than a whole line is the only one broken (overflow-wrap: break-word).
+    "message": f"{_MONO};text-align:left !important;white-space:pre-wrap !important;word-break:normal !important;"
+               "overflow-wrap:break-word !important;margin:0;padding:0;border:none;background:transparent;"
+               "font-size:100%;line-height:1.35;overflow:visible",
+    # Notes (ex2's bar chart) and the learner's output keep their columns: never wrapped, scrolled.
+    "note": f"{_MONO};text-align:left !important;white-space:pre !important;word-break:normal !important;"
+            "overflow-wrap:normal !important;margin:4px 0 8px 0;padding:0;border:none;background:transparent;"
+            "font-size:100%;line-height:1.35;overflow-x:auto",
+}
+_COLOUR = {"passed": "#2da44e", "failed": "#e5534b"}  # readable on a light and on a dark theme
+OUTCOME = {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "not_run": "not run"}
 
 
-def html_report(results: list[ExerciseResult]) -> str:
-    parts = [_STYLE, "<div class='graders'>"]
+def _tag(name: str, style: str, text: str, raw: bool = False, colour: str | None = None, **attrs: str) -> str:
+    """<name style=...>text</name>: `text` escaped unless `raw` (then it is markup made here)."""
+    css = (f"color:{colour};" if colour else "") + _STYLE[style]
+    extra = "".join(f' {k.rstrip("_")}="{html.escape(v)}"' for k, v in attrs.items())
+    return f'<{name} style="{css}"{extra}>{text if raw else html.escape(text)}</{name}>'
+
+
+def _code(text: str) -> str:
+    return _tag("code", "code", text)
+
+
+def _row(cells: list[str]) -> str:
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def repeat_call(ids: list[str], seed: int, solutions: str | None = None) -> str:
+    """The `check(...)` call that grades these exercises again with the same drawn configurations."""
+    what = json.dumps(ids[0]) if len(ids) == 1 else "[" + ", ".join(map(json.dumps, ids)) + "]"
+    where = f", solutions={json.dumps(solutions)}" if solutions is not None else ""
+    return f"check({what}{where}, seed={seed})"
+
+
+def _checks_table(r: ExerciseResult) -> str:
+    rows = [_row([_tag("th", "th", h) for h in ("result", "check", "points", "message")])]
+    previous = None
+    for c in r.checks:
+        mark = _tag("td", "mark", MARK[c.outcome], colour=_COLOUR.get(c.outcome), title=OUTCOME[c.outcome])
+        if c.outcome == "passed":
+            # what it verified, when the check says nothing of its own
+            said = c.message or c.doc or "passed"
+        elif c.outcome == "failed" and c.message == previous:
+            said = "(the same as above)"  # one error met by every check is shown once
+        else:
+            said = c.message or OUTCOME[c.outcome]
+        if c.outcome == "failed":
+            previous = c.message
+        # A check's name may break after an underscore (<wbr>), so that a narrow notebook keeps
+        # room for the message; nothing else in the report breaks inside a word.
+        name = html.escape(c.name).replace("_", "_<wbr>")
+        rows.append(_row([mark, _tag("td", "check", name, raw=True), _tag("td", "number", f"{c.score}/{c.points}"),
+                          _tag("td", "td", _tag("pre", "message", said), raw=True)]))
+    return _tag("table", "checks", "".join(rows), raw=True)
+
+
+def html_report(results: list[ExerciseResult], seed: int, call: str) -> str:
+    """The report as a notebook shows it: how to repeat the run, a table of the exercises with the
+    total, then each exercise's checks. `call` is the check(...) call that repeats this run."""
+    parts = [_tag("p", "p", f"Seed {seed}: {_code(call)} repeats this run.", raw=True)]
+    rows = [_row([_tag("th", "th", h) for h in ("id", "exercise", "status", "time", "points")])]
     for r in results:
-        parts.append(f"<p><b>{html.escape(r.ex_id)}</b> ({html.escape(r.module)}): "
-                     f"{html.escape(r.status)}, <b>{r.score}/{r.max_score}</b></p>")
+        rows.append(_row([_tag("td", "name", r.ex_id), _tag("td", "td", catalog.title(r.ex_id)),
+                          _tag("td", "td", r.status), _tag("td", "number", f"{r.seconds:.1f} s"),
+                          _tag("td", "number", f"{r.score}/{r.max_score}")]))
+    total, most = sum(r.score for r in results), sum(r.max_score for r in results)
+    rows.append(_row([_tag("td", "total", "total", colspan="4"), _tag("td", "total", f"{total}/{most}")]))
+    parts.append(_tag("table", "table", "".join(rows), raw=True))
+    for r in results:
+        parts.append(_tag("p", "p", f"<b>{html.escape(r.ex_id)}</b> ({_code(r.module)}): "
+                                    f"{html.escape(r.status)}, <b>{r.score}/{r.max_score}</b>", raw=True))
         if r.status in ("error", "timed out"):
-            parts.append(f"<pre>{html.escape(r.reason)}</pre>")
+            parts.append(_tag("pre", "message", r.reason))
             if r.output:
-                parts.append(f"<p>output from your code:</p><pre>{html.escape(r.output)}</pre>")
-            continue
-        parts.append("<table><tr><th></th><th>check</th><th>points</th><th>message</th></tr>")
-        for c in r.checks:
-            cls = "ok" if c.outcome == "passed" else "no"
-            parts.append(f"<tr><td class='{cls}'>{MARK[c.outcome]}</td><td>{html.escape(c.name)}</td>"
-                         f"<td>{c.score}/{c.points}</td><td><pre>{html.escape(c.message)}</pre></td></tr>")
-        parts.append("</table>")
-        for n in r.notes:
-            parts.append(f"<pre>{html.escape(n)}</pre>")
-    parts.append("</div>")
-    return "".join(parts)
+                parts.append(_tag("p", "p", "output from your code:") + _tag("pre", "note", r.output))
+        else:
+            parts.append(_checks_table(r))
+        parts += [_tag("pre", "note", n) for n in r.notes]
+    untouched = [r.module for r in results if r.status == "not attempted"]
+    if untouched:
+        parts.append(_tag("p", "p", f"Not attempted yet (the stubs are unchanged): {', '.join(untouched)}. "
+                                    "Fill them in (each docstring says what to write) and check again."))
+    return _tag("div", "report", "".join(parts), raw=True, class_="graders-report")
