@@ -4,13 +4,16 @@ The checks never call the learner's code: graders/probes/ex3_fsdp_shard_map.py d
 inputs drawn here, and hands back plain data (losses, gradients, summaries of the traced and
 compiled programs). Expected values come from a float64 NumPy forward pass and its analytic
 gradient; the FLOP budget comes from the grader's own single-device JAX program. The learner's
-function runs on meshes of 8, 4 and 2 of the child's 8 CPU devices.
+function runs on meshes of 8, 4 and 2 of the child's 8 CPU devices, each at sizes of its own drawn
+from the grading seed.
 
-Technique checks read the traced loss as dataflow (graders.jaxpr.dataflow, in the probe): the loss
-must be the shard_map's own output, so a shard_map whose result is discarded, scaled by zero or
-averaged outside earns nothing; and the program is re-run with other weights entering the
+Technique checks read the traced loss as dataflow (graders.jaxpr.dataflow, in the probe, followed
+into every jit, checkpoint and custom_vjp/custom_jvp of the shard_map's body): the loss must be the
+shard_map's own output, so a shard_map whose result is discarded, scaled by zero or averaged outside
+earns nothing; how the local losses are averaged is measured, not read (a pmean and a psum of
+scaled losses are the same average); and the program is re-run with other weights entering the
 shard_map sharded, so weights used from another copy are seen by what they compute, not by their
-spelling.
+spelling. The compiled gradient's collectives are judged by the elements they move.
 """
 
 import functools
