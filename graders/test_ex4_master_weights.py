@@ -63,12 +63,13 @@ def round_bits(x, mode: str = "even") -> float:
 
 
 def bf16_steps(w0, lr, grad, steps) -> list[float]:
-    """Scheme (a) simulated. The update may be formed in fp32 or first rounded to bf16 (as JAX
-    does for a bf16 array minus a Python float); each way is a correct bf16-stored parameter,
-    so every one of them is accepted."""
+    """Scheme (a) simulated. The update may be formed in fp32 (from the exact product, or as
+    float32(lr) * float32(grad)) or first rounded to bf16 (as JAX does for a bf16 array minus a
+    Python float); each way is a correct bf16-stored parameter, so every one of them is accepted."""
     results = []
     for update in (np.float32(lr * grad), np.float32(BF16(lr * grad)),
-                   np.float32(BF16(np.float32(BF16(lr)) * np.float32(BF16(grad))))):
+                   np.float32(BF16(np.float32(BF16(lr)) * np.float32(BF16(grad)))),
+                   np.float32(np.float32(lr) * np.float32(grad))):
         w = BF16(w0)
         for _ in range(steps):
             w = BF16(np.float32(w) - update)

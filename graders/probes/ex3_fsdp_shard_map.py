@@ -139,6 +139,19 @@ def gradients_data(grads) -> dict:
     return {"type": type(grads).__name__, "grads": dict(grads) if isinstance(grads, dict) else None}
 
 
+def unwrapped(value):
+    """The value a loss is made from by reshaping or casting alone (x[0], squeeze, reshape,
+    astype of a one-element result), else the loss itself: a shard_map that returns the loss as
+    shape (1,) and is indexed outside still gives the loss as its own result."""
+    while value.eqn is not None and value.eqn.primitive.name in jaxpr.SHAPE_ONLY:
+        operands = [v for v in value.parents if v.const is None]
+        size = lambda aval: int(np.prod(aval.shape))  # noqa: E731
+        if len(operands) != 1 or size(value.eqn.invars[0].aval) != size(value.eqn.outvars[value.index].aval):
+            break
+        value = operands[0]
+    return value
+
+
 def primitive(value) -> str:
     return "a constant" if value.eqn is None else f"`{value.eqn.primitive.name}`"
 
@@ -236,7 +249,7 @@ def read_loss(sol, n, p, x, y):
     summary = {"outputs": len(outputs)}
     if len(outputs) != 1:
         return summary
-    out = outputs[0]
+    out = unwrapped(outputs[0])
     summary.update(made_by=primitive(out), is_shard_map=out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"))
     if not summary["is_shard_map"]:
         upstream = {id(v.eqn): v.eqn for v in jaxpr.ancestors(out)
@@ -268,7 +281,7 @@ def swapped_loss(sol, n, p, x, y, positions, other):
     `positions` ({shard_map input: index into WEIGHTS}), everything else as it was; and with the
     other weights given to the whole program, as a call of the loss with them would."""
     closed, _, outputs, args = traced(sol, n, p, x, y)
-    smap = outputs[0].eqn
+    smap = unwrapped(outputs[0]).eqn
     if smap is None or not jaxpr.is_a(smap, "shard_map"):
         fail("the grader asked to re-run a loss that is not a shard_map's own output")
     m = mesh(n)
@@ -333,5 +346,6 @@ def fresh_fsdp_loss_on_mesh(sol, n, p, x, y):
         program = jaxpr.trace(f, *args)
         loss, grads = jax.jit(jax.value_and_grad(f))(*args)
     _, (out,) = jaxpr.dataflow(program)
+    out = unwrapped(out)
     return {"made_by": primitive(out), "is_shard_map": out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"),
             "loss": loss, **gradients_data(grads)}
