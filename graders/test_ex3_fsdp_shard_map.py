@@ -215,21 +215,24 @@ def check_gradients(reply, expected, n: int, where: str):
 
 # ---- reading the traced loss -------------------------------------------------------------
 
-READ_INPUTS, OTHER_INPUTS = 7, 17  # which of READ_ON's draws the program is traced at, and re-run with
+READ_INPUTS, OTHER_INPUTS = 7, 17  # which of a mesh's draws the program is traced at, and re-run with
+# Every mesh's program is read, READ_ON's first: what is wrong on one mesh only is named there.
+READ_ORDER = (READ_ON, *(n for n in MESH_SIZES if n != READ_ON))
 
 
-def traced(worker, seed: int):
-    """The probe's summary of make_fsdp_loss(mesh) traced on READ_ON devices."""
-    read = ask(worker, "read_loss", READ_ON, *problem(seed, READ_ON, READ_INPUTS))
+def traced(worker, seed: int, n: int):
+    """The probe's summary of make_fsdp_loss(mesh) traced on n devices."""
+    read = ask(worker, "read_loss", n, *problem(seed, n, READ_INPUTS))
     if read["outputs"] != 1:
         fail(f"the loss should return one scalar, got {read['outputs']} values.")
     return read
 
 
-def loss_shard_map(worker, seed: int):
-    """The summary of the traced loss, if the loss is a shard_map's own output: the loss must
-    leave the shard_map as it is, so nothing outside it (a mean, a `* 0`, another program) counts."""
-    read = traced(worker, seed)
+def loss_shard_map(worker, seed: int, n: int = READ_ON):
+    """The summary of the traced loss on n devices, if the loss is a shard_map's own output: the
+    loss must leave the shard_map as it is, so nothing outside it (a mean, a `* 0`, another
+    program) counts."""
+    read = traced(worker, seed, n)
     if read["is_shard_map"]:
         return read
     if not read["shard_maps"]:
@@ -287,7 +290,12 @@ def test_gradients_match_single_device(worker, seed):
 @pytest.mark.points(1)
 def test_loss_is_a_pmean_out_of_shard_map(worker, seed):
     """The loss is the shard_map's own output, out_specs P(), averaged over "fsdp" inside it (lax.pmean, or a psum of scaled local losses)."""
-    read = loss_shard_map(worker, seed)
+    for n in READ_ORDER:
+        check_averaged_inside(worker, seed, n)
+
+
+def check_averaged_inside(worker, seed: int, n: int):
+    read = loss_shard_map(worker, seed, n)
     spec = read["out_spec"]
     if not is_replicated(spec["parts"]):
         fail(f"the shard_map gives the loss with out_specs {spec['text']}; expected P(): after lax.pmean every device "
@@ -298,24 +306,24 @@ def test_loss_is_a_pmean_out_of_shard_map(worker, seed):
     if not across:
         other = sorted({c["function"] for c in read["collectives"] if inputs_into(read, c) & set(BATCH)})
         how = f" ({' and '.join(other)} over no mesh axis)" if other else ""
-        fail("inside the shard_map, the local losses are not averaged over the devices: no collective over 'fsdp' "
-             f"takes them in{how}, so each device returns its own local loss. That is not from lax.pmean "
-             "over the mesh axis. Hint: return lax.pmean(local, 'fsdp').")
-    (p, x, y), reply = value_and_grad(worker, seed, READ_ON)
+        fail(f"inside the shard_map (on {n} devices), the local losses are not averaged over the devices: no "
+             f"collective over 'fsdp' takes them in{how}, so each device returns its own local loss. That is not "
+             "from lax.pmean over the mesh axis. Hint: return lax.pmean(local, 'fsdp').")
+    (p, x, y), reply = value_and_grad(worker, seed, n)
     expected = loss_np(p, x, y)
-    got = as_scalar(reply["loss"], f"loss on a mesh of {READ_ON} devices")
+    got = as_scalar(reply["loss"], f"loss on a mesh of {n} devices")
     if is_close(got, expected):
         return
-    where = f"inside the shard_map, on a mesh of {READ_ON} devices, the local losses are"
-    if is_close(got, READ_ON * expected):
-        fail(f"{where} summed, not averaged: the loss is {got:.6g}, {READ_ON} times the single-device {expected:.6g}. "
+    where = f"inside the shard_map, on a mesh of {n} devices, the local losses are"
+    if is_close(got, n * expected):
+        fail(f"{where} summed, not averaged: the loss is {got:.6g}, {n} times the single-device {expected:.6g}. "
              "Hint: lax.pmean(local, 'fsdp') averages them (or divide each by lax.axis_size('fsdp') before a psum).")
-    for k in sorted({8, jax.device_count()} - {READ_ON}):
-        if is_close(got, READ_ON * expected / k):
-            fail(f"{where} summed and divided by {k}, though on this mesh the axis has {READ_ON} devices: the loss is "
+    for k in sorted({8, jax.device_count()} - {n}):
+        if is_close(got, n * expected / k):
+            fail(f"{where} summed and divided by {k}, though on this mesh the axis has {n} devices: the loss is "
                  f"{got:.6g}, not {expected:.6g} (a fixed count, or jax.device_count(), is right on one mesh only). "
                  "Hint: lax.pmean(local, 'fsdp') divides by the axis size.")
-    fail(f"the loss on a mesh of {READ_ON} devices is {got:.6g}, not {expected:.6g}, and not a sum of the local "
+    fail(f"the loss on a mesh of {n} devices is {got:.6g}, not {expected:.6g}, and not a sum of the local "
          "losses or that sum divided by a wrong count: this check depends on loss_matches_single_device, which "
          "fails above, so it cannot tell whether the averaging is right.")
 
@@ -325,10 +333,15 @@ def test_loss_is_a_pmean_out_of_shard_map(worker, seed):
 @pytest.mark.points(4)
 def test_loss_is_computed_from_gathered_shards(worker, seed):
     """w1 and w2 enter that shard_map as P("fsdp", None), are all_gathered inside (at any depth), and the loss is computed from them."""
-    read = loss_shard_map(worker, seed)
-    p, x, y = problem(seed, READ_ON, READ_INPUTS)
-    shapes = weight_shapes(seed, READ_ON)
-    m = mesh(READ_ON)
+    for n in READ_ORDER:
+        check_computed_from_gathered_shards(worker, seed, n)
+
+
+def check_computed_from_gathered_shards(worker, seed: int, n: int):
+    read = loss_shard_map(worker, seed, n)
+    p, x, y = problem(seed, n, READ_INPUTS)
+    shapes = weight_shapes(seed, n)
+    m = mesh(n)
     entering = read["entering"]
     fed = {}
     for i, k in enumerate(WEIGHTS):
@@ -336,7 +349,7 @@ def test_loss_is_computed_from_gathered_shards(worker, seed):
         if not fed[k]:
             made = [e for e in entering if e["made_by"] is not None and tuple(e["shape"]) == shapes[k]]
             how = f" (what enters is made by {made[0]['made_by']} first)" if made else ""
-            fail(f"p['{k}'] does not enter the shard_map as it arrives{how}: FSDP keeps each weight split by rows "
+            fail(f"on {n} devices, p['{k}'] does not enter the shard_map as it arrives{how}: FSDP keeps each weight split by rows "
                  "and lets shard_map hand each device its slice. Hint: pass p itself, with in_specs "
                  "{'w1': P('fsdp', None), 'w2': P('fsdp', None)}.")
         specs = [entering[j]["in_spec"] for j in fed[k]]
@@ -344,7 +357,7 @@ def test_loss_is_computed_from_gathered_shards(worker, seed):
         if wrong:
             why = ("replicated: every device would store the whole weight, so nothing is sharded"
                    if is_replicated(wrong[0]["parts"]) else "FSDP here splits each weight by rows, dim 0")
-            fail(f"p['{k}'] enters shard_map as {wrong[0]['text']}, expected P('fsdp', None): {why}. Hint: give both "
+            fail(f"on {n} devices, p['{k}'] enters shard_map as {wrong[0]['text']}, expected P('fsdp', None): {why}. Hint: give both "
                  "weights in_specs P('fsdp', None) and gather them inside the body with "
                  "lax.all_gather(..., 'fsdp', tiled=True).")
         # Any gather over the axis that this weight flows into, written at any depth of the body
@@ -361,26 +374,26 @@ def test_loss_is_computed_from_gathered_shards(worker, seed):
                 how = f"it reaches the loss only through {' and '.join(through)}, which is not a gather"
             else:
                 how = "each device must gather the whole weight before using it"
-            fail(f"p['{k}'] enters the shard_map split by rows, but no lax.all_gather over 'fsdp' of it leads to the "
+            fail(f"on {n} devices, p['{k}'] enters the shard_map split by rows, but no lax.all_gather over 'fsdp' of it leads to the "
                  f"loss: {how}. Hint: {k} = lax.all_gather(p_blk['{k}'], 'fsdp', tiled=True) inside the body, and "
                  f"use that {k}.")
     # Re-run the traced program with other weights entering the shard_map sharded, everything
     # else as it was: a loss computed from those shards follows them as the whole program does
     # when called with those weights; one computed from another copy does not.
-    other = problem(seed, READ_ON, OTHER_INPUTS)[0]
+    other = problem(seed, n, OTHER_INPUTS)[0]
     positions = {j: i for i, k in enumerate(WEIGHTS) for j in fed[k]}
-    runs = ask(worker, "swapped_loss", READ_ON, p, x, y, positions, other)
-    what = "the loss with other weights entering the shard_map"
+    runs = ask(worker, "swapped_loss", n, p, x, y, positions, other)
+    what = f"the loss on {n} devices with other weights entering the shard_map"
     got, before, direct = (as_scalar(runs[key], what) for key in ("swapped", "before", "direct"))
     expected = loss_np(other, x, y)
     if is_close(got, expected) or (is_close(got, direct) and not is_close(got, before)):
         return  # the second: the loss follows the shards, and its numbers are wrong elsewhere (checked above)
     if is_close(got, before):
-        fail(f"with other weights entering the shard_map as P('fsdp', None), your loss stays {got:.6g} (the old "
+        fail(f"on {n} devices, with other weights entering the shard_map as P('fsdp', None), your loss stays {got:.6g} (the old "
              f"weights' loss) instead of {expected:.6g}: it is computed from another copy of the weights (replicated, "
              "or taken from outside the shard_map), and the gathered shards do no work. Hint: compute the loss from "
              "lax.all_gather(p_blk[...], 'fsdp', tiled=True) of the shard_map's own weight arguments.")
-    fail(f"with other weights entering the shard_map as P('fsdp', None), your loss is {got:.6g}, but those weights' "
+    fail(f"on {n} devices, with other weights entering the shard_map as P('fsdp', None), your loss is {got:.6g}, but those weights' "
          f"loss is {expected:.6g} (and your loss called with them gives {direct:.6g}): the loss is not computed from "
          "the gathered shards alone. Hint: compute the whole loss from lax.all_gather(p_blk[...], 'fsdp', "
          "tiled=True) of the shard_map's own weight arguments.")
