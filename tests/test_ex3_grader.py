@@ -50,3 +50,15 @@ def test_unsharded_gradients_are_caught_on_an_auto_mesh_and_in_the_hlo(corpus, c
     lost = corpus(EX)[case].lost(EX)
     assert "expected P('fsdp', None) for both" in lost["gradients_stay_sharded"]
     assert "sum a whole weight gradient" in lost["gradient_all_gathers_and_reduce_scatters"]
+
+
+def test_each_mesh_gets_sizes_of_its_own():
+    # No one shape written into a solution is right on every mesh; one mesh has D == H; every
+    # device of every mesh gets whole rows of the weights and the batch.
+    for seed in (TEST_SEED, *range(40)):
+        drawn = {n: g.sizes(seed, n) for n in g.MESH_SIZES}
+        assert len({d for d, _, _ in drawn.values()}) == len(g.MESH_SIZES), (seed, drawn)
+        assert len({b for _, _, b in drawn.values()}) == len(g.MESH_SIZES), (seed, drawn)
+        for n, (d, h, b) in drawn.items():
+            assert (d == h) == (n == g.EQUAL_ON), (seed, n, drawn)
+            assert d % n == h % n == b % n == 0, (seed, n, drawn)
