@@ -460,8 +460,8 @@ def test_gradient_all_gathers_and_reduce_scatters(worker, seed, note):
     # is as right as two. Both weights whole are sum(D*H + H*D) elements gathered; their gradients'
     # rows, 1/n of that, reduce-scattered onto each device.
     weights = sum(a * b for a, b in weight_shapes(seed, n).values())
-    gathered = sum(compiled["all_gather_elements"])
-    scattered = sum(compiled["reduce_scatter_elements"])
+    gathered = sum(compiled.get("all_gather_elements") or [])  # none in a reply that leaves them out
+    scattered = sum(compiled.get("reduce_scatter_elements") or [])
     # A whole weight gradient summed on every device: the signature of weights used replicated.
     whole = [s for s in compiled["all_reduce_sizes"] if s >= min(a * b for a, b in weight_shapes(seed, n).values())]
     note(f"collectives in your compiled gradient: {gathers} all-gather ({gathered:,} elements), "
