@@ -14,17 +14,18 @@ On a mesh of N devices, each device sees w1 (D/N, H), w2 (H/N, D), x and y (B/N,
 
 What is checked (`make grade EX=ex3`):
   * the loss and jax.grad of it equal a single-device computation, on meshes of 8, 4 and 2
-    devices (the grader picks the sizes; assume nothing about D, H, B or N);
+    devices (the grader picks the sizes, other ones on each mesh; assume nothing about D, H, B
+    or N);
   * the loss is the shard_map's own result (nothing computed on it outside), with out_specs P(),
-    made inside by lax.pmean(local, "fsdp");
+    averaged over the devices inside it, as lax.pmean(local, "fsdp") does;
   * w1 and w2 enter that shard_map as they arrive, as P("fsdp", None), each is lax.all_gather'ed
     inside, and the loss is computed from those gathered weights (the grader re-runs your program
     with other weights entering the shard_map; a copy of the weights used beside them is caught);
   * on a mesh whose axis is Auto, both gradients come out as P("fsdp", None);
   * each device does only its share of the work: the per-device FLOPs of the compiled gradient
     are about 1/N of the single-device program's (so the batch must stay split);
-  * the compiled gradient holds at least 2 all-gathers and at least 2 reduce-scatters, and no
-    all-reduce of a whole weight gradient;
+  * the compiled gradient all-gathers both whole weights and reduce-scatters both gradients
+    (each device receiving its own rows), and all-reduces no whole weight gradient;
   * the module-level fsdp_loss is a shard_map that gives the right loss and gradient under
     `with jax.set_mesh(mesh):` for meshes of 8, 4 and 2 devices (your module is imported afresh
     for each mesh, so do not call fsdp_loss at import time).

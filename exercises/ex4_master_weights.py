@@ -14,12 +14,13 @@ What is checked (`make grade EX=ex4`):
   * dtypes: sgd_bf16 returns a bfloat16 scalar, sgd_fp32_master a float32 scalar;
   * w_bf16 and w_master below are the chapter's case (w0=1.0, lr=1e-3, grad=1.0, steps=100);
   * on a grid of (w0, lr, grad, steps) chosen by the grader -- cases where bf16 is stuck, where
-    it moves, and where it moves by the wrong amount -- both functions equal the grader's own
-    step-by-step simulation, so closed forms and fp32-then-cast-at-the-end do not pass;
+    it moves, where it moves by the wrong amount, where w - lr*grad lands exactly halfway between
+    two bf16 numbers, where w crosses a power of two, and negative w -- both functions equal the
+    grader's own step-by-step simulation, so closed forms and fp32-then-cast-at-the-end do not pass;
   * sgd_fp32_master bit for bit: each step rounds to float32, and after many steps those
     roundings make the result differ from float32(w0 - steps*lr*grad);
   * bf16_rounding_threshold(w) for several w: powers of two and not, small and large, w that
-    bf16 rounds onto a power of two, and subnormal numbers.
+    bf16 rounds onto a power of two or off it (exact ties included), and subnormal numbers.
 """
 
 import jax

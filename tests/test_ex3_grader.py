@@ -3,7 +3,8 @@ what else they lose, and what they keep."""
 
 import pytest
 
-from grading import technique_free_cases
+from grading import TEST_SEED, technique_free_cases
+from graders.exercises.ex3_fsdp_shard_map import checks as g
 
 EX = "ex3"
 
@@ -32,7 +33,9 @@ def test_gathered_batch_keeps_every_other_point(corpus):
     # The numbers and collectives are right; only the FLOP count gives it away.
     lost = corpus(EX)["gather_batch_too"].lost(EX)
     assert set(lost) == {"each_device_does_its_share_of_the_work"}, lost
-    assert "126,720" in lost["each_device_does_its_share_of_the_work"]
+    # the figure it is measured against: the grader's own single-device program at the 8-device sizes
+    single = g.single_device_gradient_flops(*g.sizes(TEST_SEED, 8))
+    assert f"single-device program does {single:,.0f}" in lost["each_device_does_its_share_of_the_work"]
 
 
 def test_one_module_level_shard_map_still_passes_fsdp_loss_graded_on_every_mesh(corpus):
@@ -47,3 +50,15 @@ def test_unsharded_gradients_are_caught_on_an_auto_mesh_and_in_the_hlo(corpus, c
     lost = corpus(EX)[case].lost(EX)
     assert "expected P('fsdp', None) for both" in lost["gradients_stay_sharded"]
     assert "sum a whole weight gradient" in lost["gradient_all_gathers_and_reduce_scatters"]
+
+
+def test_each_mesh_gets_sizes_of_its_own():
+    # No one shape written into a solution is right on every mesh; one mesh has D == H; every
+    # device of every mesh gets whole rows of the weights and the batch.
+    for seed in (TEST_SEED, *range(40)):
+        drawn = {n: g.sizes(seed, n) for n in g.MESH_SIZES}
+        assert len({d for d, _, _ in drawn.values()}) == len(g.MESH_SIZES), (seed, drawn)
+        assert len({b for _, _, b in drawn.values()}) == len(g.MESH_SIZES), (seed, drawn)
+        for n, (d, h, b) in drawn.items():
+            assert (d == h) == (n == g.EQUAL_ON), (seed, n, drawn)
+            assert d % n == h % n == b % n == 0, (seed, n, drawn)

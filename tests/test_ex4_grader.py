@@ -4,6 +4,7 @@ step-by-step answers, and the threshold's expected value means what the stub say
 import ml_dtypes
 import numpy as np
 
+from grading import TEST_SEED
 from graders.exercises.ex4_master_weights import checks as g
 
 EX = "ex4"
@@ -26,7 +27,7 @@ def test_threshold_is_where_bf16_storage_starts_to_move():
 
 
 def test_unrounded_formula_is_only_caught_by_the_new_inputs():
-    # The inputs of rounding_threshold_matches_bf16_spacing cannot tell this mistake apart;
+    # The fixed inputs of rounding_threshold_matches_bf16_spacing cannot tell this mistake apart;
     # rounds_w_to_bf16_first and below_the_smallest_normal can.
     first = (1.5, 3.0, 0.1, 1000.0, 0.75, 6.5e-3, 1.0, 2.0)
     assert all(np.isclose(g.threshold_of_unrounded(w), g.threshold(w), rtol=g.THRESHOLD_RTOL, atol=0) for w in first)
@@ -37,3 +38,59 @@ def test_unrounded_formula_is_only_caught_by_the_new_inputs():
 def test_closed_form_master_keeps_every_other_point(corpus):
     lost = corpus(EX)["closed_form_master"].lost(EX)
     assert set(lost) == {"master_matches_float32_simulation"}, lost
+
+
+# Seeds the edge draws are tried on: the tests' own, and enough others that a draw which happens
+# not to separate a mistake would show.
+SEEDS = (TEST_SEED, *range(60))
+MISTAKES = (*g.ROUNDINGS, "old spacing")
+
+
+def test_rounding_by_bits_is_round_to_nearest_even():
+    # The grader's hand rounding (for naming mistakes) and ml_dtypes (for expected values) are two
+    # computations of bf16 storage; they agree on ties, both signs, near powers of two, subnormals.
+    r = np.random.default_rng(0)
+    xs = [float(np.float32(v)) for v in r.normal(size=2000) * 2.0 ** r.integers(-140, 120, size=2000)]
+    for seed in SEEDS[:5]:
+        xs += [w for ws in g.threshold_draws(seed).values() for w in ws]
+        xs += [g.float32_exact(c[0] - c[1] * c[2] * k) for c in g.edge_cases(seed) for k in (0.5, 1.5, 2.5)]
+    for x in xs:
+        for v in (x, -x):
+            assert g.round_bits(v) == float(BF16(v)), v
+
+
+def test_edge_cases_hold_ties_and_stay_normal():
+    for seed in SEEDS:
+        for w0, lr, grad, steps in g.edge_cases(seed):
+            # the update is the same number in every spelling the grader accepts
+            assert np.float32(lr * grad) == np.float32(BF16(lr * grad)) == np.float32(BF16(lr) * BF16(grad))
+            path = [float(BF16(w0))]
+            for _ in range(steps):
+                path.append(float(BF16(np.float32(path[-1]) - np.float32(lr * grad))))
+            assert all(abs(w) >= g.SMALLEST_NORMAL for w in path), (seed, w0, lr, grad, steps)
+        # the first two land exactly halfway between two bf16 numbers at their first step
+        for w0, lr, grad, _ in g.edge_cases(seed)[:2]:
+            new = np.float32(w0) - np.float32(lr * grad)
+            assert int(new.view(np.uint32)) & 0xFFFF == 0x8000, (seed, w0, lr, grad)
+
+
+def test_every_rounding_mistake_ends_elsewhere_on_some_drawn_case():
+    for seed in SEEDS:
+        cases = g.GRID + g.edge_cases(seed)
+        for mode in MISTAKES:
+            assert any(g.bf16_steps_rounded(*c, mode) not in g.bf16_steps(*c) for c in cases), (seed, mode)
+        # and each is told from every other, so that the message can name it
+        for i, a in enumerate(MISTAKES):
+            for b in MISTAKES[i + 1:]:
+                assert any(g.bf16_steps_rounded(*c, a) != g.bf16_steps_rounded(*c, b) for c in cases), (seed, a, b)
+
+
+def test_threshold_draws_catch_every_hand_rounding_of_w():
+    for seed in SEEDS:
+        draws = g.threshold_draws(seed)
+        for w in (w for ws in draws.values() for w in ws):
+            assert w > 0 and g.float32_exact(w) == w and float(BF16(w)) > 0, (seed, w)
+        for mode in g.ROUNDINGS:
+            assert any(not np.isclose(g.threshold_rounded(w, mode), g.threshold(w), rtol=g.THRESHOLD_RTOL, atol=0)
+                       for w in draws["rounded"]), (seed, mode)
+        assert any(float(BF16(w)) < g.SMALLEST_NORMAL for w in draws["subnormal"]), seed

@@ -41,3 +41,10 @@ def collective_sizes(hlo_text: str, op: str) -> list[int]:
     tells a scalar loss being averaged from a whole weight gradient being summed."""
     return [max((int(np.prod(shape)) for shape in shapes), default=1)
             for name, shapes in _instructions(hlo_text) if name == op]
+
+
+def collective_elements(hlo_text: str, op: str) -> list[int]:
+    """For every `op` instruction, the element count of all its results together: what a
+    collective moved, whether one instruction moves one array or a combined tuple of several
+    (read for synchronous collectives, as XLA compiles them on CPU)."""
+    return [sum(int(np.prod(shape)) for shape in shapes) for name, shapes in _instructions(hlo_text) if name == op]

@@ -14,7 +14,15 @@ ALIASES: dict[str, frozenset[str]] = {
     "shard_map": frozenset({"shard_map"}),
     "dot": frozenset({"dot_general"}),
     "jit": frozenset({"pjit", "jit", "closed_call", "core_call"}),
+    "custom_vjp": frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr"}),
+    "custom_jvp": frozenset({"custom_jvp_call"}),
 }
+
+# Equations that call one program once on their own operands and return its results: a value can
+# be followed through them exactly. The parameter that holds the program called, by kind (a
+# custom_vjp's or custom_jvp's is its primal function; the rules for derivatives are not followed).
+CALLS = {"jit": "jaxpr", "checkpoint": "jaxpr", "custom_vjp": "call_jaxpr", "custom_jvp": "call_jaxpr"}
+EVERY_CALL = tuple(CALLS)
 
 
 def trace(fn: Callable, *args, **kwargs):
@@ -81,10 +89,21 @@ def walk_nested(jaxpr, outer: tuple = ()) -> Iterator[tuple]:
 # Following values through a program. Calls to jit are inlined, so what a learner wraps in
 # jax.jit (or what jnp wraps, e.g. relu) is seen at the level of its caller.
 
-def evaluate(jaxpr, consts, args, apply: Callable) -> list:
-    """Run a jaxpr equation by equation, calls to jit inlined; every other equation's outputs are
-    apply(eqn, inputs). With apply=bind it computes the program on arrays (under a trace or not);
-    with a symbolic apply (see dataflow) it says which equation made each value."""
+def called(eqn, through=("jit",)):
+    """The program an equation of one of the kinds `through` (see CALLS) calls on its operands,
+    or None: for following values through it."""
+    kind = next((k for k in through if is_a(eqn, k)), None)
+    sub = eqn.params.get(CALLS[kind]) if kind is not None else None
+    if sub is None or len(getattr(sub, "jaxpr", sub).invars) != len(eqn.invars):
+        return None
+    return sub
+
+
+def evaluate(jaxpr, consts, args, apply: Callable, through=("jit",)) -> list:
+    """Run a jaxpr equation by equation, calls to jit inlined (and to the other kinds of CALLS
+    named in `through`); every other equation's outputs are apply(eqn, inputs). With apply=bind it
+    computes the program on arrays (under a trace or not); with a symbolic apply (see dataflow) it
+    says which equation made each value."""
     env = {}
 
     def read(atom):
@@ -94,9 +113,9 @@ def evaluate(jaxpr, consts, args, apply: Callable) -> list:
     env.update(zip(jaxpr.invars, args))
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
-        if is_a(eqn, "jit") and "jaxpr" in eqn.params:
-            sub = eqn.params["jaxpr"]
-            outs = evaluate(sub.jaxpr, sub.consts, ins, apply)
+        sub = called(eqn, through)
+        if sub is not None:
+            outs = evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins, apply, through)
         else:
             outs = apply(eqn, ins)
         env.update(zip(eqn.outvars, outs))
@@ -121,9 +140,11 @@ class Value:
         self.eqn, self.index, self.parents, self.const, self.site = eqn, index, tuple(parents), const, site
 
 
-def dataflow(jaxpr, consts=()) -> tuple[list, list]:
+def dataflow(jaxpr, consts=(), through=("jit",)) -> tuple[list, list]:
     """(inputs, outputs) of jaxpr as Values: follow an output's `eqn` and `parents` back to see
-    what made it. A literal operand shows up as a Value with `const` set."""
+    what made it. A literal operand shows up as a Value with `const` set. Calls of the kinds
+    `through` (jit by default; EVERY_CALL adds checkpoints and custom_vjp/custom_jvp functions)
+    are followed inside; any other equation holding programs (scan, cond, while) is one step."""
     inputs = [Value(None, i) for i in range(len(jaxpr.invars))]
 
     def apply(eqn, ins):
@@ -131,7 +152,7 @@ def dataflow(jaxpr, consts=()) -> tuple[list, list]:
         site = object()
         return [Value(eqn, i, parents, site=site) for i in range(len(eqn.outvars))]
 
-    outputs = evaluate(jaxpr, [Value(None, -1, const=c) for c in consts], inputs, apply)
+    outputs = evaluate(jaxpr, [Value(None, -1, const=c) for c in consts], inputs, apply, through)
     outputs = [v if isinstance(v, Value) else Value(None, -1, const=v) for v in outputs]
     return inputs, outputs
 

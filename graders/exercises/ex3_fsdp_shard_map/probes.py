@@ -3,8 +3,8 @@ meshes the checks name, with the inputs the checks drew, handed back as plain da
 
 What comes back: losses and gradients as arrays; the traced loss as a summary (which primitive
 makes it, the shard_map's in/out specs as text and parts, how each of its inputs was made, the
-pmean inside it, the all_gathers live for its output); the loss re-run with other weights
-substituted where the checks say; gradient shardings as the rows each device holds; the compiled
+collectives its output is computed from inside, at any depth, and what flows into each); the loss
+re-run with other weights substituted where the checks say; gradient shardings as the rows each device holds; the compiled
 gradient's FLOPs and collective counts. A JAX error that the checks turn into advice comes back
 as {"problem": {"kind": ...}}; the words are the checks'. Nothing here knows an expected value.
 """
@@ -139,15 +139,21 @@ def gradients_data(grads) -> dict:
     return {"type": type(grads).__name__, "grads": dict(grads) if isinstance(grads, dict) else None}
 
 
+def unwrapped(value):
+    """The value a loss is made from by reshaping or casting alone (x[0], squeeze, reshape,
+    astype of a one-element result), else the loss itself: a shard_map that returns the loss as
+    shape (1,) and is indexed outside still gives the loss as its own result."""
+    while value.eqn is not None and value.eqn.primitive.name in jaxpr.SHAPE_ONLY:
+        operands = [v for v in value.parents if v.const is None]
+        size = lambda aval: int(np.prod(aval.shape))  # noqa: E731
+        if len(operands) != 1 or size(value.eqn.invars[0].aval) != size(value.eqn.outvars[value.index].aval):
+            break
+        value = operands[0]
+    return value
+
+
 def primitive(value) -> str:
     return "a constant" if value.eqn is None else f"`{value.eqn.primitive.name}`"
-
-
-def _const(value):
-    if value is None:
-        return None
-    array = np.asarray(value)
-    return array if array.dtype.kind in "biuf" else None
 
 
 def _key(*arrays) -> str:
@@ -195,23 +201,55 @@ def traced(sol, n, p, x, y):
 
 
 def body_of(smap):
+    """(inputs, outputs) of a shard_map's body as dataflow, followed into every jit, checkpoint and
+    custom_vjp/custom_jvp function it calls: a gather written inside any of them is seen."""
     body = smap.params["jaxpr"]
     inner = getattr(body, "jaxpr", body)
-    return jaxpr.dataflow(inner, getattr(body, "consts", ()))
+    return jaxpr.dataflow(inner, getattr(body, "consts", ()), through=jaxpr.EVERY_CALL)
+
+
+# The collectives a shard_map body can hold, by the lax function that binds each (lax.pmean binds
+# a psum), and the parameter naming the mesh axes each runs over.
+COLLECTIVES = {"all_gather": "lax.all_gather", "all_gather_invariant": "lax.all_gather",
+               "psum": "lax.psum", "psum_invariant": "lax.psum", "pmax": "lax.pmax", "pmin": "lax.pmin",
+               "ppermute": "lax.ppermute", "all_to_all": "lax.all_to_all", "reduce_scatter": "lax.psum_scatter"}
+
+
+def _axes_of(eqn) -> tuple:
+    axes = eqn.params.get("axes", eqn.params.get("axis_name", ()))
+    return tuple(_axis(a) for a in (axes if isinstance(axes, (tuple, list)) else (axes,)))
+
+
+def collectives_data(value, body_inputs) -> list:
+    """Every collective that `value` is computed from, at any depth of the body: which lax
+    function, over which axes, and which of the shard_map's inputs (by position) flow into it. A
+    collective inside a scan, cond or while loop counts with everything that loop takes in."""
+    found, sites = [], set()
+    for v in jaxpr.ancestors(value):
+        if v.eqn is None or id(v.site) in sites:
+            continue
+        sites.add(id(v.site))  # one execution of an equation, whichever of its outputs is used
+        held = [e for e in (v.eqn, *jaxpr.inside(v.eqn)) if e.primitive.name in COLLECTIVES]
+        if not held:
+            continue
+        reach = {id(u) for u in jaxpr.ancestors(v)}
+        inputs = [j for j, u in enumerate(body_inputs) if id(u) in reach]
+        found += [{"function": COLLECTIVES[e.primitive.name], "axes": _axes_of(e), "inputs": inputs} for e in held]
+    return found
 
 
 @probe
 @reports
 def read_loss(sol, n, p, x, y):
     """The traced loss on an n-device mesh, summarised: how many outputs; what makes the loss;
-    if that is a shard_map, its specs, how each of its inputs was made, what makes its output
-    inside (the pmean's parts) and the all_gathers live for it; if not, the primitives of the
-    program and the out_specs of any shard_map the loss comes from."""
+    if that is a shard_map, its specs, how each of its inputs was made, and the collectives its
+    output is computed from inside (with the inputs each depends on); if not, the primitives of
+    the program and the out_specs of any shard_map the loss comes from."""
     closed, inputs, outputs, _ = traced(sol, n, p, x, y)
     summary = {"outputs": len(outputs)}
     if len(outputs) != 1:
         return summary
-    out = outputs[0]
+    out = unwrapped(outputs[0])
     summary.update(made_by=primitive(out), is_shard_map=out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"))
     if not summary["is_shard_map"]:
         upstream = {id(v.eqn): v.eqn for v in jaxpr.ancestors(out)
@@ -224,9 +262,6 @@ def read_loss(sol, n, p, x, y):
         return summary
     smap, index = out.eqn, out.index
     body_inputs, body_outputs = body_of(smap)
-    made = body_outputs[index]
-    first = made.parents[0] if made.eqn is not None and made.parents else None
-    psum = first.eqn if first is not None else None
     summary.update(
         index=index,
         out_spec=spec_data(smap.params["out_specs"][index]),
@@ -235,25 +270,18 @@ def read_loss(sol, n, p, x, y):
                    "shape": tuple(smap.invars[j].aval.shape),
                    "in_spec": spec_data(smap.params["in_specs"][j])}
                   for j, v in enumerate(out.parents)],
-        body={"made_by": primitive(made),
-              "primitive": made.eqn.primitive.name if made.eqn is not None else None,
-              "first_parent": psum.primitive.name if psum is not None else None,
-              "psum_axes": _axis(tuple(psum.params.get("axes", ()))) if psum is not None else None,
-              "divisor": _const(made.parents[1].const) if made.eqn is not None and len(made.parents) > 1 else None},
-        gathers=[{"input": next((j for j, u in enumerate(body_inputs) if v.parents and v.parents[0] is u), None),
-                  "params": {name: _axis(v.eqn.params[name]) for name in ("axis_name", "tiled", "all_gather_dimension")
-                             if name in v.eqn.params}}
-                 for v in jaxpr.ancestors(made) if v.eqn is not None and v.eqn.primitive.name == "all_gather"])
+        collectives=collectives_data(body_outputs[index], body_inputs))
     return summary
 
 
 @probe
 @reports
 def swapped_loss(sol, n, p, x, y, positions, other):
-    """The traced loss re-run with other weights entering its shard_map at `positions`
-    ({shard_map input: index into WEIGHTS}), everything else as it was."""
+    """The traced loss run three ways: as it is; with other weights entering its shard_map at
+    `positions` ({shard_map input: index into WEIGHTS}), everything else as it was; and with the
+    other weights given to the whole program, as a call of the loss with them would."""
     closed, _, outputs, args = traced(sol, n, p, x, y)
-    smap = outputs[0].eqn
+    smap = unwrapped(outputs[0]).eqn
     if smap is None or not jaxpr.is_a(smap, "shard_map"):
         fail("the grader asked to re-run a loss that is not a shard_map's own output")
     m = mesh(n)
@@ -261,14 +289,20 @@ def swapped_loss(sol, n, p, x, y, positions, other):
     swap = [jax.device_put(np.asarray(other[k], np.float32), rows) for k in WEIGHTS]
 
     def apply(eqn, ins, new):
-        if eqn is smap:
+        if eqn is smap and new is not None:
             ins = [new[positions[j]] if j in positions else v for j, v in enumerate(ins)]
         return jaxpr.bind(eqn, ins)
 
-    flat = jax.tree.leaves(args)
+    def run(flat, new):
+        return jaxpr.evaluate(closed.jaxpr, closed.consts, flat, lambda e, i: apply(e, i, new))[0]
+
+    def three(flat, new):
+        return run(flat, None), run(flat, new), run(list(new) + list(flat[len(new):]), None)
+
+    flat = jax.tree.leaves(args)  # w1, w2 (WEIGHTS order), x, y
     with on_mesh(m):
-        return jax.jit(lambda a, new: jaxpr.evaluate(closed.jaxpr, closed.consts, a,
-                                                     lambda e, i: apply(e, i, new))[0])(flat, swap)
+        before, swapped, direct = jax.jit(three)(flat, swap)
+    return {"before": before, "swapped": swapped, "direct": direct}
 
 
 @probe
@@ -288,13 +322,16 @@ def gradient_layout(sol, n, p, x, y):
 @reports
 def compiled_gradient(sol, n, p, x, y):
     """jit(grad) of the learner's loss on an n-device mesh, compiled: its per-device FLOPs, its
-    collectives counted, and the element count of each all-reduce's largest result."""
+    collectives counted, the element count of each all-reduce's largest result, and how many
+    elements each all-gather and reduce-scatter moved."""
     m = mesh(n)
     with on_mesh(m):
         compiled = jax.jit(jax.grad(learner_loss(sol, m))).lower(*placed(m, p, x, y)).compile()
     text = compiled.as_text()
     return {"flops": costs.flops(compiled), "collectives": hlo.collective_counts(text),
-            "all_reduce_sizes": hlo.collective_sizes(text, "all-reduce")}
+            "all_reduce_sizes": hlo.collective_sizes(text, "all-reduce"),
+            "all_gather_elements": hlo.collective_elements(text, "all-gather"),
+            "reduce_scatter_elements": hlo.collective_elements(text, "reduce-scatter")}
 
 
 @probe
@@ -309,5 +346,6 @@ def fresh_fsdp_loss_on_mesh(sol, n, p, x, y):
         program = jaxpr.trace(f, *args)
         loss, grads = jax.jit(jax.value_and_grad(f))(*args)
     _, (out,) = jaxpr.dataflow(program)
+    out = unwrapped(out)
     return {"made_by": primitive(out), "is_shard_map": out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"),
             "loss": loss, **gradients_data(grads)}
