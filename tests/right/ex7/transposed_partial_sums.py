@@ -1,6 +1,7 @@
 """Right: another order of the same operations. The shard_map body computes the transposed partial
 sums (D, B/data) = w2_blk.T @ relu(w1_blk.T @ x_blk.T), adds them with one psum and transposes
-back; the step takes jax.grad with the loss as its aux and adds the updates itself."""
+back; the step takes jax.grad with the loss as its aux, reduces the loss over the batch before
+the features, and adds the updates itself."""
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -33,7 +34,7 @@ def init_tp_state(mesh, tx, params):
 def make_tp_train_step(mesh, tx):
     def loss_and_aux(params, x, y):
         err = y - tp_mlp(params["w1"], params["w2"], x)
-        loss = jnp.sum(err * err) / err.size
+        loss = jnp.mean(jnp.mean(err * err, axis=0))  # over the batch first: a (D,) vector added over "data"
         return loss, loss
 
     def step(params, opt_state, x, y):
