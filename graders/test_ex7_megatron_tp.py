@@ -411,12 +411,16 @@ def single_step_jit(opt: str):
 
 def _single_device_flops(d: int, h: int, b: int) -> list:
     w1, w2, x = jnp.ones((d, h)), jnp.ones((h, d)), jnp.ones((b, d))
-    return [memory.flops(memory.compile_fn(lambda a, c, e: jax.nn.relu(e @ a) @ c, w1, w2, x))]
+    params = {"w1": w1, "w2": w2}
+    tx = make_tx(OPTIMIZERS["sgd"])
+    return [memory.flops(memory.compile_fn(lambda a, c, e: jax.nn.relu(e @ a) @ c, w1, w2, x)),
+            memory.flops(memory.compile_fn(single_step(tx), params, tx.init(params), x, x))]
 
 
-def single_device_forward_flops(config) -> float:
-    """FLOPs of the grader's own forward on one device, at these sizes (kept between runs)."""
-    return memo.stored("ex7 own forward flops", tuple(config), lambda: _single_device_flops(*config))[0]
+def single_device_flops(config) -> list[float]:
+    """FLOPs of the grader's own forward and SGD step on one device, at these sizes (kept between
+    runs)."""
+    return memo.stored("ex7 own flops", tuple(config), lambda: _single_device_flops(*config))
 
 
 def _own_step_collectives(shape, config) -> list:
@@ -594,11 +598,16 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
     """Per-device FLOPs of both forwards and the SGD step on (2, 4) or (4, 2) are about 1/8 of one device's."""
     shape = main_shape(seed)
     share_of = shape[0] * shape[1]
-    fwd = single_device_forward_flops(configs(seed)[shape])
+    fwd, own_step = single_device_flops(configs(seed)[shape])
     programs = [(f"the forward of {VERSIONS[v]}", "one device", forward(worker, v, shape, seed)[0]["flops"], fwd)
                 for v in VERSIONS]
     inputs = training_problem("sgd", seed)
     step = worker.step_flops(OPTIMIZERS["sgd"], ONE_DEVICE, *inputs)
+    if not step >= own_step / FLOP_SLACK:  # a NaN or a negative figure is no program's either
+        fail(f"your training step, compiled on one device, does {step:,.0f} FLOPs, where the grader's own step at "
+             f"these sizes does {own_step:,.0f}: less than 1/{FLOP_SLACK:g} of the work of a forward, a backward "
+             "and an update, so the share of the work on a mesh cannot be measured against it. Hint: one step is "
+             "value_and_grad of the mean squared error of tp_mlp, then tx.update and optax.apply_updates.")
     programs.append(("the training step", "your step on one device",
                      worker.step_flops(OPTIMIZERS["sgd"], run_shape("sgd", seed), *inputs), step))
     for what, alone, got, single in programs:
