@@ -1,6 +1,7 @@
 """Right: the step is an instance of a class whose __call__ calls a jitted method (so the step
-itself has no .lower); tp_mlp states the output's sharding as x's own (jax.typeof(x).sharding);
-the parameters are placed with jax.tree.map over a tree of specs under the mesh."""
+itself has no .lower) and places the new params where they already are; tp_mlp states the
+output's sharding as x's own (jax.typeof(x).sharding); the parameters are placed with
+jax.tree.map over a tree of specs."""
 import jax
 import jax.numpy as jnp
 import optax
@@ -30,8 +31,9 @@ def init_tp_state(mesh, tx, params):
 
 
 class _Step:
-    def __init__(self, tx):
+    def __init__(self, mesh, tx):
         self.tx = tx
+        self.shardings = {"w1": NamedSharding(mesh, P(None, "model")), "w2": NamedSharding(mesh, P("model", None))}
         self._jitted = jax.jit(self._step)
 
     def _loss(self, params, x, y):
@@ -43,8 +45,9 @@ class _Step:
         return optax.apply_updates(params, updates), opt_state, loss
 
     def __call__(self, params, opt_state, x, y):
-        return self._jitted(params, opt_state, x, y)
+        params, opt_state, loss = self._jitted(params, opt_state, x, y)
+        return jax.device_put(params, self.shardings), opt_state, loss  # where they already are
 
 
 def make_tp_train_step(mesh, tx):
-    return _Step(tx)
+    return _Step(mesh, tx)
