@@ -23,13 +23,18 @@ What is checked (`make grade EX=ex7`):
     lax.psum over "model" only, of the (B/data, D) partial sums, with no other collective;
   * the compiled forward pass of each version holds exactly one all-reduce and no all-gather,
     reduce-scatter, all-to-all or collective-permute;
-  * each device does its share of the work: per-device FLOPs of both forwards and of the compiled
-    training step are about 1/(data*model) of a single-device program's;
+  * each device does its share of the work: per-device FLOPs of both forwards are about
+    1/(data*model) of a single-device program's, and those of the compiled training step about
+    1/(data*model) of your own step's compiled on one device;
   * 5 training steps with optax.sgd(0.1, momentum=0.9), and 5 with optax.adam, match the grader's
     own single-device training (params and losses);
+  * the step make_tp_train_step returns is jitted as it is (the grader calls it as you return it),
+    and its compiled program holds no collective that Megatron's step does not need (the grader
+    compiles its own on the same mesh): no gathered predictions, gradients, updates or moments;
   * init_tp_state returns the parameters placed Megatron-style and an optimizer state whose
-    moments carry the same specs, and a training step keeps them.
-The checks of the technique run on a (2, 4) or a (4, 2) mesh, drawn at grading time.
+    moments carry the same specs, on all four meshes, and a training step keeps them.
+The checks of the technique run on a (2, 4) or a (4, 2) mesh, and D, H and B for each mesh, drawn
+at grading time.
 """
 
 import jax

@@ -12,7 +12,8 @@ from graders.exercises.ex2_sqrt_checkpointing import checks as ex2
 from graders.exercises.ex6_nnx_block_remat import checks as ex6
 
 # The graders that draw a depth, and the depths they draw from: ex2's L and ex6's number of layers
-# (ex7 grades both of its meshes in every run, and draws only numbers from the seed).
+# (ex7 draws its sizes for each of its four meshes from the seed; each draw holds its edges, D == H, powers
+# of two and not: see its configs).
 DEPTH_RANGES = (ex2.MEMORY_LS, sorted({c.layers for c in ex6.CONFIGS}))
 
 

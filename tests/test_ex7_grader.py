@@ -55,3 +55,44 @@ def test_replicated_moments_lose_only_the_state_check(corpus):
 def test_stale_state_is_named_for_both_optimizers(corpus):
     lost = corpus(EX)["stale_optimizer_state"].lost(EX)
     assert set(lost) == {"sgd_training_matches_single_device", "adam_training_matches_single_device"}, lost
+
+
+# Steps that move more than Megatron does, with every number, spec and FLOP figure right: w2 split
+# by columns costs each device only 1.2-1.4x its share of the FLOPs, within the slack, so only the
+# compiled step's collectives, compared with the grader's own Megatron step, can tell.
+MOVES_TOO_MUCH = ["step_gathers_predictions", "step_gathers_gradients", "step_gathers_updates",
+                  "step_gathers_optimizer_state", "step_w2_by_columns", "step_assembles_updates_by_flat_psum"]
+
+
+@pytest.mark.parametrize("case", MOVES_TOO_MUCH)
+def test_a_step_that_moves_more_than_megatron_loses_only_the_collective_check(corpus, case):
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == {"training_step_communicates_like_megatron"}, lost
+
+
+@pytest.mark.parametrize("case", ["unjitted_step", "update_outside_jit"])
+def test_a_step_is_judged_as_written_not_as_the_grader_jits_it(corpus, case):
+    # Its numbers, communication and work are right; only the check that it is jitted fails.
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == {"training_step_is_jitted"}, lost
+
+
+@pytest.mark.parametrize("case", ["init_on_fixed_mesh", "init_specs_by_shape"])
+def test_init_tp_state_is_tried_beyond_the_mesh_and_sizes_where_it_happens_to_be_right(corpus, case):
+    # Right on the (2, 4) mesh (a mesh of its own) or wherever D != H (leaves placed by shape).
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == {"optimizer_state_carries_parameter_specs"}, lost
+
+
+def test_sizes_are_drawn_with_their_edges():
+    from graders.exercises.ex7_megatron_tp import checks as grader
+
+    drawn = [grader.configs(seed) for seed in range(40)]
+    main = {cfg[grader.main_shape(seed)] for seed, cfg in enumerate(drawn)}
+    assert len(main) > 20, main  # not a fixed size, nor a handful to look up
+    for seed, cfg in enumerate(drawn):
+        d, h, _ = cfg[grader.other_shape(seed)]
+        assert d == h, cfg  # a weight and its transpose, and the two moments, share one shape
+        hs = [h for _, h, _ in cfg.values()]
+        assert len(set(hs)) == len(hs), cfg  # a hidden size written as a number is right on one mesh at most
+        assert any(h & (h - 1) == 0 for h in hs) and any(h & (h - 1) for h in hs), cfg

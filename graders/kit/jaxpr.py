@@ -179,19 +179,43 @@ def live(jaxpr):
     return pruned
 
 
-def output_source(jaxpr, index: int = 0):
+def output_source(jaxpr, index: int = 0, through: tuple = ("jit",), layout: bool = False):
     """The equation whose result is output `index` of jaxpr, looking through jit wrappers (a jit's
     output is its body's), or None for an input or a literal: says whether a primitive's result *is*
-    what a function returns, rather than something added to it (e.g. `real + 0 * decoy`)."""
+    what a function returns, rather than something added to it (e.g. `real + 0 * decoy`).
+    `through` names the kinds of wrapper looked into ("jit", "checkpoint", "custom" for
+    custom_jvp/custom_vjp calls); `layout=True` also looks through equations that only reshape,
+    transpose or convert a value (SHAPE_ONLY), so `psum(partial_t, ...).T` is the psum's result."""
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
     var = jaxpr.outvars[index]
     while True:
         eqn = next((e for e in jaxpr.eqns if any(v is var for v in e.outvars)), None)
-        if eqn is None or not is_a(eqn, "jit"):
+        if eqn is None:
+            return None
+        if layout and eqn.primitive.name in SHAPE_ONLY and eqn.invars and not _is_literal(eqn.invars[0]):
+            var = eqn.invars[0]
+            continue
+        inner = _wrapped(eqn, through)
+        if inner is None:
             return eqn
         position = next(i for i, v in enumerate(eqn.outvars) if v is var)
-        jaxpr = getattr(eqn.params["jaxpr"], "jaxpr", eqn.params["jaxpr"])
-        var = jaxpr.outvars[position]
+        jaxpr, var = inner, inner.outvars[position]
+
+
+_CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
+
+
+def _wrapped(eqn, through):
+    """The body of a wrapper equation of one of the kinds in `through` (its outputs are its
+    body's, one for one), or None."""
+    if not (any(is_a(eqn, kind) for kind in through if kind != "custom")
+            or ("custom" in through and eqn.primitive.name in _CUSTOM)):
+        return None
+    inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+    inner = getattr(inner, "jaxpr", inner)
+    if inner is None or len(inner.outvars) != len(eqn.outvars):
+        return None
+    return inner
 
 
 def flatten(fn: Callable, *args):

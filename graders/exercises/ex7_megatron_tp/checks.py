@@ -18,24 +18,25 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import jaxpr, costs
+from graders.kit import hlo, jaxpr, figure_store, costs
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, as_scalar, assert_close, rng
 from graders.exercises.ex7_megatron_tp.probes import (
-    AXES, PARAM_SPECS, UNSENDABLE, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,
+    PARAM_SPECS, UNSENDABLE, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,
 )
 
-# D, H, B all distinct, and distinct from every block size B/data and H/model on the meshes below
-# (B/data: 40, 20, 10, 5; H/model: 32, 16, 8, 4), so a gathered array's shape says what it was.
-# H and B divide by 8: every device gets whole hidden units and whole rows; D too, so that a
-# weight split the wrong way still runs and shows its communication.
-D, H, B = 24, 32, 40
 MESH_SHAPES = ((2, 4), (4, 2), (1, 8), (8, 1))
 # The technique checks read one mesh with both axes larger than 1, drawn from the grading seed (code
 # that recognises the mesh it is graded on cannot behave only there); the Adam run and the state
-# check use the other one.
+# check's training step use the other one.
 BOTH_AXES_SPLIT = ((2, 4), (4, 2))
-SHAPES = {"w1": (D, H), "w2": (H, D)}
+# D, H and B are drawn from the seed for each mesh (configs below): D and H from powers of two and
+# other multiples of 8, B a multiple of 8, so that every device of every mesh gets whole hidden
+# units and whole rows (and a weight split the wrong way still runs and shows its communication).
+# Sizes of 16 and up keep the elementwise work, which does not shrink with the matmuls' share, small
+# beside them (see FLOP_SLACK).
+SIZES = (16, 24, 32, 40, 48, 64)
+BATCHES = (32, 40, 48, 64, 80, 96)
 VERSIONS = {"tp_mlp": "tp_mlp", "shard_map": "your shard_map version"}
 # jax.lax.psum binds psum_invariant under shard_map's default check_vma=True, psum without it.
 PSUM = frozenset({"psum", "psum_invariant", "psum2"})
@@ -43,23 +44,31 @@ PSUM = frozenset({"psum", "psum_invariant", "psum2"})
 OTHER_COLLECTIVES = frozenset({"all_gather", "all_gather_invariant", "all_to_all", "ragged_all_to_all", "ppermute",
                                "reduce_scatter", "psum_scatter", "pmax", "pmin", "pbroadcast"})
 COMMUNICATION = ("all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+ONE_DEVICE = (1, 1)  # the learner's own step on one device: what a device's share is a share of
 
 # A device of a (data, model) mesh should do about 1/(data*model) of the single-device program's
-# FLOPs: the reference does 1.02-1.03x that share in the forward and 1.09-1.10x in the SGD step
-# (the update is elementwise on a weight block split over "model" only); a device that keeps the
-# whole batch or the whole weights does 2x or more (measured 2.5x to 9x). 1.5 lies between them.
+# FLOPs. Measured over the sizes drawn here: the reference does 1.01-1.07x that share in the forward
+# and 1.05-1.17x in the SGD step (the update and relu are elementwise on blocks split over "model"
+# only, so they shrink less than the matmuls); a device that keeps the whole batch or the whole
+# weights does 2x or more (measured 2x to 8x; 9x for a replicated program beside a decoy). 1.5 lies
+# between them. The step is measured against the learner's own step compiled on one device, so that
+# a step that does more work on purpose (e.g. recomputes its forward under jax.checkpoint) is
+# compared with itself. Communication that costs few FLOPs (w2 split by columns, 1.2-1.4x) is the
+# collective checks' to catch.
 FLOP_SLACK = 1.5
 STEPS = 5
 SGD = (0.1, 0.9)  # learning rate, momentum
 ADAM_LR = 1e-2
 # Sharded and single-device float32 add the same terms in another order: after 5 momentum-SGD
-# steps (an update linear in the gradient) parameters and losses differ by ~3e-7 relative here.
+# steps (an update linear in the gradient) parameters and losses differ by up to ~1e-6 relative
+# over the sizes drawn here (measured on 40 draws).
 SGD_RTOL = 1e-5
 # Adam divides by sqrt(v): where a gradient entry is near zero, its rounding noise becomes a step
 # of up to the learning rate, so sharded and single-device runs may part by far more than the
-# rounding (the chapter measured 1.6e-4 after 5 steps at lr 1e-2; ~1e-7 here). A tenth of the
-# learning rate allows that, and still fails an optimizer state that is not carried (losses 7e-3
-# apart by step 3). Adam ignores the gradient's scale: a wrong scale is the SGD check's to catch.
+# rounding (the chapter measured 1.6e-4 after 5 steps at lr 1e-2; up to 5e-6 over the sizes drawn
+# here). A tenth of the learning rate allows that, and still fails an optimizer state that is not
+# carried (losses 7e-3 apart by step 3). Adam ignores the gradient's scale: a wrong scale is the SGD
+# check's to catch.
 ADAM_ATOL = ADAM_LR / 10
 
 
@@ -71,9 +80,39 @@ def other_shape(seed: int):
     return next(s for s in BOTH_AXES_SPLIT if s != main_shape(seed))
 
 
-def problem(seed: int):
-    r = rng(seed)
-    return r.normal(size=(D, H)) * 0.3, r.normal(size=(H, D)) * 0.3, r.normal(size=(B, D)), r.normal(size=(B, D))
+def _power_of_two(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+@functools.cache
+def configs(seed: int) -> dict:
+    """(D, H, B) for each mesh shape, drawn from the seed. On the technique checks' mesh every size
+    and block (D, H, B, B/data, H/model) differs from the others, so that an array's shape in the
+    compiled program says what it is; on the other mesh D == H, where a weight and its transpose,
+    and the two moments, share one shape. H differs from mesh to mesh (a hidden size written as a
+    number is right on one at most), and the four meshes hold powers of two and other sizes."""
+    r = np.random.default_rng([seed, 7])
+    main, other = main_shape(seed), other_shape(seed)
+    while True:
+        drawn = {shape: (int(r.choice(SIZES)), int(r.choice(SIZES)), int(r.choice(BATCHES))) for shape in MESH_SHAPES}
+        d, _, b = drawn[other]
+        drawn[other] = (d, d, b)
+        d, h, b = drawn[main]
+        blocks = (d, h, b, b // main[0], h // main[1])
+        hs = [h for _, h, _ in drawn.values()]
+        sizes = [n for d, h, _ in drawn.values() for n in (d, h)]
+        if (len(set(blocks)) == len(blocks) and len(set(hs)) == len(hs)
+                and any(map(_power_of_two, hs)) and not all(map(_power_of_two, hs))
+                and any(map(_power_of_two, sizes[::2])) and not all(map(_power_of_two, sizes[::2]))
+                and drawn[other][2] // other[0] != drawn[other][0]):
+            return drawn
+
+
+def problem(seed: int, shape, k: int):
+    """w1, w2, x, y of the sizes drawn for this mesh, their values drawn from the seed and k."""
+    d, h, b = configs(seed)[tuple(shape)]
+    r = np.random.default_rng([seed, k])
+    return r.normal(size=(d, h)) * 0.3, r.normal(size=(h, d)) * 0.3, r.normal(size=(b, d)), r.normal(size=(b, d))
 
 
 def mlp_np(w1, w2, x):
@@ -105,21 +144,22 @@ def source_of(program: dict, key: str):
     return program[key]
 
 
-def forward_inputs(seed: int):
-    w1, w2, x, _ = problem(seed)
+def forward_inputs(seed: int, shape):
+    w1, w2, x, _ = problem(seed, shape, 10 + MESH_SHAPES.index(tuple(shape)))
     return w1, w2, x
 
 
-def forward(worker, version: str, shape):
+def forward(worker, version: str, shape, seed: int):
     """(what the probe says of one version compiled on one mesh, the float64 inputs): the probe
     compiles it once for the numbers, spec, collective and FLOP checks."""
-    inputs = forward_inputs(10 + MESH_SHAPES.index(shape))
+    inputs = forward_inputs(seed, shape)
     return worker.forward(version, shape, *inputs), inputs
 
 
 def mistakes_of(w1, w2, x, shape):
     """(value, message) of the known wrong answers on a (data, model) mesh, computed here."""
     data, model = shape
+    (B, D), H = x.shape, w1.shape[1]
     y = mlp_np(w1, w2, x)
     found = [(np.maximum(x @ w1 @ w2, 0.0),
               "That is relu((x @ w1) @ w2): the activation was applied after adding the partial sums. relu of "
@@ -148,33 +188,35 @@ def mistakes_of(w1, w2, x, shape):
 
 
 
-def check_forward_numbers(worker, version: str):
+def check_forward_numbers(worker, version: str, seed: int):
     for shape in MESH_SHAPES:
-        got, (w1, w2, x) = forward(worker, version, shape)
-        where = f"{VERSIONS[version]} on a (data, model) = {shape} mesh"
+        got, (w1, w2, x) = forward(worker, version, shape, seed)
+        D, H, B = configs(seed)[shape]
+        where = f"{VERSIONS[version]} on a (data, model) = {shape} mesh (D={D}, H={H}, B={B})"
         assert_close(received(got["out"], where, (B, D)), mlp_np(w1, w2, x), where,
                      mistakes=mistakes_of(w1, w2, x, shape),
                      hint="Hint: relu(x_blk @ w1_blk) @ w2_blk on each device, then one sum over 'model'.")
 
 
 @pytest.mark.points(2)
-def test_tp_mlp_matches_numpy(worker):
-    """tp_mlp equals relu(x @ w1) @ w2 in float64 on (2, 4), (4, 2), (1, 8) and (8, 1) meshes."""
-    check_forward_numbers(worker, "tp_mlp")
+def test_tp_mlp_matches_numpy(worker, seed):
+    """tp_mlp equals relu(x @ w1) @ w2 in float64 on (2, 4), (4, 2), (1, 8) and (8, 1) meshes, sizes drawn."""
+    check_forward_numbers(worker, "tp_mlp", seed)
 
 
 @pytest.mark.points(2)
-def test_shard_map_mlp_matches_numpy(worker):
+def test_shard_map_mlp_matches_numpy(worker, seed):
     """The shard_map version equals relu(x @ w1) @ w2 in float64 on the same four meshes."""
-    check_forward_numbers(worker, "shard_map")
+    check_forward_numbers(worker, "shard_map", seed)
 
 
 @pytest.mark.points(1)
 def test_outputs_sharded_by_data(worker, seed):
     """Both versions return y sharded P("data", None) on a (2, 4) or (4, 2) mesh."""
     shape = main_shape(seed)
+    D, H, B = configs(seed)[shape]
     for version in VERSIONS:
-        got = forward(worker, version, shape)[0]
+        got = forward(worker, version, shape, seed)[0]
         what = f"{VERSIONS[version]}'s output"
         as_array(received(got["out"], what, (B, D)), what, (B, D))
         if same_sharding(shape, X_SPEC, got["placed"], 2):
@@ -201,7 +243,7 @@ def split_over_model(spec, dim: int) -> bool:
 def test_tp_mlp_states_the_output_sharding(worker, seed):
     """tp_mlp's second matmul contracts the split hidden units and states out_sharding=P("data", None)."""
     shape = main_shape(seed)
-    program = worker.tp_mlp_program(shape, *forward_inputs(21))
+    program = worker.tp_mlp_program(shape, *forward_inputs(seed, shape))
     split = []
     for dot in program["dots"]:
         lhs_c, rhs_c = dot["lhs_contracting"], dot["rhs_contracting"]
@@ -214,13 +256,17 @@ def test_tp_mlp_states_the_output_sharding(worker, seed):
              "its partial sums never appear. Hint: keep h = relu(x @ w1) as it comes out, (B@data, H@model), and "
              "write jnp.matmul(h, w2, out_sharding=P('data', None)) with w2 as it arrives.")
     expected = sharding_key(NamedSharding(mesh(shape), X_SPEC), 2)
-    if not any(dot["stated_key"] == expected for dot in split):
+    returned = [dot for dot in split if dot["is_output"]]
+    # The sum stays split by batch rows: stated as P('data', None), or stated transposed for a product
+    # computed transposed, (w2.T @ h.T).T, whose returned value is then P('data', None).
+    if not any(dot["stated_key"] == expected for dot in split) and not \
+            (returned and program["output_key"] == expected):
         shown = ", ".join(dot["stated"] for dot in split)
         fail(f"the second matmul, which adds partial sums over 'model', states out_sharding {shown}; expected "
              "P('data', None): the sum stays split by batch rows, whole along D. Hint: "
              "jnp.matmul(h, w2, out_sharding=P('data', None)).")
     source = source_of(program, "output_source")
-    if not any(dot["is_output"] for dot in split):
+    if not returned:
         made = "an input" if source is None else f"the result of {source}"
         fail(f"tp_mlp returns {made}, not the result of its second matmul: a tensor-parallel matmul whose result is "
              "only combined with a value computed some other way does not do the work. Hint: return "
@@ -232,8 +278,10 @@ def gathered(shapes, *targets) -> list[tuple[str, tuple]]:
     return [(op, s) for op, s in shapes if tuple(sorted(s)) in wanted]
 
 
-def check_one_all_reduce(worker, version: str, shape, note):
-    got = forward(worker, version, shape)[0]
+def check_one_all_reduce(worker, version: str, seed: int, note):
+    shape = main_shape(seed)
+    D, H, B = configs(seed)[shape]
+    got = forward(worker, version, shape, seed)[0]
     counts, shapes = got["collectives"], got["collective_shapes"]
     found = ", ".join(f"{n} {op}" for op, n in counts.items() if n) or "no collectives"
     note(f"collectives in the compiled forward of {VERSIONS[version]} on a {shape} mesh: {found}")
@@ -244,7 +292,7 @@ def check_one_all_reduce(worker, version: str, shape, note):
         why = ("the activations relu(x @ w1) are gathered across 'model', every hidden unit onto every device, as "
                "happens when w2 is split by columns (or h is resharded before the second matmul). With w2 split "
                "by rows, P('model', None), each device's hidden units meet their own rows of w2")
-    elif gathered(shapes, SHAPES["w1"], SHAPES["w2"]):
+    elif gathered(shapes, (D, H), (H, D)):
         why = ("the weights are gathered whole onto each device: that is FSDP's move, not tensor parallelism, "
                "where every device keeps its own hidden units and never sees the others'")
     elif gathered(shapes, (B, D)):
@@ -265,13 +313,13 @@ def check_one_all_reduce(worker, version: str, shape, note):
 @pytest.mark.points(2)
 def test_tp_mlp_forward_communicates_once(worker, note, seed):
     """tp_mlp's compiled forward holds one all-reduce and no all-gather, reduce-scatter or all-to-all."""
-    check_one_all_reduce(worker, "tp_mlp", main_shape(seed), note)
+    check_one_all_reduce(worker, "tp_mlp", seed, note)
 
 
 @pytest.mark.points(2)
 def test_shard_map_forward_communicates_once(worker, note, seed):
     """The shard_map version's compiled forward holds one all-reduce and no other collective."""
-    check_one_all_reduce(worker, "shard_map", main_shape(seed), note)
+    check_one_all_reduce(worker, "shard_map", seed, note)
 
 
 
@@ -279,7 +327,8 @@ def test_shard_map_forward_communicates_once(worker, note, seed):
 def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
     """The shard_map version returns one lax.psum over "model" of the (B/data, D) partial sums, its only collective."""
     shape = main_shape(seed)
-    program = worker.shard_map_program(shape, *forward_inputs(20))
+    D, H, B = configs(seed)[shape]
+    program = worker.shard_map_program(shape, *forward_inputs(seed, shape))
     if not program["shard_maps"]:
         seen = ", ".join(program["primitives"]) or "nothing"
         fail(f"there is no shard_map in your shard_map version (it holds: {seen}). Hint: return "
@@ -310,9 +359,11 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
                else "over 'data' only: the partial sums lie along 'model'")
         fail(f"your psum runs over {axes}, expected ('model',) only: {why}. Hint: lax.psum(partial, 'model').")
     block = (B // shape[0], D)
-    added = eqn["operand_shape"]
-    if added != block:
-        fail(f"your psum adds an array of shape {added}; on this {shape} mesh each device's partial sum "
+    added = [tuple(a) for a in eqn["operand_shapes"]]
+    # The partial sums in any layout (transposed, flattened) are the same B/data * D numbers.
+    if sum(int(np.prod(a)) for a in added) != int(np.prod(block)):
+        shown = " and ".join(map(str, added)) or "nothing"
+        fail(f"your psum adds an array of shape {shown}; on this {shape} mesh each device's partial sum "
              f"relu(x_blk @ w1_blk) @ w2_blk has shape {block} (B/data, D), and that is what must be added. "
              "Hint: compute the whole local MLP first, then psum its output over 'model'.")
     last = source_of(program, "body_output_source")
@@ -327,17 +378,30 @@ def single_loss(params, x, y):
     return jnp.mean((jax.nn.relu(x @ params["w1"]) @ params["w2"] - y) ** 2)
 
 
-def single_step(tx):
+def single_step(tx, forward=lambda w1, w2, x: jax.nn.relu(x @ w1) @ w2):
+    def loss(params, x, y):
+        return jnp.mean((forward(params["w1"], params["w2"], x) - y) ** 2)
+
     def step(params, state, x, y):
-        loss, grads = jax.value_and_grad(single_loss)(params, x, y)
+        value, grads = jax.value_and_grad(loss)(params, x, y)
         updates, state = tx.update(grads, state, params)
-        return optax.apply_updates(params, updates), state, loss
+        return optax.apply_updates(params, updates), state, value
     return step
 
 
 # The optimizers, as plain configs: the probes build the learner's tx from the same one (make_tx).
 OPTIMIZERS = {"sgd": {"name": "sgd", "learning_rate": SGD[0], "momentum": SGD[1]},
               "adam": {"name": "adam", "learning_rate": ADAM_LR}}
+# Which values each training problem draws (problem's k): SGD on the main mesh, Adam on the other.
+RUNS = {"sgd": 30, "adam": 31}
+
+
+def run_shape(opt: str, seed: int):
+    return main_shape(seed) if opt == "sgd" else other_shape(seed)
+
+
+def training_problem(opt: str, seed: int):
+    return problem(seed, run_shape(opt, seed), RUNS[opt])
 
 
 @functools.cache
@@ -345,20 +409,44 @@ def single_step_jit(opt: str):
     return jax.jit(single_step(make_tx(OPTIMIZERS[opt])))
 
 
-@functools.cache
-def single_device_flops():
-    """FLOPs of the grader's own forward and SGD step on one device, at the exercise's sizes."""
-    w1, w2, x, y = (jnp.asarray(a, jnp.float32) for a in problem(0))
+def _single_device_flops(d: int, h: int, b: int) -> list:
+    w1, w2, x = jnp.ones((d, h)), jnp.ones((h, d)), jnp.ones((b, d))
     params = {"w1": w1, "w2": w2}
     tx = make_tx(OPTIMIZERS["sgd"])
-    fwd = costs.flops(costs.compile_fn(lambda a, b, c: jax.nn.relu(c @ a) @ b, w1, w2, x))
-    step = costs.flops(costs.compile_fn(single_step(tx), params, tx.init(params), x, y))
-    return fwd, step
+    return [costs.flops(costs.compile_fn(lambda a, c, e: jax.nn.relu(e @ a) @ c, w1, w2, x)),
+            costs.flops(costs.compile_fn(single_step(tx), params, tx.init(params), x, x))]
+
+
+def single_device_flops(config) -> list[float]:
+    """FLOPs of the grader's own forward and SGD step on one device, at these sizes (kept between
+    runs)."""
+    return figure_store.stored("ex7 own flops", tuple(config), lambda: _single_device_flops(*config))
+
+
+def _own_step_collectives(shape, config) -> list:
+    """The collectives of the grader's own Megatron training step (global view, momentum SGD),
+    compiled on this mesh for the grader's placement: [opcode, result shape] rows."""
+    m = mesh(shape)
+    tx = make_tx(OPTIMIZERS["sgd"])
+    own = jax.jit(single_step(tx, lambda w1, w2, x: jnp.matmul(jax.nn.relu(x @ w1), w2, out_sharding=X_SPEC)))
+    d, h, b = config
+    with jax.set_mesh(m):
+        params = {"w1": jax.device_put(np.ones((d, h), np.float32), NamedSharding(m, W1_SPEC)),
+                  "w2": jax.device_put(np.ones((h, d), np.float32), NamedSharding(m, W2_SPEC))}
+        x = jax.device_put(np.ones((b, d), np.float32), NamedSharding(m, X_SPEC))
+        text = own.lower(params, tx.init(params), x, x).compile().as_text()
+    return [[op, list(dims)] for op, dims in hlo.collective_shapes(text)]
+
+
+def own_step_collectives(shape, config) -> list[tuple[str, tuple]]:
+    rows = figure_store.stored("ex7 own step collectives", (tuple(shape), tuple(config)),
+                       lambda: _own_step_collectives(shape, config))
+    return [(op, tuple(dims)) for op, dims in rows]
 
 
 def single_run(opt: str, seed: int, keep_state: bool = True):
     """STEPS steps of the grader's own single-device training: final params and the losses."""
-    w1, w2, x, y = (jnp.asarray(a, jnp.float32) for a in problem(seed))
+    w1, w2, x, y = (jnp.asarray(a, jnp.float32) for a in training_problem(opt, seed))
     tx = make_tx(OPTIMIZERS[opt])
     params = {"w1": w1, "w2": w2}
     step = single_step_jit(opt)
@@ -370,10 +458,10 @@ def single_run(opt: str, seed: int, keep_state: bool = True):
     return {k: np.asarray(v, np.float64) for k, v in params.items()}, np.array(losses)
 
 
-def learner_run(worker, opt: str, shape, seed: int):
+def learner_run(worker, opt: str, seed: int):
     """STEPS steps of the learner's training step from the grader's placement (params split
     Megatron-style, the state made from them), run by the probe: final params and the losses."""
-    got = worker.train(OPTIMIZERS[opt], shape, *problem(seed), STEPS)
+    got = worker.train(OPTIMIZERS[opt], run_shape(opt, seed), *training_problem(opt, seed), STEPS)
     losses = [as_scalar(received(loss, f"the loss of step {i + 1}"), f"the loss of step {i + 1}")
               for i, loss in enumerate(got["losses"])]
     if got["params"] is None:
@@ -381,33 +469,128 @@ def learner_run(worker, opt: str, shape, seed: int):
     return got["params"], np.array(losses)
 
 
-def check_training(worker, opt: str, shape, seed: int, rtol: float, atol: float):
-    params, losses = learner_run(worker, opt, shape, seed)
+def check_training(worker, opt: str, seed: int, rtol: float, atol: float):
+    shape = run_shape(opt, seed)
+    params, losses = learner_run(worker, opt, seed)
     expected, expected_losses = single_run(opt, seed)
     stale_params, stale_losses = single_run(opt, seed, keep_state=False)
     name = "momentum SGD" if opt == "sgd" else "Adam"
-    where = f"after {STEPS} steps of {name} on a (data, model) = {shape} mesh"
+    D, H, B = configs(seed)[shape]
+    where = f"after {STEPS} steps of {name} on a (data, model) = {shape} mesh (D={D}, H={H}, B={B})"
     stale = ("That is what training gives when the optimizer state is not carried from step to step. Hint: "
              "return the new opt_state from tx.update, not the one passed in.")
     hint = ("Hint: the loss is the mean of (tp_mlp(w1, w2, x) - y) ** 2 over every element; step with "
             "tx.update(grads, opt_state, params) and optax.apply_updates.")
     assert_close(losses, expected_losses, f"the {STEPS} losses {where}", hint, mistakes=[(stale_losses, stale)],
                  rtol=rtol, atol=atol)
-    for k in ("w1", "w2"):
-        assert_close(received(params[k], f"{k} {where}", SHAPES[k]), expected[k], f"{k} {where}", hint,
+    for k, k_shape in (("w1", (D, H)), ("w2", (H, D))):
+        assert_close(received(params[k], f"{k} {where}", k_shape), expected[k], f"{k} {where}", hint,
                      mistakes=[(stale_params[k], stale)], rtol=rtol, atol=atol)
 
 
 @pytest.mark.points(1)
 def test_sgd_training_matches_single_device(worker, seed):
     """5 momentum-SGD steps on a (2, 4) or (4, 2) mesh give the single-device params and losses to ~1e-5."""
-    check_training(worker, "sgd", main_shape(seed), 30, SGD_RTOL, 1e-6)
+    check_training(worker, "sgd", seed, SGD_RTOL, 1e-6)
 
 
 @pytest.mark.points(1)
 def test_adam_training_matches_single_device(worker, seed):
     """5 Adam steps on a (4, 2) or (2, 4) mesh give the single-device params and losses within Adam's rounding."""
-    check_training(worker, "adam", other_shape(seed), 31, 0.0, ADAM_ATOL)
+    check_training(worker, "adam", seed, 0.0, ADAM_ATOL)
+
+
+@pytest.mark.points(1)
+def test_training_step_is_jitted(worker, seed):
+    """make_tp_train_step returns a jitted step: calling it runs compiled programs only, no operation one by one."""
+    calls = worker.step_calls(OPTIMIZERS["sgd"], run_shape("sgd", seed), *training_problem("sgd", seed))
+    if not calls["outside"]:
+        return
+    if not calls["jit_calls"]:
+        fail(f"make_tp_train_step returned a step that is not jitted: its {calls['outside']} operations run one by "
+             "one, each dispatched (and compiled) on its own, so XLA never sees the step as one program and cannot "
+             "fuse it or schedule its all-reduces. Hint: decorate step with @jax.jit, or return jax.jit(step).")
+    fail(f"part of your step runs outside jax.jit: {calls['outside']} of its operations run one by one around "
+         f"{'its jitted call' if calls['jit_calls'] == 1 else str(calls['jit_calls']) + ' jitted calls'} (e.g. the "
+         "update written after a jitted gradient). Hint: put the whole step, tx.update and optax.apply_updates "
+         "included, inside one jax.jit.")
+
+
+def size(dims) -> int:
+    return int(np.prod(dims, dtype=np.int64))
+
+
+def what_moves(op: str, dims: tuple, config, shape) -> str:
+    """What a collective of the learner's step with this result shape moves, told from its shape (the
+    sizes drawn for the technique checks' mesh are all distinct, see configs): one of MOVES."""
+    d, h, b = config
+    found = sorted(dims)
+    if op == "all-to-all":
+        return "resplit"
+    if found == sorted((b, d)):
+        return "batch"
+    if found == sorted((d, h)):
+        return "weight"
+    if h in dims and (b in dims or b // shape[0] in dims):
+        return "activations"
+    # Reshaped (e.g. flattened before a psum): told by how many numbers it holds.
+    by_size = {d * h: "weight", b * d: "batch", b * h: "activations", b // shape[0] * h: "activations"}
+    return by_size.get(size(dims), "other")
+
+
+MOVES = {
+    "resplit": "all-to-alls, which move an array from one split to another (w2 or h resharded before the second "
+               "matmul)",
+    "batch": "{ops} of whole batches {shapes} (the inputs, the predictions or the targets) on every device",
+    "weight": "{ops} of weight-sized arrays {shapes}, whole on every device: the weights, their gradients, the "
+              "updates or the optimizer's moments, each of which should stay split like its parameter",
+    "activations": "{ops} of the activations relu(x @ w1) with every hidden unit {shapes}: w2 split by columns "
+                   "(or h resharded) before the second matmul",
+    "other": "{ops} of arrays of shape {shapes}",
+}
+
+
+def describe_moves(extra, config, shape) -> str:
+    """The collectives Megatron does not need, grouped by what they move."""
+    groups: dict = {}
+    for op, dims in extra:
+        ops, shapes = groups.setdefault(what_moves(op, dims, config, shape), ({}, {}))
+        ops[op] = shapes[tuple(dims)] = None
+    return "; ".join(MOVES[kind].format(ops=" and ".join(f"{op}s" for op in ops),
+                                        shapes=" and ".join(map(str, shapes)))
+                     for kind, (ops, shapes) in groups.items())
+
+
+@pytest.mark.points(2)
+def test_training_step_communicates_like_megatron(worker, note, seed):
+    """The compiled SGD step moves only what the grader's own Megatron step moves on that mesh: all-reduces of the same arrays."""
+    shape = run_shape("sgd", seed)
+    config = configs(seed)[shape]
+    got = worker.step_program(OPTIMIZERS["sgd"], shape, *training_problem("sgd", seed))
+    own = own_step_collectives(shape, config)
+    found = ", ".join(f"{n} {op}" for op, n in got["collectives"].items() if n) or "no collectives"
+    note(f"collectives in the compiled training step on a {shape} mesh: {found}")
+    # Every collective must be one the grader's own step holds: the same operation on as many
+    # numbers (any layout). Repeating one (a step under jax.checkpoint recomputes the forward's
+    # all-reduce) moves nothing new. An all-reduce of a scalar or of a vector of at most B or D
+    # numbers is the loss reduced in another order (mean over the batch first adds a (D,) vector
+    # over "data"); what Megatron never moves (weights, gradients, updates, moments, activations,
+    # batches) holds far more numbers than that, however it is reshaped.
+    d, h, b = config
+    allowed = {(op, size(dims)) for op, dims in own}
+    extra = [(op, tuple(dims)) for op, dims in got["collective_shapes"]
+             if (op, size(dims)) not in allowed
+             and not (op == "all-reduce" and sum(n > 1 for n in dims) <= 1 and size(dims) <= max(b, d))]
+    if not extra:
+        return
+    data, model = shape
+    needs = (f"all-reduces of the partial sums ({b // data}, {d}) over 'model' in the forward, and of the weights' "
+             f"gradients ({d}, {h // model}) and ({h // model}, {d}) and the loss over 'data' in the backward")
+    moves = describe_moves(extra, config, shape)
+    fail(f"the compiled training step on a {shape} mesh (D={d}, H={h}, B={b}) holds {found}. Megatron's step (the "
+         f"grader's own, compiled on the same mesh) needs only {needs}. Yours also moves {moves}. Hint: keep every "
+         "array of the step split as it arrives: the loss on the P('data', None) predictions and targets, and "
+         "gradients, updates and optimizer moments split like their parameters; reshard nothing.")
 
 
 @pytest.mark.points(2)
@@ -415,44 +598,73 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
     """Per-device FLOPs of both forwards and the SGD step on (2, 4) or (4, 2) are about 1/8 of one device's."""
     shape = main_shape(seed)
     share_of = shape[0] * shape[1]
-    fwd, step = single_device_flops()
-    programs = [(f"the forward of {VERSIONS[v]}", forward(worker, v, shape)[0]["flops"], fwd) for v in VERSIONS]
-    programs.append(("the training step", worker.step_flops(OPTIMIZERS["sgd"], shape, *problem(30)), step))
-    for what, got, single in programs:
+    fwd, own_step = single_device_flops(configs(seed)[shape])
+    programs = [(f"the forward of {VERSIONS[v]}", "one device", forward(worker, v, shape, seed)[0]["flops"], fwd)
+                for v in VERSIONS]
+    inputs = training_problem("sgd", seed)
+    step = worker.step_flops(OPTIMIZERS["sgd"], ONE_DEVICE, *inputs)
+    if not step >= own_step / FLOP_SLACK:  # a NaN or a negative figure is no program's either
+        fail(f"your training step, compiled on one device, does {step:,.0f} FLOPs, where the grader's own step at "
+             f"these sizes does {own_step:,.0f}: less than 1/{FLOP_SLACK:g} of the work of a forward, a backward "
+             "and an update, so the share of the work on a mesh cannot be measured against it. Hint: one step is "
+             "value_and_grad of the mean squared error of tp_mlp, then tx.update and optax.apply_updates.")
+    programs.append(("the training step", "your step on one device",
+                     worker.step_flops(OPTIMIZERS["sgd"], run_shape("sgd", seed), *inputs), step))
+    for what, alone, got, single in programs:
         share = single / share_of
-        note(f"per-device FLOPs of {what} on a {shape} mesh: {got:,.0f} (one device: {single:,.0f}; "
+        note(f"per-device FLOPs of {what} on a {shape} mesh: {got:,.0f} ({alone}: {single:,.0f}; "
              f"a 1/{share_of} share: {share:,.0f})")
         if share / FLOP_SLACK <= got <= FLOP_SLACK * share:
             continue
         if not got >= share / FLOP_SLACK:  # a NaN, a zero or a negative figure is no program's either
-            fail(f"each device does {got:,.0f} FLOPs in {what}; one device alone does {single:,.0f}, so a share on "
+            fail(f"each device does {got:,.0f} FLOPs in {what}; {alone} does {single:,.0f}, so a share on "
                  f"a {shape} mesh is about {share:,.0f}, and yours is less than 1/{FLOP_SLACK:g} of that: no "
                  "compiled program that computes the whole result, split over the devices, does so little on each.")
-        fail(f"each device does {got:,.0f} FLOPs in {what}; one device alone does {single:,.0f}, so a share on a "
+        fail(f"each device does {got:,.0f} FLOPs in {what}; {alone} does {single:,.0f}, so a share on a "
              f"{shape} mesh is about {share:,.0f}, and yours is {got / share:.1f} times that: devices repeat each "
              "other's work (a whole batch, or whole weights, on every device). Hint: each device multiplies its "
              "own B/data rows by its own H/model hidden units; nothing is gathered.")
 
 
-def moment_specs(leaves):
+def moment_specs(leaves, config):
     """(path, placement, ndim, expected spec) for every leaf of the optimizer state shaped like a
-    parameter (the moments), from the leaves a probe described."""
+    parameter (the moments), from the leaves a probe described. A leaf's parameter is the one its
+    path names (optax keeps the params' dict keys); by shape only where the path names neither,
+    and never where D == H makes the shape say nothing."""
+    d, h, _ = config
+    shapes = {"w1": (d, h), "w2": (h, d)}
     rows = []
     for leaf in leaves:
         shape = tuple(leaf["shape"])
-        for k, s in SHAPES.items():
-            if shape == s:
-                rows.append((leaf["path"], leaf["placed"], len(shape), PARAM_SPECS[k]))
+        named = [k for k in shapes if f"['{k}']" in leaf["path"] and shapes[k] == shape]
+        by_shape = [k for k, s in shapes.items() if s == shape]
+        for k in named or (by_shape if len(by_shape) == 1 else []):
+            rows.append((leaf["path"], leaf["placed"], len(shape), PARAM_SPECS[k]))
     return rows
 
 
-def check_specs(shape, placement, when: str):
+def other_mesh(shape, placed) -> str:
+    """' on a (2, 4) mesh, not the (4, 2) mesh it was given' when a value lies on a mesh of other axis
+    sizes than the one it should, else ''."""
+    sizes = placed.get("mesh") if isinstance(placed, dict) else None
+    if not isinstance(sizes, dict) or (sizes.get("data"), sizes.get("model")) == tuple(shape):
+        return ""
+    return f" on a {tuple(sizes.values())} mesh ({sizes}), not the {tuple(shape)} mesh it was given"
+
+
+def check_specs(shape, config, placement, when: str):
     params = placement["params"]
     for k in ("w1", "w2"):
+        elsewhere = other_mesh(shape, params[k])
+        if elsewhere:
+            fail(f"{when}, params['{k}'] is {params[k]['spec']}{elsewhere}: a mesh made in your code (with axis sizes "
+                 "written as numbers) rather than the one passed in. Hint: jax.device_put(w, NamedSharding(mesh, "
+                 "spec)) with the `mesh` argument.")
         if not same_sharding(shape, PARAM_SPECS[k], params[k], 2):
             fail(f"{when}, params['{k}'] is {params[k]['spec']}; expected {PARAM_SPECS[k]} (w1 split by columns, "
-                 "w2 by rows over 'model'). Hint: jax.device_put(w, NamedSharding(mesh, spec)).")
-    moments = moment_specs(placement["leaves"])
+                 "w2 by rows over 'model'). Hint: jax.device_put(w, NamedSharding(mesh, spec)) with the mesh "
+                 "you are given.")
+    moments = moment_specs(placement["leaves"], config)
     if not moments:
         fail(f"{when}, the optimizer state holds no array shaped like a parameter; Adam keeps two moments per "
              "parameter. Hint: opt_state = tx.init(placed_params).")
@@ -470,14 +682,20 @@ def check_specs(shape, placement, when: str):
 
 @pytest.mark.points(2)
 def test_optimizer_state_carries_parameter_specs(worker, seed):
-    """init_tp_state places params Megatron-style with Adam moments split alike, and a step keeps them."""
-    shape = other_shape(seed)
-    w1, w2, x, y = problem(32)
-    host = {"w1": np.asarray(w1, np.float32), "w2": np.asarray(w2, np.float32)}
-    got = worker.init_state(OPTIMIZERS["adam"], shape, host)
-    for k in ("w1", "w2"):
-        what = f"init_tp_state's params['{k}']"
-        assert_close(received(got["values"][k], what, SHAPES[k]), host[k], what,
-                     "Hint: place the given values; do not re-initialise them.")
-    check_specs(shape, got, "after init_tp_state")
-    check_specs(shape, worker.state_after_step(OPTIMIZERS["adam"], shape, x, y), "after one training step")
+    """init_tp_state places params Megatron-style with Adam moments split alike on all four meshes, and a step keeps them."""
+    for shape in MESH_SHAPES:
+        config = configs(seed)[shape]
+        w1, w2, _, _ = problem(seed, shape, 40 + MESH_SHAPES.index(shape))
+        host = {"w1": np.asarray(w1, np.float32), "w2": np.asarray(w2, np.float32)}
+        got = worker.init_state(OPTIMIZERS["adam"], shape, host)
+        where = f"on a (data, model) = {shape} mesh (D={config[0]}, H={config[1]})"
+        for k in ("w1", "w2"):
+            what = f"init_tp_state's params['{k}'] {where}"
+            assert_close(received(got["values"][k], what, host[k].shape), host[k], what,
+                         "Hint: place the given values; do not re-initialise them.")
+        check_specs(shape, config, got, f"after init_tp_state {where}")
+    # One Adam step on the mesh (and at the sizes) the Adam run used, from init_tp_state's own output.
+    shape = run_shape("adam", seed)
+    _, _, x, y = training_problem("adam", seed)
+    check_specs(shape, configs(seed)[shape], worker.state_after_step(OPTIMIZERS["adam"], shape, x, y),
+                f"after one training step on a {shape} mesh")

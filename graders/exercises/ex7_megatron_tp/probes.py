@@ -33,8 +33,10 @@ _state: dict = {}  # init_tp_state's (params, opt_state), for the step that stat
 
 @functools.cache
 def mesh(shape):
-    """A (data, model) mesh over all 8 devices, with Explicit axes (0.12's default)."""
-    return jax.make_mesh(tuple(int(n) for n in shape), AXES)
+    """A (data, model) mesh over the first data*model devices (all 8 for the exercise's meshes,
+    one for (1, 1)), with Explicit axes (0.12's default)."""
+    shape = tuple(int(n) for n in shape)
+    return jax.make_mesh(shape, AXES, devices=jax.devices()[:shape[0] * shape[1]])
 
 
 def make_tx(optimizer: dict):
@@ -75,9 +77,20 @@ def spec_of(value) -> str:
     return str(getattr(sharding, "spec", sharding))
 
 
+def mesh_sizes(value):
+    """The axis sizes of the mesh a returned array is placed on, e.g. {"data": 2, "model": 4}, or
+    None when it is not placed on a named mesh."""
+    try:
+        return {str(k): int(v) for k, v in value.sharding.mesh.shape.items()}
+    except Exception:  # no sharding, or one without a mesh
+        return None
+
+
 def placed_as(value, ndim: int) -> dict:
-    """How a returned array is placed: {"key": sharding_key, "spec": what to show the learner}."""
-    return {"key": sharding_key(getattr(value, "sharding", None), ndim), "spec": spec_of(value)}
+    """How a returned array is placed: {"key": sharding_key, "spec": what to show the learner,
+    "mesh": the axis sizes of its mesh}."""
+    return {"key": sharding_key(getattr(value, "sharding", None), ndim), "spec": spec_of(value),
+            "mesh": mesh_sizes(value)}
 
 
 def sendable(value):
@@ -167,11 +180,18 @@ def spec_entries(var):
                  else tuple(str(a) for a in e) if isinstance(e, tuple) else str(e) for e in spec)
 
 
+# What makes a returned value is looked for through the wrappers a right solution may put around
+# its work (jit, checkpoint, custom_jvp/vjp) and through reshapes and transposes, which move no
+# data between devices: psum(partial.T, "model").T returns the psum's result.
+THROUGH = ("jit", "checkpoint", "custom")
+
+
 def output_source(program) -> tuple:
-    """(jaxpr.output_source(program), None), or (None, what it raised): the check that reads the
-    output's source says that, at the point where it reads it, and not before."""
+    """(jaxpr.output_source(program) through THROUGH and layout ops, None), or (None, what it
+    raised): the check that reads the output's source says that, at the point where it reads it,
+    and not before."""
     try:
-        return jaxpr.output_source(program), None
+        return jaxpr.output_source(program, through=THROUGH, layout=True), None
     except Exception as exc:  # e.g. a program with no output at all
         message = " ".join(str(exc).split())[:600]
         return None, f"{type(exc).__name__}{': ' + message if message else ''}"
@@ -192,6 +212,12 @@ def tp_mlp_program(sol, shape, w1, w2, x):
     with on_mesh(m):
         program = jaxpr.live(jaxpr.trace(sol.tp_mlp, *args))
     source, source_error = output_source(program)
+    out_spec = getattr(getattr(getattr(program.outvars[0], "aval", None), "sharding", None), "spec", None) \
+        if program.outvars else None
+    try:
+        output_key = None if out_spec is None else sharding_key(NamedSharding(m, out_spec), 2)
+    except Exception:  # not a spec this mesh can hold
+        output_key = None
     dots = []
     for eqn in jaxpr.find(program, "dot"):
         (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
@@ -204,7 +230,8 @@ def tp_mlp_program(sol, shape, w1, w2, x):
                      "rhs_contracting": tuple(int(d) for d in rhs_c),
                      "lhs_spec": spec_entries(eqn.invars[0]), "rhs_spec": spec_entries(eqn.invars[1]),
                      "stated": str(stated), "stated_key": stated_key, "is_output": source is eqn})
-    return {"dots": dots, "output_source": _source_name(source), "output_source_error": source_error}
+    return {"dots": dots, "output_source": _source_name(source), "output_source_error": source_error,
+            "output_key": output_key}
 
 
 def _axes(eqn):
@@ -238,6 +265,7 @@ def shard_map_program(sol, shape, w1, w2, x):
              "axes": _axes(e),
              "operand_shape": (tuple(int(d) for d in e.invars[0].aval.shape)
                                if e.invars and hasattr(e.invars[0].aval, "shape") else None),
+             "operand_shapes": [tuple(int(d) for d in v.aval.shape) for v in e.invars if hasattr(v.aval, "shape")],
              "is_output": e is last}
             for e in jaxpr.walk(body)]
         summary["body_output_source"] = _source_name(last)
@@ -245,13 +273,15 @@ def shard_map_program(sol, shape, w1, w2, x):
 
 
 def learner_step(sol, optimizer: dict, shape):
+    """The learner's step for this optimizer and mesh, as make_tp_train_step returned it (made
+    once, so that every call reuses its compiled program)."""
     key = ("step", sol, tuple(sorted(optimizer.items())), tuple(shape))
     if key not in _cache:
         step = sol.make_tp_train_step(mesh(shape), make_tx(optimizer))
         if not callable(step):
             fail(f"make_tp_train_step(mesh, tx) should return a function step(params, opt_state, x, y), "
                  f"got {type(step).__name__}.")
-        _cache[key] = step if hasattr(step, "lower") else jax.jit(step)
+        _cache[key] = step
     return _cache[key]
 
 
@@ -261,20 +291,58 @@ def placed_training(m, optimizer: dict, w1, w2, x, y):
     return params, make_tx(optimizer).init(params), put(m, x, X_SPEC), put(m, y, X_SPEC)
 
 
+def compiled_step(sol, optimizer, shape, w1, w2, x, y):
+    """The learner's step compiled for the grader's placement: the program its jit compiles (a
+    step that is not jitted is compiled whole here, as jax.jit would; the check that the step is
+    jitted judges that apart)."""
+    key = ("compiled step", sol, tuple(sorted(optimizer.items())), tuple(shape),
+           *(np.asarray(a).tobytes() for a in (w1, w2, x, y)))
+    if key not in _cache:
+        m = mesh(shape)
+        step = learner_step(sol, optimizer, shape)
+        with on_mesh(m):
+            args = placed_training(m, optimizer, w1, w2, x, y)
+            _cache[key] = (step if hasattr(step, "lower") else jax.jit(step)).lower(*args).compile()
+    return _cache[key]
+
+
+@probe
+def step_program(sol, optimizer, shape, w1, w2, x, y):
+    """The learner's training step compiled on one mesh for the grader's placement: its per-device
+    FLOPs, and the collectives of the compiled program (counts, and (opcode, result shape) rows)."""
+    text = (compiled := compiled_step(sol, optimizer, shape, w1, w2, x, y)).as_text()
+    return {"flops": costs.flops(compiled), "collectives": hlo.collective_counts(text),
+            "collective_shapes": hlo.collective_shapes(text)}
+
+
 @probe
 def step_flops(sol, optimizer, shape, w1, w2, x, y):
-    """Per-device FLOPs of the learner's training step, compiled for the grader's placement."""
+    """Per-device FLOPs of the learner's training step, compiled for the grader's placement
+    (shape (1, 1): the learner's own step on one device)."""
+    return costs.flops(compiled_step(sol, optimizer, shape, w1, w2, x, y))
+
+
+@probe
+def step_calls(sol, optimizer, shape, w1, w2, x, y):
+    """What the learner's step runs when called, read from its traced program with dead code
+    removed: how many calls of jitted programs it makes, and how many operations it runs outside
+    any jit (one by one, each dispatched on its own), of how many in all."""
     m = mesh(shape)
+    step = learner_step(sol, optimizer, shape)
     with on_mesh(m):
-        compiled = learner_step(sol, optimizer, shape).lower(*placed_training(m, optimizer, w1, w2, x, y)).compile()
-    return costs.flops(compiled)
+        program = jaxpr.live(jaxpr.trace(step, *placed_training(m, optimizer, w1, w2, x, y)))
+    calls = [e for e in program.eqns if jaxpr.is_a(e, "jit")]
+    # A device_put around the call places a value and computes nothing: not an operation run alone.
+    outside = [e for e in program.eqns if not jaxpr.is_a(e, "jit") and e.primitive.name != "device_put"]
+    inside = sum(1 for e in calls for _ in jaxpr.inside(e))
+    return {"jit_calls": len(calls), "outside": len(outside), "inside": inside}
 
 
 @probe
 def train(sol, optimizer, shape, w1, w2, x, y, steps):
-    """`steps` steps of the learner's training step from the grader's placement: each step's loss
-    as returned, and the final params (None if they are not a dict of w1 and w2: params_type says
-    what they were)."""
+    """`steps` steps of the learner's training step, called as make_tp_train_step returned it,
+    from the grader's placement: each step's loss as returned, and the final params (None if they
+    are not a dict of w1 and w2: params_type says what they were)."""
     m = mesh(shape)
     step = learner_step(sol, optimizer, shape)
     with on_mesh(m):
@@ -319,10 +387,15 @@ def init_state(sol, optimizer, shape, params):
 
 @probe
 def state_after_step(sol, optimizer, shape, x, y):
-    """One learner training step from what init_state last returned on this mesh: how the new
-    params and optimizer state are placed."""
+    """One learner training step (called as written) from what init_state last returned on this
+    mesh: how the new params and optimizer state are placed."""
     m = mesh(shape)
     params, state = _state[(sol, tuple(shape))]
     with on_mesh(m):
-        params, state, _ = learner_step(sol, optimizer, shape)(params, state, put(m, x, X_SPEC), put(m, y, X_SPEC))
+        out = learner_step(sol, optimizer, shape)(params, state, put(m, x, X_SPEC), put(m, y, X_SPEC))
+        if not isinstance(out, tuple) or len(out) != 3:
+            fail(f"step should return (params, opt_state, loss), got {type(out).__name__}.")
+        params, state, _ = out
+        if not isinstance(params, dict) or set(params) != set(PARAM_SPECS):
+            fail(f"step should return params as a dict with keys 'w1' and 'w2', got {type(params).__name__}.")
     return placement(params, state)

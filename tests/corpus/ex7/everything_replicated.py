@@ -4,7 +4,7 @@ placement: right numbers, no tensor parallelism.
 loses: tp_mlp_forward_communicates_once: that is FSDP's move
 loses: shard_map_psums_partial_sums_once_over_model: not the result of its shard_map
 loses: each_device_does_its_share_of_the_work: devices repeat each other's work
-loses: optimizer_state_carries_parameter_specs: after init_tp_state, params['w1'] is P()
+loses: optimizer_state_carries_parameter_specs: params['w1'] is P()
 technique: none (every number right, the technique not doing the work)
 """
 import jax
