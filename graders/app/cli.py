@@ -79,6 +79,9 @@ def grade_command(argv: list[str]) -> int:
         if why_not:
             parser.error(why_not)  # refuses: grading unconfined would be a promise not kept
     options = options_from(args)
+    isolation = ""
+    if args.sandbox:
+        isolation = sandbox.level()  # the strongest this machine allows
     if args.budget is not None:
         try:
             options.limits = grading.budget_limits(ids, args.budget)
@@ -93,7 +96,7 @@ def grade_command(argv: list[str]) -> int:
         from graders.app.progress import Live
 
         live = Live(sys.stdout)
-        live.line(report.header(solutions, options.seed))
+        live.line(report.header(solutions, options.seed, isolation))
         live.line(f"  grading {' '.join(catalog.longest_first(ids))}; each row appears when its exercise is done")
         try:
             results = grading.grade_many(ids, solutions.resolve(), options, on_done=live.done, on_event=live.event,
@@ -111,9 +114,10 @@ def grade_command(argv: list[str]) -> int:
     sys.stdout.write("\n" + text)
     sys.stdout.flush()
     if args.json:
-        full = report.header(solutions, options.seed) + "\n\n" + text
+        full = report.header(solutions, options.seed, isolation) + "\n\n" + text
+        extra = {"isolation": isolation} if isolation else {}
         Path(args.json).write_text(json.dumps(
-            report.results_json(results, full, time.monotonic() - start, options.seed), indent=2))
+            report.results_json(results, full, time.monotonic() - start, options.seed, extra), indent=2))
     return 0 if all(r.status == "passed" for r in results) else 1
 
 

@@ -18,8 +18,14 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def header(solutions: Path, seed: int) -> str:
-    return f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)"
+def header(solutions: Path, seed: int, isolation: str = "") -> str:
+    """`isolation`: the sandbox's level (graders/child/sandbox.py), when there is one."""
+    text = f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)"
+    if isolation:
+        from graders.child import sandbox
+
+        text += f"\n  sandbox: {sandbox.describe(isolation)}"
+    return text
 
 
 TABLE_HEAD = f"  {'id':<5} {'exercise':<38} {'status':<14} {'points':>7} {'time':>7}"
@@ -86,7 +92,8 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
 
 # ---------------------------------------------------------------- results.json
 
-def results_json(results: list[ExerciseResult], report: str, seconds: float, seed: int) -> dict:
+def results_json(results: list[ExerciseResult], report: str, seconds: float, seed: int,
+                 extra: dict | None = None) -> dict:
     """Gradescope's results.json. An exercise that could not be graded is one failing entry
     with its reason, worth the exercise's points; extra_data (a field Gradescope stores and
     does not show) keeps what batch grading and `check()` read back."""
@@ -110,9 +117,9 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
         "test_output_format": "text",
         "visibility": "visible",
         "tests": tests,
-        "extra_data": {"seed": seed, "exercises": {r.ex_id: {
+        "extra_data": {"seed": seed, **(extra or {}), "exercises": {r.ex_id: {
             "status": r.status, "score": r.score, "max_score": r.max_score,
-            "reason": r.reason, "seconds": round(r.seconds, 2),
+            "reason": r.reason, "seconds": round(r.seconds, 2), **({"autograder_fault": r.fault} if r.fault else {}),
             "compile_seconds": round(r.compile_seconds, 2), "backend_seconds": round(r.backend_seconds, 2),
             "notes": r.notes,
             "checks": {c.name: {"outcome": c.outcome, "points": c.points, "message": c.message,

@@ -107,35 +107,101 @@ def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[
         os._exit(70)  # session.run ends with os._exit; reaching here means it failed to start
 
 
-def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = None) -> None:
-    """Fork once more into new namespaces: this process stays outside and waits; its child,
-    process 1 of the new PID namespace, returns from here confined and runs the grading.
+def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = None, on_fault=None) -> None:
+    """Fork once more into a sandbox (graders/child/sandbox.py, at box["level"]): this process
+    stays outside and waits; its child returns from here confined and runs the grading. With
+    "namespaces", the child is process 1 of a new PID namespace; with "user", this process is
+    the subreaper of all the child starts, and sweeps it away when the child ends.
 
     With `relay` (a set of event kinds), the confined child's events pass through this process,
-    which forwards only those kinds: a child that may only read values cannot send verdicts."""
+    which forwards only those kinds: a child that may only read values cannot send verdicts.
+
+    A sandbox that cannot be made is the autograder's fault, never the learner's: this process
+    tells `on_fault(message)` (default: a "sandbox_error" event on result_fd) and ends, and no
+    learner code has run."""
     from graders.child import sandbox
 
-    sandbox.enter_namespaces()
+    def fault(message: str) -> None:
+        message = "the sandbox could not be made: " + message
+        if on_fault is not None:
+            on_fault(message)
+        elif result_fd is not None:
+            try:
+                os.write(result_fd, json.dumps({"event": "sandbox_error", "message": message}).encode() + b"\n")
+            except OSError:
+                pass
+        os._exit(0)
+
+    user = box.get("level") == "user"
+    try:
+        if user:
+            sandbox.become_subreaper()
+        else:
+            sandbox.enter_namespaces()
+    except (OSError, sandbox.SandboxError) as exc:
+        fault(f"{type(exc).__name__}: {exc}")
     if relay is not None:
         relay_read, relay_write = os.pipe()
+    # The child says "ok" once confined, or why it could not be: only then does learner code run.
+    said_read, said_write = os.pipe()
     # SIGTERM waits until the handler that kills the namespace is in place (below).
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(said_read)
+        try:
+            if relay is not None:
+                os.close(relay_read)
+                os.dup2(relay_write, result_fd)
+                os.close(relay_write)
+            if user:
+                sandbox.confine_user(Path(box["package_root"]), Path(box["solutions"]))
+            else:
+                sandbox.confine(Path(box["package_root"]), Path(box["solutions"]), box["readable"], box["hidden"])
+        except BaseException as exc:
+            os.write(said_write, f"{type(exc).__name__}: {exc}".encode()[:4000] or b"?")
+            os._exit(0)
+        os.write(said_write, b"ok")
+        os.close(said_write)
+        return
+    os.close(said_write)
+    if user:
+        def stop(*_):
+            sandbox.sweep()
+            sandbox.remove_leftovers()
+            os._exit(1)
+        # The runner stops the exercise with SIGTERM to this process: everything the learner's
+        # code started goes, wherever it went (setsid, double forks: all are ours to reap).
+        signal.signal(signal.SIGTERM, stop)
+    else:
+        # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
+        # of the namespace, and with it everything the learner's code started.
+        signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    with os.fdopen(said_read, "rb") as said:
+        word = said.read()
+    if word != b"ok":
+        if user:
+            sandbox.sweep()
+        else:
+            os.kill(pid, signal.SIGKILL)
         if relay is not None:
             os.close(relay_read)
-            os.dup2(relay_write, result_fd)
             os.close(relay_write)
-        sandbox.confine(Path(box["package_root"]), Path(box["solutions"]), box["readable"], box["hidden"])
-        return
-    # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
-    # of the namespace, and with it everything the learner's code started.
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        fault(word.decode(errors="replace") or "the confined process ended before it was ready")
+    relaying = None
     if relay is not None:
         os.close(relay_write)
-        _relay(relay_read, result_fd, relay)  # until every process of the namespace is gone
+        if user:
+            # A process the child left behind could hold the pipe open: the sweep below, once
+            # the child has ended, closes it.
+            import threading
+
+            relaying = threading.Thread(target=_relay, args=(relay_read, result_fd, relay))
+            relaying.start()
+        else:
+            _relay(relay_read, result_fd, relay)  # until every process of the namespace is gone
     elif result_fd is not None:
         os.close(result_fd)  # the event pipe ends when the confined child ends
     while True:
@@ -144,6 +210,11 @@ def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = N
             break
         except InterruptedError:
             continue
+    if user:
+        sandbox.sweep()  # what it left behind goes with it
+        sandbox.remove_leftovers()
+    if relaying is not None:
+        relaying.join()
     if os.WIFSIGNALED(status):
         if os.WTERMSIG(status) not in (signal.SIGKILL, signal.SIGSTOP):  # these cannot be reset
             signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
