@@ -53,6 +53,7 @@ def autograder(tmp_path_factory):
     setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True,
                            text=True, timeout=1500)
     assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    (root / "setup.log").write_text(setup.stdout)
     return zip_path, root, modes
 
 
@@ -93,6 +94,14 @@ def test_setup_deletes_the_reference_and_builds_its_own_venv(autograder):
     version = subprocess.run([str(root / "venv" / "bin" / "python"), "-c", "import jax; print(jax.__version__)"],
                              capture_output=True, text=True).stdout.strip()
     assert version == "0.12.0.1"
+
+
+def test_setup_says_which_sandbox_level_the_image_has(autograder):
+    from graders.child import sandbox
+
+    _, root, _ = autograder
+    said = [line for line in (root / "setup.log").read_text().splitlines() if line.startswith("Sandbox isolation")]
+    assert said == [f"Sandbox isolation on this image: {sandbox.available() or sandbox.level()}"]
 
 
 def test_run_autograder_sets_its_timeouts_in_one_place_sized_for_gradescope(autograder):

@@ -143,11 +143,17 @@ rm -rf "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$SRC/requirements.txt"
 
 cd "$SRC"
+# The sandbox's level on this image: "namespaces", or "user" where they cannot be made (a default
+# container); graders/child/sandbox.py and the README say what each promises.
+echo "Sandbox isolation on this image: $("$VENV/bin/python" -c 'from graders.child import sandbox; print(sandbox.available() or sandbox.level())')"
 if [ "${GRADERS_SKIP_WARMUP:-0}" != 1 ]; then
-  # Grading the reference fills the compilation cache (source/.cache/jax) and draws this
-  # image's grading seed (source/.cache/seed), so students' runs compile only their own programs.
-  "$VENV/bin/python" -m graders --solutions reference --jobs 1 --json "$ROOT/warmup.json" > "$ROOT/warmup.txt" \
-    || { cat "$ROOT/warmup.txt"; echo "The reference solutions did not get full marks: see above." >&2; exit 1; }
+  # The reference is graded as students will be, under --sandbox: an image whose sandbox cannot
+  # grade fails here, not on every submission. It also fills the compilation cache
+  # (source/.cache/jax) with the graders' own programs and draws this image's grading seed
+  # (source/.cache/seed). A sandboxed run never keeps a grading server: none is left running.
+  GRADERS_NO_RESIDENT=1 "$VENV/bin/python" -m graders --solutions reference --jobs 1 --sandbox \
+      --json "$ROOT/warmup.json" > "$ROOT/warmup.txt" \
+    || { cat "$ROOT/warmup.txt"; echo "The reference solutions did not get full marks under --sandbox: see above." >&2; exit 1; }
   head -20 "$ROOT/warmup.txt"
 fi
 # The reference solutions never stay in the image that grades students.
