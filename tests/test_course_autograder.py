@@ -142,6 +142,25 @@ def test_a_syntax_error_costs_only_its_exercise(autograder):
     assert results["score"] == total(results) - exercises["ex4"]["max_score"]
 
 
+def test_a_whole_working_folder_is_graded_from_exercises_and_says_what_is_missing(autograder):
+    """Two stubs deleted from exercises/; reference/ beside it holds every module, solved."""
+    _, root, _ = autograder
+    gone = [f"{catalog.module_name(ex)}.py" for ex in ("ex3", "ex5")]
+
+    def fill(sub):
+        shutil.copytree(ROOT / "exercises", sub / "homework" / "exercises")
+        for name in gone:
+            (sub / "homework" / "exercises" / name).unlink()
+        shutil.copytree(ROOT / "reference", sub / "homework" / "reference")
+        shutil.copytree(ROOT / "graders", sub / "homework" / "graders")
+
+    results = run_autograder(root, fill)
+    assert results["extra_data"]["graded_folder"] == "submission/homework/exercises"
+    assert results["extra_data"]["missing"] == gone
+    assert "missing from submission/homework/exercises/: " + ", ".join(gone) in results["output"]
+    assert results["score"] == 0  # the stubs, not reference/
+
+
 def test_an_empty_submission_reads_missing_everywhere(autograder):
     _, root, _ = autograder
     results = run_autograder(root, lambda sub: (sub / "notes.txt").write_text("I ran out of time"))

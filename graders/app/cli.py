@@ -55,6 +55,9 @@ def grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the configurations drawn at grading time (default: this installation's; the report prints it)")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every check, passed or not")
+    parser.add_argument("--label", default=None, metavar="TEXT",
+                        help="how the report names the graded folder (default: --solutions as given); the autograder "
+                             "names it inside the submission")
     parser.add_argument("--sandbox", action="store_true",
                         help="confine the learner's code: own namespaces, read-only root without reference/ "
                              "or secrets, user nobody (root only; see README)")
@@ -87,6 +90,8 @@ def grade_command(argv: list[str]) -> int:
             options.limits = grading.budget_limits(ids, args.budget)
         except ValueError as exc:
             parser.error(str(exc))
+    shown = Path(args.label) if args.label else solutions
+    missing = grading.missing_modules(solutions, ids)
     start = time.monotonic()
     # Started before anything else here: the fork server imports the libraries (most of a run's
     # start-up) while this process imports the report and prints the header.
@@ -96,7 +101,7 @@ def grade_command(argv: list[str]) -> int:
         from graders.app.progress import Live
 
         live = Live(sys.stdout)
-        live.line(report.header(solutions, options.seed, isolation))
+        live.line(report.header(shown, options.seed, isolation, missing))
         live.line(f"  grading {' '.join(catalog.longest_first(ids))}; each row appears when its exercise is done")
         try:
             results = grading.grade_many(ids, solutions.resolve(), options, on_done=live.done, on_event=live.event,
@@ -114,8 +119,8 @@ def grade_command(argv: list[str]) -> int:
     sys.stdout.write("\n" + text)
     sys.stdout.flush()
     if args.json:
-        full = report.header(solutions, options.seed, isolation) + "\n\n" + text
-        extra = {"isolation": isolation} if isolation else {}
+        full = report.header(shown, options.seed, isolation, missing) + "\n\n" + text
+        extra = {"graded_folder": str(shown), "missing": missing, **({"isolation": isolation} if isolation else {})}
         Path(args.json).write_text(json.dumps(
             report.results_json(results, full, time.monotonic() - start, options.seed, extra), indent=2))
     return 0 if all(r.status == "passed" for r in results) else 1

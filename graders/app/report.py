@@ -18,9 +18,12 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def header(solutions: Path, seed: int, isolation: str = "") -> str:
-    """`isolation`: the sandbox's level (graders/child/sandbox.py), when there is one."""
+def header(solutions: Path, seed: int, isolation: str = "", missing=()) -> str:
+    """`isolation`: the sandbox's level (graders/child/sandbox.py), when there is one; `missing`:
+    the modules the graded folder does not hold."""
     text = f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)"
+    if missing:
+        text += f"\n  missing from {solutions}/: {', '.join(missing)}"
     if isolation:
         from graders.child import sandbox
 

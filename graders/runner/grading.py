@@ -129,6 +129,11 @@ def _how_it_ended(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
+def missing_modules(solutions: Path, ids: list[str]) -> list[str]:
+    """The modules of `ids` that the folder `solutions` does not hold."""
+    return [f"{catalog.module_name(i)}.py" for i in ids if not (Path(solutions) / f"{catalog.module_name(i)}.py").is_file()]
+
+
 def new_result(ex_id: str) -> ExerciseResult:
     checks = [CheckResult(c.name, c.points, c.doc) for c in read_checks(catalog.grader_file(ex_id))]
     return ExerciseResult(ex_id, checks=checks)
