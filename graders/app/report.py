@@ -5,7 +5,7 @@ import html
 from pathlib import Path
 
 from graders import catalog
-from graders.runner.grading import CheckResult, ExerciseResult
+from graders.runner.grading import UNGRADED, CheckResult, ExerciseResult
 
 MARK = {"passed": "✓", "failed": "✗", "not_attempted": "·", "not_run": "·"}
 
@@ -73,7 +73,7 @@ def _check_lines(c: CheckResult, previous: str | None) -> list[str]:
 def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
     head = f"{r.ex_id} ({r.module}): {r.status}, {r.score}/{r.max_score}"
     out: list[str] = []
-    if r.status in ("error", "timed out"):
+    if r.status in UNGRADED:
         out = [head, _indent(r.reason, "  ")]
         if r.output:
             out += ["  output from your code:", _indent(r.output, "  | ")]
@@ -102,10 +102,14 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
     does not show) keeps what batch grading and `check()` read back."""
     tests = []
     for r in results:
-        if r.status in ("error", "timed out"):
-            tests.append({"name": f"{r.ex_id}: {r.status}", "tags": [r.ex_id], "score": 0,
-                          "max_score": r.max_score, "status": "failed", "output": r.reason,
-                          "visibility": "visible"})
+        if r.status in UNGRADED:
+            # Every check still appears, with 0 and the reason: each submission has the same
+            # test names, so Gradescope's per-test statistics compare like with like.
+            for c in r.checks:
+                tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": 0,
+                              "max_score": c.points, "status": "failed",
+                              "output": r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}",
+                              "visibility": "visible"})
             continue
         for c in r.checks:
             tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": c.score,
@@ -142,7 +146,7 @@ def html_report(results: list[ExerciseResult]) -> str:
     for r in results:
         parts.append(f"<p><b>{html.escape(r.ex_id)}</b> ({html.escape(r.module)}): "
                      f"{html.escape(r.status)}, <b>{r.score}/{r.max_score}</b></p>")
-        if r.status in ("error", "timed out"):
+        if r.status in UNGRADED:
             parts.append(f"<pre>{html.escape(r.reason)}</pre>")
             if r.output:
                 parts.append(f"<p>output from your code:</p><pre>{html.escape(r.output)}</pre>")

@@ -17,6 +17,10 @@ CHECK_TIMEOUT = 120.0  # seconds per check (pytest-timeout), capped by the exerc
 SEED_FILE = catalog.ROOT / ".cache" / "seed"
 
 
+# An exercise in one of these states was not graded: it earns nothing, and each check says why.
+UNGRADED = ("missing", "error", "timed out")
+
+
 @dataclass
 class CheckResult:
     name: str
@@ -34,7 +38,7 @@ class CheckResult:
 @dataclass
 class ExerciseResult:
     ex_id: str
-    status: str = "error"  # passed / partial / not attempted / error / timed out
+    status: str = "error"  # passed / partial / not attempted / missing / error / timed out
     reason: str = ""
     checks: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -48,7 +52,7 @@ class ExerciseResult:
     def score(self) -> int:
         # An exercise that could not be graded is one failing entry in results.json: whatever its
         # checks said before it ended (forged, perhaps, by the code that then crashed) earns nothing.
-        if self.status in ("error", "timed out"):
+        if self.status in UNGRADED:
             return 0
         return sum(c.score for c in self.checks)
 
@@ -146,8 +150,10 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
     result = new_result(ex_id)
     module_file = solutions / result.module
     if not module_file.is_file():
-        result.reason = f"missing: there is no {module_file.name} in {solutions}/"
-        return _finish(result, start, "not run: " + result.reason, status="error")
+        # (not the folder's path: under --sandbox it is a temporary copy; the report's header
+        # names the folder graded)
+        result.reason = f"missing: the folder graded holds no {module_file.name}"
+        return _finish(result, start, "not run: " + result.reason, status="missing")
 
     own = launcher is None
     launcher = launcher or options.launcher([ex_id])
