@@ -177,7 +177,9 @@ def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = N
     else:
         # The runner stops a sandboxed exercise with SIGTERM to this process, which kills process 1
         # of the namespace, and with it everything the learner's code started.
-        signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+        # (Quietly: SIGTERM may come just after the child ended and was reaped; a traceback here
+        # would be shown to the learner as output from their code.)
+        signal.signal(signal.SIGTERM, lambda *_: _kill_quietly(pid))
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     with os.fdopen(said_read, "rb") as said:
         word = said.read()
@@ -185,7 +187,7 @@ def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = N
         if user:
             sandbox.sweep()
         else:
-            os.kill(pid, signal.SIGKILL)
+            _kill_quietly(pid)
         if relay is not None:
             os.close(relay_read)
             os.close(relay_write)
@@ -220,6 +222,13 @@ def sandboxed(box: dict, result_fd: int | None, relay: frozenset[str] | None = N
             signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _kill_quietly(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # already ended
+        pass
 
 
 # What the process that reads a module's values (the quiz's ANSWERS) may report.
