@@ -241,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     submissions, out = Path(args.submissions).resolve(), Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if SANDBOX and sandbox.level() == "user":
+        # No new root hides the class's folders from a student's code there: their modes do.
+        for folder in (submissions, out):
+            os.chmod(folder, 0o700)
     students = find_students(submissions)
     progress = Progress(len(students), args.jobs)
     rows: dict[str, dict] = {}
