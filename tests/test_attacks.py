@@ -346,7 +346,7 @@ def test_without_the_sandbox_the_attack_is_real(graded, attack, ex):
 
 def test_without_the_sandbox_the_quiz_points_are_rewritten(graded):
     outcome = graded[("quiz_points", False)]
-    assert "points(50)" in (outcome.scratch / "graders" / "test_quiz.py").read_text()
+    assert "points(50)" in (outcome.scratch / "graders" / "exercises" / "quiz" / "checks.py").read_text()
 
 
 def test_under_the_sandbox_too_long_answers_are_graded_and_the_fork_server_lives_on(graded):

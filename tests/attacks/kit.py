@@ -5,5 +5,5 @@ import sys as _sys
 _CHECKS = {checks!r}  # module -> its check names, as the package's grader files declare them
 _MODULE = __name__
 _NAMES = _CHECKS.get(_MODULE, [])
-_GRADER = "graders.test_" + _MODULE
+_GRADER = "graders.exercises." + _MODULE + ".checks"
 # --- attack ---

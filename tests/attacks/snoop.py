@@ -33,7 +33,7 @@ try:
     import graders as _graders
 
     _root = _os.path.dirname(_os.path.dirname(_graders.__file__))
-    with open(_os.path.join(_root, "graders", f"test_{_MODULE}.py")) as _f:
+    with open(_os.path.join(_root, "graders", "exercises", _MODULE, "checks.py")) as _f:
         _found["grader_file"] = "def test_" in _f.read()
     _found["reference"] = _os.path.exists(_os.path.join(_root, "reference", f"{_MODULE}.py"))
 except OSError:
@@ -50,7 +50,7 @@ try:
         except Exception:
             continue
         _reference_programs += b"/reference/" in _raw
-        _grader_programs += b"/graders/test_" in _raw
+        _grader_programs += b"/checks.py" in _raw
 except OSError:
     pass
 _found["cache_reference_programs"] = _reference_programs > 0
