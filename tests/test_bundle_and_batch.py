@@ -34,6 +34,25 @@ def test_modules_are_found_at_the_top_or_in_a_folder(tmp_path):
     assert find_solutions(tmp_path / "empty") is None
 
 
+def test_a_whole_working_folder_is_graded_from_exercises_never_from_the_package(tmp_path):
+    """A student zips their whole folder, with two stubs deleted: exercises/ holds 7 modules,
+    reference/ (and a stray copy under tests/, dist/ or .venv/) all 9; exercises/ is graded."""
+    import shutil
+
+    from grading import ROOT
+
+    whole = tmp_path / "whole" / "my-folder"
+    shutil.copytree(ROOT / "exercises", whole / "exercises")
+    for ex in ("ex3", "ex5"):
+        (whole / "exercises" / f"{catalog.module_name(ex)}.py").unlink()
+    for package_folder in ("reference", "tests/right/all", "dist/student/exercises", ".venv/lib", "graders/exercises"):
+        shutil.copytree(ROOT / "reference", whole / package_folder)
+    assert find_solutions(tmp_path / "whole") == whole / "exercises"
+    # without an exercises/ folder, the folder holding most modules, outside the package's own
+    (whole / "exercises").rename(whole / "mine")
+    assert find_solutions(tmp_path / "whole") == whole / "mine"
+
+
 def test_a_zip_that_escapes_its_folder_is_refused(tmp_path):
     archive = tmp_path / "evil.zip"
     with zipfile.ZipFile(archive, "w") as zf:

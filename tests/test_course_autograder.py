@@ -53,6 +53,7 @@ def autograder(tmp_path_factory):
     setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True,
                            text=True, timeout=1500)
     assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    (root / "setup.log").write_text(setup.stdout)
     return zip_path, root, modes
 
 
@@ -95,6 +96,14 @@ def test_setup_deletes_the_reference_and_builds_its_own_venv(autograder):
     assert version == "0.12.0.1"
 
 
+def test_setup_says_which_sandbox_level_the_image_has(autograder):
+    from graders.child import sandbox
+
+    _, root, _ = autograder
+    said = [line for line in (root / "setup.log").read_text().splitlines() if line.startswith("Sandbox isolation")]
+    assert said == [f"Sandbox isolation on this image: {sandbox.available() or sandbox.level()}"]
+
+
 def test_run_autograder_sets_its_timeouts_in_one_place_sized_for_gradescope(autograder):
     _, root, _ = autograder
     text = (root / "source" / "run_autograder").read_text()
@@ -131,6 +140,25 @@ def test_a_syntax_error_costs_only_its_exercise(autograder):
     assert exercises["ex4"]["status"] == "error" and "SyntaxError" in exercises["ex4"]["reason"]
     assert all(ex["status"] == "passed" for i, ex in exercises.items() if i != "ex4")
     assert results["score"] == total(results) - exercises["ex4"]["max_score"]
+
+
+def test_a_whole_working_folder_is_graded_from_exercises_and_says_what_is_missing(autograder):
+    """Two stubs deleted from exercises/; reference/ beside it holds every module, solved."""
+    _, root, _ = autograder
+    gone = [f"{catalog.module_name(ex)}.py" for ex in ("ex3", "ex5")]
+
+    def fill(sub):
+        shutil.copytree(ROOT / "exercises", sub / "homework" / "exercises")
+        for name in gone:
+            (sub / "homework" / "exercises" / name).unlink()
+        shutil.copytree(ROOT / "reference", sub / "homework" / "reference")
+        shutil.copytree(ROOT / "graders", sub / "homework" / "graders")
+
+    results = run_autograder(root, fill)
+    assert results["extra_data"]["graded_folder"] == "submission/homework/exercises"
+    assert results["extra_data"]["missing"] == gone
+    assert "missing from submission/homework/exercises/: " + ", ".join(gone) in results["output"]
+    assert results["score"] == 0  # the stubs, not reference/
 
 
 def test_an_empty_submission_reads_missing_everywhere(autograder):

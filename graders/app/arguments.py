@@ -49,6 +49,9 @@ def grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the configurations drawn at grading time (default: this installation's; the report prints it)")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every check, passed or not")
+    parser.add_argument("--label", default=None, metavar="TEXT",
+                        help="how the report names the graded folder (default: --solutions as given); the autograder "
+                             "names it inside the submission")
     parser.add_argument("--sandbox", action="store_true",
                         help="confine the learner's code: own namespaces, read-only root without reference/ "
                              "or secrets, user nobody (root only; see README)")

@@ -28,11 +28,16 @@ def grade_command(argv: list[str]) -> int:
         if why_not:
             parser.error(why_not)  # refuses: grading unconfined would be a promise not kept
     options = arguments.options_from(args)
+    isolation = ""
+    if args.sandbox:
+        isolation = sandbox.level()  # the strongest this machine allows
     if args.budget is not None:
         try:
             options.limits = grading.budget_limits(ids, args.budget)
         except ValueError as exc:
             parser.error(str(exc))
+    shown = Path(args.label) if args.label else solutions
+    missing = grading.missing_modules(solutions, ids)
     start = time.monotonic()
     # Started before anything else here: the fork server imports the libraries (most of a run's
     # start-up) while this process imports the report and prints the header.
@@ -42,7 +47,7 @@ def grade_command(argv: list[str]) -> int:
         from graders.app.progress import Live
 
         live = Live(sys.stdout)
-        live.line(report.header(solutions, options.seed))
+        live.line(report.header(shown, options.seed, isolation, missing))
         live.line(f"  grading {' '.join(catalog.longest_first(ids))}; each row appears when its exercise is done")
         try:
             results = grading.grade_many(ids, solutions.resolve(), options, on_done=live.done, on_event=live.event,
@@ -60,9 +65,10 @@ def grade_command(argv: list[str]) -> int:
     sys.stdout.write("\n" + text)
     sys.stdout.flush()
     if args.json:
-        full = report.header(solutions, options.seed) + "\n\n" + text
+        full = report.header(shown, options.seed, isolation, missing) + "\n\n" + text
+        extra = {"graded_folder": str(shown), "missing": missing, **({"isolation": isolation} if isolation else {})}
         Path(args.json).write_text(json.dumps(
-            report.results_json(results, full, time.monotonic() - start, options.seed), indent=2))
+            report.results_json(results, full, time.monotonic() - start, options.seed, extra), indent=2))
     return 0 if all(r.status == "passed" for r in results) else 1
 
 

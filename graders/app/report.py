@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from graders import catalog
-from graders.runner.grading import CheckResult, ExerciseResult
+from graders.runner.grading import UNGRADED, CheckResult, ExerciseResult
 
 MARK = {"passed": "✓", "failed": "✗", "not_attempted": "·", "not_run": "·"}
 
@@ -19,8 +19,17 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def header(solutions: Path, seed: int) -> str:
-    return f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)"
+def header(solutions: Path, seed: int, isolation: str = "", missing=()) -> str:
+    """`isolation`: the sandbox's level (graders/child/sandbox.py), when there is one; `missing`:
+    the modules the graded folder does not hold."""
+    text = f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)"
+    if missing:
+        text += f"\n  missing from {solutions}/: {', '.join(missing)}"
+    if isolation:
+        from graders.child import sandbox
+
+        text += f"\n  sandbox: {sandbox.describe(isolation)}"
+    return text
 
 
 TABLE_HEAD = f"  {'id':<5} {'exercise':<38} {'status':<14} {'points':>7} {'time':>7}"
@@ -65,7 +74,7 @@ def _check_lines(c: CheckResult, previous: str | None) -> list[str]:
 def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
     head = f"{r.ex_id} ({r.module}): {r.status}, {r.score}/{r.max_score}"
     out: list[str] = []
-    if r.status in ("error", "timed out"):
+    if r.status in UNGRADED:
         out = [head, _indent(r.reason, "  ")]
         if r.output:
             out += ["  output from your code:", _indent(r.output, "  | ")]
@@ -87,16 +96,21 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
 
 # ---------------------------------------------------------------- results.json
 
-def results_json(results: list[ExerciseResult], report: str, seconds: float, seed: int) -> dict:
+def results_json(results: list[ExerciseResult], report: str, seconds: float, seed: int,
+                 extra: dict | None = None) -> dict:
     """Gradescope's results.json. An exercise that could not be graded is one failing entry
     with its reason, worth the exercise's points; extra_data (a field Gradescope stores and
     does not show) keeps what batch grading and `check()` read back."""
     tests = []
     for r in results:
-        if r.status in ("error", "timed out"):
-            tests.append({"name": f"{r.ex_id}: {r.status}", "tags": [r.ex_id], "score": 0,
-                          "max_score": r.max_score, "status": "failed", "output": r.reason,
-                          "visibility": "visible"})
+        if r.status in UNGRADED:
+            # Every check still appears, with 0 and the reason: each submission has the same
+            # test names, so Gradescope's per-test statistics compare like with like.
+            for c in r.checks:
+                tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": 0,
+                              "max_score": c.points, "status": "failed",
+                              "output": r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}",
+                              "visibility": "visible"})
             continue
         for c in r.checks:
             tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": c.score,
@@ -111,9 +125,9 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
         "test_output_format": "text",
         "visibility": "visible",
         "tests": tests,
-        "extra_data": {"seed": seed, "exercises": {r.ex_id: {
+        "extra_data": {"seed": seed, **(extra or {}), "exercises": {r.ex_id: {
             "status": r.status, "score": r.score, "max_score": r.max_score,
-            "reason": r.reason, "seconds": round(r.seconds, 2),
+            "reason": r.reason, "seconds": round(r.seconds, 2), **({"autograder_fault": r.fault} if r.fault else {}),
             "compile_seconds": round(r.compile_seconds, 2), "backend_seconds": round(r.backend_seconds, 2),
             "notes": r.notes,
             "checks": {c.name: {"outcome": c.outcome, "points": c.points, "message": c.message,
@@ -223,7 +237,7 @@ def html_report(results: list[ExerciseResult], seed: int, call: str) -> str:
     for r in results:
         parts.append(_tag("p", "p", f"<b>{html.escape(r.ex_id)}</b> ({_code(r.module)}): "
                                     f"{html.escape(r.status)}, <b>{r.score}/{r.max_score}</b>", raw=True))
-        if r.status in ("error", "timed out"):
+        if r.status in UNGRADED:
             parts.append(_tag("pre", "message", r.reason))
             if r.output:
                 parts.append(_tag("p", "p", "output from your code:") + _tag("pre", "note", r.output))

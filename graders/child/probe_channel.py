@@ -87,6 +87,8 @@ class Remote:
             return {"import_error": f"the process that imports your module ended before it was ready ({exc})"}
         if isinstance(first, dict) and first.get("ready") is True:
             return {"ready": True}
+        if isinstance(first, dict) and isinstance(first.get("sandbox_error"), str):
+            return {"sandbox_error": first["sandbox_error"][:2000]}
         if isinstance(first, dict) and isinstance(first.get("import_error"), str):
             return {"import_error": first["import_error"][:2000]}
         return {"import_error": "the process that imports your module sent back something unreadable"}

@@ -84,7 +84,9 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
             judge = os.getppid()
             os.setsid()
             follow_parent(judge)
-            sandbox.sandboxed(box, None)
+            from graders.kit import wire
+
+            sandbox.sandboxed(box, None, on_fault=lambda message: wire.send(theirs, {"sandbox_error": message}))
             probe_channel.serve(theirs, ex_id, solutions_dir, check_timeout)
         except BaseException:
             import traceback
@@ -157,6 +159,10 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     emit(event="importing")
     if remote is not None:
         first = remote.start()
+        if "sandbox_error" in first:  # the autograder's fault: no learner code ran
+            remote.close()
+            emit(event="sandbox_error", message=first["sandbox_error"])
+            os._exit(0)
         if "import_error" in first:
             remote.close()
             emit(event="import_error", message=first["import_error"])

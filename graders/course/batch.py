@@ -138,6 +138,8 @@ def grade_student(student: Student, out: Path, timeout: float) -> dict:
                 base = student.path
             # Graded from a copy, so nothing the code writes lands in the class's folder.
             found = find_solutions(base)
+            # The report names the folder graded as it is in the submission.
+            label = student.path.name + ("" if found is None or found == base else "/" + found.relative_to(base).as_posix())
             work = Path(tmp) / "solutions"
             if found is None:
                 work.mkdir()
@@ -156,7 +158,7 @@ def grade_student(student: Student, out: Path, timeout: float) -> dict:
         env = dict(os.environ) if SANDBOX else dict(os.environ, **private_caches(Path(tmp) / "caches"))
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "graders", "--solutions", str(work), "--json", str(json_path),
+                [sys.executable, "-m", "graders", "--solutions", str(work), "--label", label, "--json", str(json_path),
                  "--jobs", "1", "--timeout", f"{timeout:g}", *SANDBOX],
                 cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                 errors="replace", timeout=bound)
@@ -240,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     submissions, out = Path(args.submissions).resolve(), Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if SANDBOX and sandbox.level() == "user":
+        # No new root hides the class's folders from a student's code there: their modes do.
+        for folder in (submissions, out):
+            os.chmod(folder, 0o700)
     students = find_students(submissions)
     progress = Progress(len(students), args.jobs)
     rows: dict[str, dict] = {}

@@ -75,16 +75,25 @@ def build_release(out: Path, root: Path = ROOT) -> Path:
 
 # ---------------------------------------------------------------- finding a submission's modules
 
+# Never a submission's modules: the package's own folders, which a student who zips their whole
+# working folder sends too (reference/ holds every module, solved).
+NOT_SOLUTIONS = ("graders", "reference", "tests", "dist", ".venv", "venv", "node_modules")
+PREFERRED = "exercises"  # where the package keeps the learner's modules
+
+
 def find_solutions(folder: Path) -> Path | None:
-    """The folder under `folder` holding the most exercise modules (the shallowest on a tie),
-    or None when there is none: Gradescope unpacks a zip as it was made, with or without a folder."""
+    """The folder under `folder` holding the learner's modules, or None when there is none:
+    Gradescope unpacks a zip as it was made, with or without a folder. An `exercises/` folder
+    holding any module wins (the shallowest); else the folder holding the most modules (the
+    shallowest on a tie). The package's own folders (NOT_SOLUTIONS) are never looked into."""
     names = {f"{catalog.module_name(i)}.py" for i in catalog.EXERCISES}
     best, best_key = None, None
     for here, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")) and d not in NOT_SOLUTIONS)
         found = len(names & set(files))
         if found:
-            key = (-found, Path(here).relative_to(folder).parts.__len__(), here)
+            depth = len(Path(here).relative_to(folder).parts)
+            key = (Path(here).name != PREFERRED, -found if Path(here).name != PREFERRED else 0, depth, here)
             if best_key is None or key < best_key:
                 best, best_key = Path(here), key
     return best
@@ -143,11 +152,17 @@ rm -rf "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$SRC/requirements.txt"
 
 cd "$SRC"
+# The sandbox's level on this image: "namespaces", or "user" where they cannot be made (a default
+# container); graders/child/sandbox.py and the README say what each promises.
+echo "Sandbox isolation on this image: $("$VENV/bin/python" -c 'from graders.child import sandbox; print(sandbox.available() or sandbox.level())')"
 if [ "${GRADERS_SKIP_WARMUP:-0}" != 1 ]; then
-  # Grading the reference fills the compilation cache (source/.cache/jax) and draws this
-  # image's grading seed (source/.cache/seed), so students' runs compile only their own programs.
-  "$VENV/bin/python" -m graders --solutions reference --jobs 1 --json "$ROOT/warmup.json" > "$ROOT/warmup.txt" \
-    || { cat "$ROOT/warmup.txt"; echo "The reference solutions did not get full marks: see above." >&2; exit 1; }
+  # The reference is graded as students will be, under --sandbox: an image whose sandbox cannot
+  # grade fails here, not on every submission. It also fills the compilation cache
+  # (source/.cache/jax) with the graders' own programs and draws this image's grading seed
+  # (source/.cache/seed). A sandboxed run never keeps a grading server: none is left running.
+  GRADERS_NO_RESIDENT=1 "$VENV/bin/python" -m graders --solutions reference --jobs 1 --sandbox \
+      --json "$ROOT/warmup.json" > "$ROOT/warmup.txt" \
+    || { cat "$ROOT/warmup.txt"; echo "The reference solutions did not get full marks under --sandbox: see above." >&2; exit 1; }
   head -20 "$ROOT/warmup.txt"
 fi
 # The reference solutions never stay in the image that grades students.
@@ -176,9 +191,11 @@ RUNNER_ARGS=(--jobs 1 --budget @BUDGET@ --sandbox)
 
 cd "$SRC" || exit 0
 # The modules may sit at the top or inside a folder; with none, every exercise reads "missing".
+# Never graders/, reference/, tests/, dist/ or .venv/ of a whole working folder; exercises/ first.
 SOLUTIONS="$("$PY" -m graders.course.bundle locate "$ROOT/submission")"
 SOLUTIONS="${SOLUTIONS:-$ROOT/submission}"
-"$PY" -m graders --solutions "$SOLUTIONS" --json "$RESULTS.new" "${RUNNER_ARGS[@]}"
+LABEL="submission${SOLUTIONS#"$ROOT/submission"}"
+"$PY" -m graders --solutions "$SOLUTIONS" --label "$LABEL" --json "$RESULTS.new" "${RUNNER_ARGS[@]}"
 # Only a complete results.json replaces the fallback.
 if "$PY" -c 'import json, sys; json.load(open(sys.argv[1]))["tests"]' "$RESULTS.new" 2>/dev/null; then
   mv "$RESULTS.new" "$RESULTS"

@@ -17,6 +17,10 @@ CHECK_TIMEOUT = 120.0  # seconds per check (pytest-timeout), capped by the exerc
 SEED_FILE = catalog.ROOT / ".cache" / "seed"
 
 
+# An exercise in one of these states was not graded: it earns nothing, and each check says why.
+UNGRADED = ("missing", "error", "timed out")
+
+
 @dataclass
 class CheckResult:
     name: str
@@ -34,7 +38,7 @@ class CheckResult:
 @dataclass
 class ExerciseResult:
     ex_id: str
-    status: str = "error"  # passed / partial / not attempted / error / timed out
+    status: str = "error"  # passed / partial / not attempted / missing / error / timed out
     reason: str = ""
     checks: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -42,12 +46,13 @@ class ExerciseResult:
     seconds: float = 0.0
     compile_seconds: float = 0.0  # tracing, lowering and XLA compilation inside the child
     backend_seconds: float = 0.0  # of which XLA compilation (what the persistent cache can save)
+    fault: str = ""  # the autograder's own failure (a sandbox that could not be made): no learner code ran
 
     @property
     def score(self) -> int:
         # An exercise that could not be graded is one failing entry in results.json: whatever its
         # checks said before it ended (forged, perhaps, by the code that then crashed) earns nothing.
-        if self.status in ("error", "timed out"):
+        if self.status in UNGRADED:
             return 0
         return sum(c.score for c in self.checks)
 
@@ -128,6 +133,11 @@ def _how_it_ended(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
+def missing_modules(solutions: Path, ids: list[str]) -> list[str]:
+    """The modules of `ids` that the folder `solutions` does not hold."""
+    return [f"{catalog.module_name(i)}.py" for i in ids if not (Path(solutions) / f"{catalog.module_name(i)}.py").is_file()]
+
+
 def new_result(ex_id: str) -> ExerciseResult:
     checks = [CheckResult(c.name, c.points, c.doc) for c in read_checks(catalog.grader_file(ex_id))]
     return ExerciseResult(ex_id, checks=checks)
@@ -140,8 +150,10 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
     result = new_result(ex_id)
     module_file = solutions / result.module
     if not module_file.is_file():
-        result.reason = f"missing: there is no {module_file.name} in {solutions}/"
-        return _finish(result, start, "not run: " + result.reason, status="error")
+        # (not the folder's path: under --sandbox it is a temporary copy; the report's header
+        # names the folder graded)
+        result.reason = f"missing: the folder graded holds no {module_file.name}"
+        return _finish(result, start, "not run: " + result.reason, status="missing")
 
     own = launcher is None
     launcher = launcher or options.launcher([ex_id])
@@ -173,6 +185,8 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
             problem = f"could not import {module_file.name}: {event.get('message', '')}"
         elif kind == "child_error":
             problem = str(event.get("message", ""))
+        elif kind == "sandbox_error":
+            result.fault = str(event.get("message", ""))
         elif kind == "tampered":
             tampered = event.get("names", [])
         elif kind == "timing":
@@ -182,6 +196,12 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
             done = True
 
     at = f" while running check '{running}'" if running else " while importing your module"
+    if result.fault:
+        # Not the learner's error, and nothing printed is theirs: none of their code ran.
+        result.output = ""
+        result.reason = (f"the autograder failed, not your code: {result.fault}. None of your code was run. "
+                         "Please tell your instructor.")
+        return _finish(result, start, "not run: " + result.reason, status="error")
     if tampered is not None:
         result.reason = (f"your code replaced {', '.join(map(str, tampered))}, which the graders rely on; "
                          "no points can be given. Hint: remove the assignments to library functions.")
@@ -218,9 +238,17 @@ def _judge_data(launcher, ex_id, solutions, options, events, names) -> launch.Ch
 
 def stage(solutions: Path, into: Path) -> Path:
     """A copy of the learner's own modules, readable by the sandbox's user: the only part of
-    their folder (and of any class folder around it) a confined child sees."""
+    their folder (and of any class folder around it) a confined child sees. Beside it, `home`:
+    the sandbox's user's own folder (HOME and TMPDIR at the "user" level)."""
+    into.parent.mkdir(mode=0o711, exist_ok=True)
+    os.chmod(into.parent, 0o711)
     into.mkdir(mode=0o755, exist_ok=True)
     os.chmod(into, 0o755)
+    home = into.parent / "home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    from graders.child import sandbox
+
+    os.chown(home, sandbox.NOBODY, sandbox.NOBODY)
     for path in solutions.glob("*.py"):
         # Never through a link: this runs as root, and a submitted `quiz.py` linked to the quiz
         # key (or a module linked into reference/) would otherwise be copied for the learner.
@@ -267,8 +295,13 @@ def grade_many(ids: list[str], solutions: Path, options: Options,
     if options.sandbox:
         import tempfile
 
+        import secrets
+
         staging = tempfile.TemporaryDirectory(prefix="graders-submission-")
-        solutions = stage(solutions, Path(staging.name) / "solutions")
+        # Searchable, not listable: at the "user" level the sandbox's user reaches the copy by
+        # its name, which no other submission's code can guess.
+        os.chmod(staging.name, 0o711)
+        solutions = stage(solutions, Path(staging.name) / secrets.token_hex(16) / "solutions")
     try:
         import threading
 

@@ -360,8 +360,14 @@ def sandbox_spec(env: dict[str, str], python: str) -> dict:
         # reference's or the checks' programs without already having them.
         os.chmod(cache, 0o711)
         readable.add(cache)
+    from graders.child import sandbox
+
+    level = sandbox.level()
+    if level == "user":
+        # No new root to leave them out of: file modes make them root's alone.
+        sandbox.protect(catalog.ROOT, [*catalog.secrets(), *catalog.hidden_from_worker()])
     return {"package_root": str(catalog.ROOT), "readable": sorted(readable),
-            "hidden": [str(p) for p in catalog.secrets()]}
+            "hidden": [str(p) for p in catalog.secrets()], "level": level}
 
 
 def launcher(ids, env: dict[str, str], fork: bool = True, python: str = sys.executable, sandbox: bool = False,
