@@ -2,6 +2,12 @@
 run, traced and read into plain data (numbers, float64 arrays, dtype names, summaries of the
 traced programs). The checks (graders/test_ex8_loss_scaling.py) compute every expected value.
 
+The training loop is read in three steps, cheapest first, so that an unrolled loop is named
+before anything is compiled: its size traced at a few steps (loop_sizes), then lowered at more
+(lowered_sizes), and only then run, traced at full length, and its first step run on its own
+(train): the program up to the loop is evaluated on other inputs to get what the loop is given,
+and one step of its body is run on that, whatever spelled the loop (scan, fori_loop, while_loop).
+
 What the learner returns is read here, where its objects are: a result of the wrong structure
 fails with the grader's message (it names the type that came back). Readings that a check makes
 only later (e.g. the final DynScale of a training run) are `reading`s: the value, or the verdict
@@ -203,6 +209,21 @@ def train_program(sol, params, x, y, ls, steps, tx):
                   params, ls, x, y)
 
 
+def callable_as_the_stub(sol):
+    """Fail with the signature when train_fp16_dynamic cannot take the stub's six arguments."""
+    import inspect
+
+    try:
+        signature = inspect.signature(sol.train_fp16_dynamic)
+    except (TypeError, ValueError):  # no signature to read: the call will say
+        return
+    try:
+        signature.bind("params", "x", "y", "ls0", "steps", "tx")
+    except TypeError as exc:
+        fail(f"train_fp16_dynamic{signature} cannot be called as train_fp16_dynamic(params, x, y, ls0, steps, tx) "
+             f"({exc}). Hint: keep the stub's signature: the grader passes the optimizer as tx (static under jit).")
+
+
 def equations(program) -> int:
     return sum(1 for _ in jaxpr.walk(getattr(program, "jaxpr", program)))
 
@@ -214,6 +235,7 @@ def loop_sizes(sol, params, x, y, scale, lr, steps_list):
     cannot be traced}."""
     params, x, y = arrays((params, x, y))
     tx = optax.adam(lr)
+    callable_as_the_stub(sol)
     try:
         return {"sizes": {n: equations(train_program(sol, params, x, y, state(sol, scale, 0), n, tx))
                           for n in steps_list}}
