@@ -330,9 +330,11 @@ def test_scale_step_runs_under_jit_and_inside_scan(worker, seed):
 
 # ---------------------------------------------------------------- all_finite
 
-# Values near the top of each float type: every entry finite, but their squares (a norm) and
-# their sums overflow, in float16 (65504) and in float32 (3.4e38); 1e5 is finite in float32 only.
-LARGE = {np.float16: (3e4, 65504.0), np.float32: (1e19, 3.4e38)}
+# Values near the top of each float type, one sign per leaf: every entry finite, but every square
+# (a norm) and any sum of two overflow, in float16 (65504) and in float32 (3.4e38). Each dtype's
+# largest finite value is among them (`abs(x) < finfo.max` calls it not finite), and 1e5, finite
+# in float32 only (a cast to float16 makes it inf).
+LARGE = {np.float16: (4e4, 65504.0), np.float32: (2e38, 3.4e38)}
 
 
 def finite_tree_layout(seed: int):
@@ -344,7 +346,12 @@ def finite_tree_layout(seed: int):
     dtypes = [np.float16, np.float32] * 3
     r.shuffle(dtypes)
     shapes = [tuple(int(n) for n in r.integers(1, 6, size=int(r.integers(0, 3)))) for _ in paths]
-    shapes[int(r.integers(len(paths)))] = ()
+    scalar = int(r.integers(len(paths)))
+    shapes[scalar] = ()
+    for dtype in (np.float16, np.float32):  # a leaf of each dtype with entries enough to add up
+        if all(int(np.prod(s)) < 2 for s, d in zip(shapes, dtypes) if d == dtype):
+            grow = next(i for i, d in enumerate(dtypes) if d == dtype and i != scalar)
+            shapes[grow] = (2, int(r.integers(2, 5)))
     return [(path, dtype, shape) for path, dtype, shape in zip(paths, dtypes, shapes)]
 
 
@@ -370,13 +377,19 @@ def finite_cases(seed: int) -> list[tuple[str, object, bool, tuple]]:
 
     def large(dtype, shape):
         low, high = LARGE[dtype]
-        return np.asarray(r.uniform(low, high, size=shape) * r.choice((-1, 1), size=shape), dtype)
+        return np.asarray(r.uniform(low, high, size=shape) * r.choice((-1, 1)), dtype)
+
+    def put(path, index, value):  # with the leaf's sign, so that its sum still overflows
+        flat = big[path].reshape(-1).copy()
+        flat[index] = np.copysign(value, flat[index])
+        big[path] = flat.reshape(big[path].shape)
 
     big = {path: large(dtype, shape) for path, dtype, shape in layout}
-    for path, dtype, shape in layout:  # a float32 value that float16 cannot hold
-        if dtype == np.float32 and shape:
-            big[path].reshape(-1)[0] = 1e5
-            break
+    for dtype in (np.float16, np.float32):  # the largest finite value of each dtype
+        put(next(path for path, d, _ in layout if d == dtype), -1, np.finfo(dtype).max)
+    wide = [path for path, d, shape in layout if d == np.float32 and int(np.prod(shape)) > 1]
+    if wide:  # a float32 value that float16 cannot hold
+        put(wide[0], 0, 1e5)
     cases = [("every leaf finite", build_tree(ordinary), True, (None, None)),
              ("every leaf finite, with values near float16's and float32's largest (65504, 3.4e38: their squares "
               "and sums overflow)", build_tree(big), True, (None, None))]
@@ -400,8 +413,9 @@ def all_finite_mistake(wrong: list, cases) -> str:
     missed = [c for c in wrong if not c[2]]
     if any(c[2] for c in wrong):
         return ("It said False although every entry is finite: a sum or a norm of the values overflows (e.g. "
-                "optax.global_norm squares 3.4e38), or float32 values are cast to float16. Hint: test every "
-                "entry, jnp.isfinite(leaf), and combine the booleans with jnp.all.")
+                "optax.global_norm squares 3.4e38), float32 values are cast to float16, or the largest finite "
+                "value (65504, 3.4e38) is compared with `<`. Hint: test every entry, jnp.isfinite(leaf), and "
+                "combine the booleans with jnp.all.")
     kinds = {str(c[3][1]) for c in missed}
     # the leaves none of whose non-finite entries was found, and the dtype of each leaf
     tried = {}
