@@ -164,7 +164,8 @@ def check_transitions(worker, flags, scale, period, factor, min_scale, good=0):
     start = (scale, good)
     for i, finite in enumerate(flags):
         expected = rule(scale, good, finite, period, factor, min_scale)
-        call = f"dyn_scale_step(DynScale({scale:g}, {good}), finite={finite}, period={period}, factor={factor}, min_scale={min_scale})"
+        call = (f"dyn_scale_step(DynScale({scale:g}, {good}), finite={finite}, period={period}, factor={factor}, "
+                f"min_scale={min_scale})")
         got_scale, got_good, s_dtype, _ = scale_state(
             worker.dyn_scale_step(call, scale, good, finite, period, factor, min_scale))
         if not same_state((got_scale, got_good), expected):
@@ -207,7 +208,8 @@ def transition_mistake(worker, scale, good, finite, period, factor, min_scale, g
     if not finite and got_scale >= scale and scale > min_scale:
         return (f"On an overflow the scale must shrink: scale / factor (factor={factor}), at least min_scale"
                 + (", also when the counter is one step from growing" if good + 1 >= period else "") + ".")
-    return "Hint: finite -> count, grow by factor at period, reset; not finite -> max(scale / factor, min_scale), reset."
+    return ("Hint: finite -> count, grow by factor at period, reset; not finite -> max(scale / factor, min_scale), "
+            "reset.")
 
 
 def rule_draw(seed: int, topic: int):
@@ -308,7 +310,8 @@ def test_scale_step_runs_under_jit_and_inside_scan(worker, seed):
     """The rule decides with data, not Python: it runs under jax.jit and as the body of lax.scan."""
     flags = [True, True, True, False, True, True, False, False, False, True, True, True, True]
     period, factor, min_scale, s0 = 3, 2.0, 4.0, 64.0
-    got = scale_state(worker.dyn_scale_step_jit("jax.jit(dyn_scale_step)", 16.0, 2, True, period, factor, min_scale))[:2]
+    got = scale_state(worker.dyn_scale_step_jit("jax.jit(dyn_scale_step)", 16.0, 2, True, period, factor,
+                                                min_scale))[:2]
     if not same_state(got, rule(16.0, 2, True, period, factor, min_scale)):
         fail(f"under jax.jit, dyn_scale_step(DynScale(16, 2), finite=True, period=3) returned {got}, expected "
              f"{rule(16.0, 2, True, period, factor, min_scale)}.")
@@ -439,7 +442,7 @@ def all_finite_mistake(wrong: list, cases) -> str:
 
 @pytest.mark.points(1)
 def test_all_finite_checks_every_leaf(worker, seed):
-    """True only when every entry of every leaf is finite, whatever the leaf's dtype and values; an inf, -inf or NaN anywhere is found."""
+    """True only when every entry of every leaf is finite, whatever its dtype; inf, -inf or NaN anywhere is found."""
     every = finite_cases(seed)
     # Under jit (one compile) every tree, first, so that a mistake is told from all of them; called
     # directly, where each case costs a dispatch per operation, the finite trees and the first tree
@@ -596,7 +599,8 @@ def test_grads_at_scale_2_15_keep_fp16s_precision(worker, grads_program, note):
         if rel_err(got, own_bf16_unscaled_grads(seed, scale)) < own / 10:
             low = "That is unscaling in bfloat16, whose 8 bits of mantissa round off more than fp16 did. "
         fail(f"{call}: relative error {err:.2e} against the float64 gradient, where fp16 with the same scale is "
-             f"{own:.2e} away (allowed: {ERR_SLACK:g}x that). {low or 'The gradients lose precision after the backward pass. '}"
+             f"{own:.2e} away (allowed: {ERR_SLACK:g}x that). "
+             f"{low or 'The gradients lose precision after the backward pass. '}"
              "Hint: divide the float32 gradients by the float32 scale, and keep them float32.")
     require_fp16(worker, grads_program)
 
@@ -620,7 +624,8 @@ def test_grads_at_scale_2_32_report_not_finite(worker, grads_program):
                        "At 2^32 the scaled cotangents exceed fp16's 65504 and become inf, so the scale must be "
                        "applied before differentiating; hint: finite = all_finite(grads) of those gradients.")
             fail(f"{call} reported finite={flag}, expected {expected}"
-                 + (f": {int(np.sum(~np.isfinite(got)))} gradient entries are inf or NaN. " if overflowed and flag else ". ")
+                 + (f": {int(np.sum(~np.isfinite(got)))} gradient entries are inf or NaN. "
+                    if overflowed and flag else ". ")
                  + why)
 
 
@@ -752,8 +757,9 @@ def training(worker, seed):
         unroll = lowered[LOWERED_STEPS[1]]["unroll"]
         what["loop"] = (f"the program handed to XLA has {a} lines for steps={LOWERED_STEPS[0]} and {b} for "
                         f"steps={LOWERED_STEPS[1]}: the loop is unrolled"
-                        + ((" (its lax.scan unrolls every step: unroll=True or unroll=steps)" if unroll >= LOWERED_STEPS[1]
-                            else f" (its lax.scan has unroll={unroll})") if unroll > 1 else "")
+                        + ((" (its lax.scan unrolls every step: unroll=True or unroll=steps)"
+                             if unroll >= LOWERED_STEPS[1] else f" (its lax.scan has unroll={unroll})")
+                           if unroll > 1 else "")
                         + f", so at steps={STEPS} XLA compiles {STEPS} copies of the step, which takes minutes (it "
                         "was not run). Hint: leave lax.scan's unroll at its default, 1.")
         return what
@@ -848,11 +854,13 @@ def compare_run(training, name, start, check_losses=True):
         k = next((i for i, (a, b) in enumerate(zip(finites, exp["finites"])) if a != b), min(len(finites), STEPS))
         fail(f"{what}: finite flags per step {finites.astype(int).tolist()[:k + 3]}..., expected "
              f"{np.array(exp['finites']).astype(int).tolist()[:k + 3]}... (first difference at step {k}). "
-             + (dtype_hint or blown_up(run) or "Hint: finite is all_finite of the unscaled gradients at the step's scale."))
+             + (dtype_hint or blown_up(run)
+                or "Hint: finite is all_finite of the unscaled gradients at the step's scale."))
     if not all(map(same_scale, scales.tolist(), exp["scales"])):
         k = next(i for i, (a, b) in enumerate(zip(scales, exp["scales"])) if not same_scale(a, b))
         ignored = simulate_training(TRAIN_SEED, lr, start[0], 0, STEPS)["scales"] if start[1] else None
-        counter = (f" That is ignoring ls0's counter: the scales are those of a start from DynScale({pow2(start[0])}, 0). "
+        counter = (" That is ignoring ls0's counter: the scales are those of a start from "
+                   f"DynScale({pow2(start[0])}, 0). "
                    f"Hint: start the loop from ls0 as given; its good_steps={start[1]} already count toward the period."
                    if ignored and all(map(same_scale, scales.tolist(), ignored)) else "")
         first = max(0, k - 3)
@@ -941,7 +949,8 @@ def test_training_recovers_from_a_too_large_scale(worker, training, note):
     exp = simulate_training(TRAIN_SEED, training["lr"], TOO_LARGE, 0, STEPS)
     first = int(np.argmax(exp["finites"]))
     assert 0 < first and exp["losses"][-1] < 0.5 * exp["losses"][first], "grader: the simulated run should recover"
-    note(f"the grader's own run from scale {pow2(TOO_LARGE)} with optax.adam({training['lr']}): {first} steps skipped, first finite at "
+    note(f"the grader's own run from scale {pow2(TOO_LARGE)} with optax.adam({training['lr']}): {first} steps "
+         f"skipped, first finite at "
          f"{pow2(exp['scales'][first])}, loss {exp['losses'][first]:.3g} -> {exp['losses'][-1]:.3g} in {STEPS} steps.")
     run = run_of(training, "recover")
     scales, finites, losses = per_step(run, what)
@@ -950,7 +959,8 @@ def test_training_recovers_from_a_too_large_scale(worker, training, note):
              + (scale_dtype_problem(run) or blown_up(run) or (
                  ("The scale is inf: that is holding the scale in fp16, where it overflows. "
                   if not np.all(np.isfinite(scales)) else "")
-                 + "Hint: on an overflow divide the scale by the factor; it must come down to where fp16 does not overflow.")))
+                 + "Hint: on an overflow divide the scale by the factor; it must come down to where fp16 does not "
+                 "overflow.")))
     got_first = int(np.argmax(finites))
     if got_first != first:
         fail(f"{what}: the first finite step is {got_first}, expected {first} (the scale halves once per overflow).")
@@ -962,7 +972,7 @@ def test_training_recovers_from_a_too_large_scale(worker, training, note):
 
 @pytest.mark.points(4)
 def test_train_is_one_scan_in_one_jit(worker, training):
-    """The loop is one lax.scan of length steps inside jax.jit; neither the traced nor the compiled program grows with steps."""
+    """The loop is one lax.scan of length steps inside jax.jit, and its programs do not grow with steps."""
     failure = loop_failure(training)
     if failure:
         fail(failure)
@@ -987,7 +997,7 @@ def unmoved(case) -> float:
 
 @pytest.mark.points(3)
 def test_training_computes_in_fp16_inside_the_scan(worker, training):
-    """Inside the scan every dot_general is float16, and each step's update follows that step's scaled fp16 gradients; params and scale stay float32."""
+    """Every dot_general is float16 inside the scan, and each update follows its step's scaled fp16 gradients."""
     failure = loop_failure(training)
     if failure:
         fail(f"no single lax.scan of length steps={STEPS} runs the training steps (see train_is_one_scan_in_one_jit), "
@@ -1011,12 +1021,14 @@ def test_training_computes_in_fp16_inside_the_scan(worker, training):
     own_1, own_15 = own_first_step_unmoved(training["lr"], 1.0), own_first_step_unmoved(training["lr"], 2.0 ** 15)
     got_1, got_15 = unmoved(first_step(training, "scale 1")), unmoved(first_step(training, "scale 2^15"))
     if got_1 < own_1 / 2:
-        fail(f"one step of your loop from {FIRST_STEP_START['scale 1']} moved {1 - got_1:.0%} of the parameter entries, where "
+        fail(f"one step of your loop from {FIRST_STEP_START['scale 1']} moved {1 - got_1:.0%} of the parameter "
+             "entries, where "
              f"fp16's underflow zeroes the gradient of {own_1:.0%} of them, which Adam then leaves in place: the "
              "update is not made from the step's fp16 gradients (an fp32 copy of the model?). Hint: update with "
              "the gradients scaled_grads(p, x, y, ls.scale) returns.")
     if got_15 > own_15 + own_1 / 2:
-        fail(f"one step of your loop from {FIRST_STEP_START['scale 2^15']} left {got_15:.0%} of the parameter entries where they "
+        fail(f"one step of your loop from {FIRST_STEP_START['scale 2^15']} left {got_15:.0%} of the parameter "
+             "entries where they "
              + (f"were, as fp16's underflow without scaling does ({own_1:.0%}): the update uses gradients the scale "
                 "never reached. Hint: update with the unscaled gradients of the scaled loss, the very ones `finite` "
                 "is computed from." if got_15 < 1 else "were, although its gradients are finite: the update is not "
@@ -1033,7 +1045,7 @@ def test_training_computes_in_fp16_inside_the_scan(worker, training):
 
 @pytest.mark.points(3)
 def test_skip_is_decided_inside_the_scan_from_the_steps_finite_flag(worker, training):
-    """One step of the scan on its own: when any gradient is inf or NaN, the parameters and optimizer moments stay as they were; when all are finite, they move."""
+    """One step of the scan on its own: any gradient inf or NaN leaves params and moments exactly as they were."""
     failure = loop_failure(training)
     if failure:
         fail(f"no single lax.scan of length steps={STEPS} runs the training steps (see train_is_one_scan_in_one_jit), "
@@ -1052,12 +1064,15 @@ def test_skip_is_decided_inside_the_scan_from_the_steps_finite_flag(worker, trai
         if changed or moments:
             nan = any(not np.all(np.isfinite(case["params_out"][k])) for k in changed)
             fail(f"{why}, and one step of your loop from {FIRST_STEP_START[name]} "
-                 + (f"changed the parameters {changed}" + (" (to inf/NaN)" if nan else "") if changed else "kept the parameters")
+                 + (f"changed the parameters {changed}" + (" (to inf/NaN)" if nan else "") if changed
+                    else "kept the parameters")
                  + (f"{' and' if changed else ', but changed'} {moments} other carried array(s) of their shapes "
                     "(the optimizer's moments)" if moments else "")
-                 + ": " + ("that is updating on an overflow. " if changed else "the optimizer state changed on a skipped step. ")
+                 + ": " + ("that is updating on an overflow. " if changed
+                           else "the optimizer state changed on a skipped step. ")
                  + "Hint: finite = all_finite of every gradient leaf; when it is False keep the parameters and the "
                    "optimizer state exactly (jnp.where(finite, new, old)).")
     if unmoved(first_step(training, "scale 2^15")) == 1.0:
         fail(f"one step of your loop from {FIRST_STEP_START['scale 2^15']}, where every gradient is finite, left every "
-             "parameter where it was: the step is skipped although it is finite. Hint: apply the update when finite is True.")
+             "parameter where it was: the step is skipped although it is finite. Hint: apply the update when finite "
+             "is True.")

@@ -412,7 +412,8 @@ def train(sol, data, runs, steps, lr, step_cases):
     except CheckFailed as exc:  # runs on concrete values, but cannot be traced: not one jitted loop
         return {"runs": readings, "program": str(exc), "first_steps": {"error": str(exc)}}
     live = live_program(closed)
-    cases = [(name, *data[which][:1], state(sol, scale, good), *data[which][1:]) for name, which, scale, good in step_cases]
+    cases = [(name, data[which][0], state(sol, scale, good), *data[which][1:])
+             for name, which, scale, good in step_cases]
     try:
         steps_alone = first_steps(sol, closed, live, steps, cases)
     except CheckFailed as exc:
