@@ -16,21 +16,25 @@ x is (N, D) float32, y is (N, K) float32; the grader chooses N, D, H, K and the 
 What is checked (`make grade EX=ex8`):
   * dyn_scale_step against the grader's own step-by-step simulation, on sequences of finite
     flags that reach every branch (growth exactly at `period`, shrinking, the `min_scale` floor,
-    the counter reset), for several periods and factors; it must also run under jax.jit and
-    inside lax.scan, and the scale must stay float32;
-  * all_finite on trees with several leaves (an inf or a NaN in any one of them);
+    the counter reset, an overflow at every count), from non-zero counters, for several periods
+    and factors; it must also run under jax.jit and inside lax.scan, and the scale must stay
+    float32;
+  * all_finite on trees of float16 and float32 leaves (an inf, -inf or NaN in any one of them,
+    and finite values so large that their sums and squares overflow);
   * scaled_grads against float64 gradients: with scale 1 a share of the entries underflows to 0
-    as in fp16; with scale 2**15 none does and the error stays under 1%; with scale 2**32 it
-    reports "not finite"; the gradients come back float32, computed in fp16 (every dot_general
-    of the traced program has float16 operands);
+    as in fp16; with scale 2**15 none does and the error is no more than fp16's own; with scale
+    2**32 it reports "not finite"; the gradients come back float32, computed in fp16 (every
+    dot_general of the traced program has float16 operands);
   * train_fp16_dynamic against the grader's own simulation of the same steps with an Adam
-    optimizer it chooses: skipped steps leave the parameters and Adam's state exactly unchanged,
-    the scales follow the rule, and from a scale far too large it recovers and trains;
-  * the training loop is one lax.scan of length `steps` inside one jax.jit, computes in fp16
-    inside the scan, and decides the skip inside the scan from that step's finite flag.
+    optimizer it chooses, from several ls0: skipped steps leave the parameters and Adam's state
+    exactly unchanged, the scales follow the rule, and from a scale far too large it recovers;
+  * the training loop is one loop of `steps` steps (lax.scan; fori_loop or while_loop do too)
+    inside one jax.jit, not unrolled (its program must not grow with `steps`), computing in
+    fp16; one step of it, run on its own, skips when any gradient is not finite and otherwise
+    updates with that step's scaled fp16 gradients.
 The gradients' numbers count only when they are computed in fp16 (where loss scaling matters),
-and the loop's only when it is one scan: right numbers without the technique (an fp32 model, a
-Python loop) score at most half of the points.
+and the loop's only when it is one loop: right numbers without the technique (an fp32 model, a
+Python loop, an unrolled scan) score at most half of the points.
 """
 
 from typing import NamedTuple

@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
     files = {i: solutions / f"{catalog.module_name(i)}.py" for i in ids}
     launcher = launch.launcher(ids, options.env(), options.fork, options.python)
     try:
-        live = Live(out)
+        live = Live(out, progress_lines=True)
         live.line(report.header(Path(args.solutions), options.seed) + "; watching for changes (Ctrl-C to stop)")
         stamps = {i: _stamp(p) for i, p in files.items()}
         try:
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
                 stamps[ex_id] = stamp
                 out.write(f"\n{path.name} changed: grading {ex_id}\n")
                 out.flush()
-                live = Live(out)
+                live = Live(out, progress_lines=True)
                 try:
                     result = grading.grade_exercise(ex_id, solutions, options, launcher, live.event)
                 finally:

@@ -2,6 +2,12 @@
 run, traced and read into plain data (numbers, float64 arrays, dtype names, summaries of the
 traced programs). The checks (graders/exercises/ex8_loss_scaling/checks.py) compute every expected value.
 
+The training loop is read in three steps, cheapest first, so that an unrolled loop is named
+before anything is compiled: its size traced at a few steps (loop_sizes), then lowered at more
+(lowered_sizes), and only then run, traced at full length, and its first step run on its own
+(train): the program up to the loop is evaluated on other inputs to get what the loop is given,
+and one step of its body is run on that, whatever spelled the loop (scan, fori_loop, while_loop).
+
 What the learner returns is read here, where its objects are: a result of the wrong structure
 fails with the grader's message (it names the type that came back). Readings that a check makes
 only later (e.g. the final DynScale of a training run) are `reading`s: the value, or the verdict
@@ -74,7 +80,7 @@ def reading(sol, fn, *args) -> dict:
 def read_value(value_reading, what: str = ""):
     """The judge's side of `reading`: the value, or the verdict with the check's own words. The
     reading came from the process that runs the learner's code: a verdict in it can only fail
-    the check (or say "not attempted"), as graders/child/probe_channel.py's replies can."""
+    the check (or say "not attempted"), as graders/child/session/probe_channel.py's replies can."""
     if isinstance(value_reading, dict) and set(value_reading) == {"ok"}:
         return value_reading["ok"]
     verdict = value_reading.get("verdict") if isinstance(value_reading, dict) and len(value_reading) == 1 else None
@@ -158,10 +164,12 @@ def dyn_scale_step_scan(sol, flags, s0, period, factor, min_scale):
 # ---------------------------------------------------------------- all_finite
 
 @probe
-def all_finite(sol, tree, jit, what):
-    """all_finite(tree) (under jax.jit when `jit`), as a bool."""
+def all_finite(sol, trees, jit, whats):
+    """[all_finite(tree) for tree in trees] (under jax.jit when `jit`), each a reading of a bool:
+    a case that raises says so in its own check's words, naming the tree it was given."""
     fn = jitted(sol, "all_finite") if jit else sol.all_finite
-    return as_flag(traced(sol, fn, arrays(tree)), what)
+    return [reading(sol, lambda t=tree, w=what: as_flag(traced(sol, fn, arrays(t)), w))
+            for tree, what in zip(trees, whats)]
 
 
 # ---------------------------------------------------------------- scaled_grads
@@ -194,8 +202,225 @@ def scaled_grads_program(sol, params, x, y, scale):
 
 # ---------------------------------------------------------------- train_fp16_dynamic
 
-def loop_scans(program, steps):
-    return [(e, outer) for e, outer in jaxpr.walk_nested(program) if jaxpr.is_a(e, "scan") and e.params["length"] == steps]
+def train_program(sol, params, x, y, ls, steps, tx):
+    """The traced train_fp16_dynamic(q, xx, yy, l, steps, tx) as a function of (q, l, xx, yy) (a
+    ClosedJaxpr): the data are inputs, so the program can be run on other data."""
+    return traced(sol, jax.make_jaxpr(lambda q, l, xx, yy: sol.train_fp16_dynamic(q, xx, yy, l, steps, tx)),
+                  params, ls, x, y)
+
+
+def callable_as_the_stub(sol):
+    """Fail with the signature when train_fp16_dynamic cannot take the stub's six arguments."""
+    import inspect
+
+    try:
+        signature = inspect.signature(sol.train_fp16_dynamic)
+    except (TypeError, ValueError):  # no signature to read: the call will say
+        return
+    try:
+        signature.bind("params", "x", "y", "ls0", "steps", "tx")
+    except TypeError as exc:
+        fail(f"train_fp16_dynamic{signature} cannot be called as train_fp16_dynamic(params, x, y, ls0, steps, tx) "
+             f"({exc}). Hint: keep the stub's signature: the grader passes the optimizer as tx (static under jit).")
+
+
+def equations(program) -> int:
+    return sum(1 for _ in jaxpr.walk(getattr(program, "jaxpr", program)))
+
+
+@probe
+def loop_sizes(sol, params, x, y, scale, lr, steps_list):
+    """{"sizes": {steps: equations of the traced loop}} for each number of steps (tracing a few
+    steps costs little even when every step is unrolled in Python), or {"error": why the loop
+    cannot be traced}."""
+    params, x, y = arrays((params, x, y))
+    tx = optax.adam(lr)
+    callable_as_the_stub(sol)
+    try:
+        return {"sizes": {n: equations(train_program(sol, params, x, y, state(sol, scale, 0), n, tx))
+                          for n in steps_list}}
+    except CheckFailed as exc:
+        return {"error": str(exc)}
+
+
+def unroll_of(eqn) -> int:
+    """How many steps one iteration of a scan's compiled loop holds."""
+    unroll = eqn.params.get("unroll", 1)
+    return int(eqn.params["length"]) if unroll is True else max(1, int(unroll))
+
+
+@probe
+def lowered_sizes(sol, params, x, y, scale, lr, steps_list):
+    """{steps: {"lines": lines of the program handed to XLA (StableHLO), "unroll": the largest
+    unroll of its scans}}: a scan whose steps are unrolled (unroll=True) is one scan in the jaxpr,
+    but one copy of the step per step in what XLA compiles."""
+    params, x, y = arrays((params, x, y))
+    tx = optax.adam(lr)
+    out = {}
+    for n in steps_list:
+        fn = jax.jit(lambda q, l, xx, yy, n=n: sol.train_fp16_dynamic(q, xx, yy, l, n, tx))
+        traced_fn = traced(sol, fn.trace, params, state(sol, scale, 0), x, y)
+        out[n] = {"lines": traced_fn.lower().as_text().count("\n"),
+                  "unroll": max((unroll_of(e) for e in jaxpr.find(traced_fn.jaxpr.jaxpr, "scan")), default=1)}
+    return out
+
+
+def is_loop(eqn, steps: int) -> bool:
+    """A scan of length `steps` (lax.scan, or fori_loop with static bounds) or a while loop."""
+    return (jaxpr.is_a(eqn, "scan") and eqn.params["length"] == steps) or eqn.primitive.name == "while"
+
+
+def training_loops(program, steps: int) -> list:
+    """(eqn, enclosing equations) of the outermost loops that hold the model (a dot_general)."""
+    found = []
+    for eqn, outer in jaxpr.walk_nested(program):
+        if (is_loop(eqn, steps) and any(jaxpr.is_a(e, "dot") for e in jaxpr.inside(eqn))
+                and not any(o is f for f, _ in found for o in outer)):
+            found.append((eqn, outer))
+    return found
+
+
+def live_program(closed):
+    """The program without what never reaches its results (JAX's own dead-code removal, inside
+    jits and loop bodies too), with every input kept so that it runs on the same arguments."""
+    from jax._src.interpreters import partial_eval as pe
+
+    pruned, _ = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=True)
+    return pruned
+
+
+def program_summary(live, steps: int) -> dict:
+    """What the checks read from the live traced loop: how many loops hold the model, the lengths
+    of its scans, whether the loop is inside a jit, and the operand dtypes of every dot_general
+    and how many of them the loop holds."""
+    loops = training_loops(live, steps)
+    return {"loops": len(loops), "scan_lengths": jaxpr.scan_lengths(live),
+            "in_jit": bool(loops) and any(jaxpr.is_a(e, "jit") for e in loops[0][1]),
+            "dots": [[str(v.aval.dtype) for v in e.invars] for e in jaxpr.find(live, "dot")],
+            "dots_in_loop": sum(1 for e in jaxpr.inside(loops[0][0]) if jaxpr.is_a(e, "dot")) if loops else 0}
+
+
+# ---------------------------------------------------------------- one step of the loop, on its own
+
+def _parts(eqn, ops):
+    """(body as a function, its constant operands, the carry, the per-step operands) of a loop."""
+    from jax.extend.core import jaxpr_as_fun
+
+    if eqn.primitive.name == "while":
+        skip, n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        return jaxpr_as_fun(eqn.params["body_jaxpr"]), list(ops[skip:skip + n]), list(ops[skip + n:]), []
+    consts, carry, xs = (list(part) for part in eqn.params["ft_in"].update(list(ops)).unpack())
+    return jaxpr_as_fun(eqn.params["jaxpr"]), consts, carry, xs
+
+
+def first_step_function(live, consts, loop):
+    """A jitted f(*args) -> (carry in, carry out) of the first step of `loop`, an equation of
+    `live` (inside its jits, checkpoints or custom derivatives), when the program runs on args:
+    what the loop is given, and what one step of its body makes of it."""
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+
+    def holds(eqn):
+        return any(e is loop for e in jaxpr.inside(eqn))
+
+    def run(*args):
+        found = []
+
+        def apply(eqn, ins):
+            if eqn is loop:
+                found.append(ins)
+                return [jnp.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
+            if holds(eqn):  # a checkpoint or custom derivative around the loop: run its body
+                for sub in eqn.params.values():
+                    inner = getattr(sub, "jaxpr", sub)
+                    if isinstance(inner, Jaxpr) and len(inner.invars) == len(ins) and any(
+                            e is loop for e in jaxpr.walk(inner)):
+                        return jaxpr.evaluate(inner, sub.consts if isinstance(sub, ClosedJaxpr) else [], ins, apply)
+            return jaxpr.bind(eqn, ins)
+
+        jaxpr.evaluate(live, consts, args, apply)
+        if not found:
+            return None
+        body, body_consts, carry, xs = _parts(loop, found[0])
+        index = loop.params.get("length", 1) - 1 if loop.params.get("reverse") else 0
+        outs = body(*body_consts, *carry, *[x[index] for x in xs])
+        return carry, list(outs[:len(carry)])
+
+    return jax.jit(run)
+
+
+def param_slots(carry, params) -> dict:
+    """{key: index of the carry that holds params[key]} at the first step (equal bit for bit)."""
+    slots = {}
+    for k in KEYS:
+        want = np.asarray(params[k])
+        for i, value in enumerate(carry):
+            v = np.asarray(value)
+            if i not in slots.values() and v.shape == want.shape and v.dtype == want.dtype and np.array_equal(v, want):
+                slots[k] = i
+                break
+    return slots
+
+
+def first_steps(sol, closed, live, steps, cases) -> dict:
+    """For each case (name, params, ls, x, y): what the first step of the loop does to the
+    parameters it carries, and whether it changes any other carried float array of a parameter's
+    shape (the optimizer's moments). {"error": why} when the step cannot be run on its own."""
+    loops = training_loops(live, steps)
+    if len(loops) != 1:
+        return {"error": "no single loop of the training steps"}
+    step = first_step_function(live, closed.consts, loops[0][0])
+    shapes = {tuple(np.shape(v)) for v in cases[0][1].values()}
+    out = {}
+    for name, params, ls, x, y in cases:
+        result = traced(sol, step, *jax.tree.leaves((params, ls, x, y)))
+        if result is None:
+            return {"error": "the loop is nested where its steps cannot be run one by one"}
+        carry_in, carry_out = ([np.asarray(v) for v in part] for part in jax.device_get(result))
+        slots = param_slots(carry_in, params)
+        if len(slots) != len(KEYS):
+            return {"error": f"the loop's carry does not hold the parameters {sorted(set(KEYS) - set(slots))} as "
+                             "they are passed in (float32 arrays of their shapes)"}
+        others = [i for i, v in enumerate(carry_in) if i not in slots.values() and tuple(v.shape) in shapes
+                  and np.issubdtype(v.dtype, np.floating)]
+        out[name] = {"params_in": {k: carry_in[i].astype(np.float64) for k, i in slots.items()},
+                     "params_out": {k: carry_out[i].astype(np.float64) for k, i in slots.items()},
+                     "others_changed": [not np.array_equal(carry_in[i], carry_out[i], equal_nan=True) for i in others]}
+    return {"cases": out}
+
+
+@probe
+def train(sol, data, runs, steps, lr, step_cases):
+    """train_fp16_dynamic(params, x, y, DynScale(scale, good), steps, optax.adam(lr)) for each run
+    (name, data set, scale, good) (one compile: one tx), read; the loop traced on the first run's
+    inputs, summarised; and its first step run on its own for each of step_cases (name, data set,
+    scale, good) (see first_steps). The traced parts are a message instead when the loop cannot
+    be traced."""
+    data = {name: arrays(d) for name, d in data.items()}
+    tx = optax.adam(lr)
+    readings = {}
+    for name, which, scale, good in runs:
+        params, x, y = data[which]
+        result = traced(sol, sol.train_fp16_dynamic, params, x, y, state(sol, scale, good), steps, tx)
+        if not isinstance(result, tuple) or len(result) != 5:
+            fail(f"train_fp16_dynamic should return (params, ls, scales, finites, losses), got {type(result).__name__}"
+                 f"{' of length ' + str(len(result)) if isinstance(result, tuple) else ''}.")
+        readings[name] = run_readings(sol, jax.device_get(result), steps)
+    _, which, scale, good = runs[0]
+    params, x, y = data[which]
+    try:
+        closed = train_program(sol, params, x, y, state(sol, scale, good), steps, tx)
+    except CheckFailed as exc:  # runs on concrete values, but cannot be traced: not one jitted loop
+        return {"runs": readings, "program": str(exc), "first_steps": {"error": str(exc)}}
+    live = live_program(closed)
+    cases = [(name, data[which][0], state(sol, scale, good), *data[which][1:])
+             for name, which, scale, good in step_cases]
+    try:
+        steps_alone = first_steps(sol, closed, live, steps, cases)
+    except CheckFailed as exc:
+        steps_alone = {"error": str(exc)}
+    except Exception as exc:  # a program the grader cannot take apart: say so, not a traceback
+        steps_alone = {"error": f"the grader could not take the traced loop apart ({type(exc).__name__})"}
+    return {"runs": readings, "program": program_summary(live, steps), "first_steps": steps_alone}
 
 
 def run_readings(sol, run, steps) -> dict:
@@ -205,58 +430,5 @@ def run_readings(sol, run, steps) -> dict:
             "params_f64": reading(sol, lambda: {k: np.asarray(run[0][k], np.float64) for k in KEYS}),
             "params_dtypes": reading(sol, lambda: {k: str(jnp.asarray(v).dtype) for k, v in run[0].items()}),
             "ls": reading(sol, scale_state, run[1], f"{WHAT}: the returned DynScale"),
-            "ls_scale_dtype": reading(sol, lambda: str(jnp.asarray(run[1][0]).dtype))}
-
-
-def program_summary(sol, program, steps: int) -> dict:
-    """What the checks read from the traced loop: its scans of length `steps`, its size, whether
-    the first such scan is inside a jit, and a reading of its live part (live_summary)."""
-    scans = loop_scans(program, steps)
-    return {"scans": len(scans), "scan_lengths": jaxpr.scan_lengths(program),
-            "equations": sum(1 for _ in jaxpr.walk(program)),
-            "in_jit": bool(scans) and any(jaxpr.is_a(e, "jit") for e in scans[0][1]),
-            "live": reading(sol, live_summary, program, steps)}
-
-
-def live_summary(program, steps: int) -> dict:
-    """In the live program (what reaches the results): how many scans of length `steps`, the
-    operand dtypes of every dot_general, how many dots the first such scan holds, and for each of
-    its carried outputs (shape, floating, depends on that step's is_finite)."""
-    live = jaxpr.live(program)
-    scans = loop_scans(live, steps)
-    out = {"scans": len(scans), "dots": [[str(v.aval.dtype) for v in e.invars] for e in jaxpr.find(live, "dot")],
-           "dots_in_scan": 0, "carry": []}
-    if scans:
-        scan = scans[0][0]
-        out["dots_in_scan"] = sum(1 for e in jaxpr.inside(scan) if jaxpr.is_a(e, "dot"))
-        body = scan.params["jaxpr"].jaxpr
-        n_carry = jaxpr.scan_carry_count(scan)
-        depends = jaxpr.depends_on(body, lambda e: e.primitive.name == "is_finite")[:n_carry]
-        out["carry"] = [(tuple(v.aval.shape), bool(jnp.issubdtype(v.aval.dtype, jnp.floating)), bool(depends[i]))
-                        for i, v in enumerate(body.outvars[:n_carry])]
-    return out
-
-
-@probe
-def train(sol, params, x, y, starts, steps, lr, trace_steps):
-    """train_fp16_dynamic(params, x, y, DynScale(s0, 0), steps, optax.adam(lr)) for each (name, s0)
-    of `starts` (one compile: one tx), read; then the loop traced for each n of trace_steps from
-    the first start, summarised (sizes for every n, the rest for n == steps), or the message
-    saying why it cannot be traced."""
-    params, x, y = arrays((params, x, y))
-    tx = optax.adam(lr)
-    runs = {}
-    for name, s0 in starts:
-        result = traced(sol, sol.train_fp16_dynamic, params, x, y, state(sol, s0, 0), steps, tx)
-        if not isinstance(result, tuple) or len(result) != 5:
-            fail(f"train_fp16_dynamic should return (params, ls, scales, finites, losses), got {type(result).__name__}"
-                 f"{' of length ' + str(len(result)) if isinstance(result, tuple) else ''}.")
-        runs[name] = run_readings(sol, jax.device_get(result), steps)
-    try:
-        programs = {n: traced(sol, jaxpr.trace, lambda q, ls: sol.train_fp16_dynamic(q, x, y, ls, n, tx), params,
-                              state(sol, starts[0][1], 0)) for n in trace_steps}
-    except CheckFailed as exc:  # runs on concrete values, but cannot be traced: not one jitted scan
-        return {"runs": runs, "programs": str(exc)}
-    summaries = {n: (program_summary(sol, p, steps) if n == steps else {"equations": sum(1 for _ in jaxpr.walk(p))})
-                 for n, p in programs.items()}
-    return {"runs": runs, "programs": summaries}
+            "ls_scale_dtype": reading(sol, lambda: str(jnp.asarray(run[1][0]).dtype)),
+            "scales_dtype": reading(sol, lambda: str(jnp.asarray(run[2]).dtype))}

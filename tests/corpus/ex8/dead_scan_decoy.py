@@ -1,8 +1,8 @@
 """Decoy: the Python loop of python_loop.py plus a do-nothing lax.scan of length steps.
 
-loses: train_is_one_scan_in_one_jit: part of the loop is unrolled in Python
-loses: training_computes_in_fp16_inside_the_scan: expected the model's forward and backward passes inside the scan body
-loses: skip_is_decided_inside_the_scan_from_the_steps_finite_flag: do not depend on that step's finite check
+loses: train_is_one_scan_in_one_jit: the loop is unrolled in Python
+loses: training_computes_in_fp16_inside_the_scan: no single lax.scan of length steps
+loses: skip_is_decided_inside_the_scan_from_the_steps_finite_flag: no single lax.scan of length steps
 """
 from functools import partial
 

@@ -1,6 +1,6 @@
 """Scales the loss before differentiating but never divides the gradients by the scale.
 
-loses: grads_at_scale_2_15_keep_every_entry_within_1_percent: forgetting to unscale
+loses: grads_at_scale_2_15_keep_fp16s_precision: forgetting to unscale
 """
 import jax
 

@@ -1,7 +1,7 @@
 """Right numbers without the technique: a Python loop over steps around a jitted step (every
 choice a jnp.where), instead of one lax.scan inside one jit.
 
-loses: train_is_one_scan_in_one_jit: expected one lax.scan of length steps
+loses: train_is_one_scan_in_one_jit: the loop is unrolled in Python
 loses: training_computes_in_fp16_inside_the_scan: no single lax.scan of length steps
 loses: skip_is_decided_inside_the_scan_from_the_steps_finite_flag: no single lax.scan of length steps
 loses: training_matches_step_by_step_simulation: not produced by one lax.scan

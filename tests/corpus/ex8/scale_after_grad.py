@@ -1,7 +1,7 @@
 """Differentiates the plain fp16 loss, then multiplies by the scale and divides it out again:
 the fp16 backward pass never sees the scale.
 
-loses: grads_at_scale_2_15_keep_every_entry_within_1_percent: scaling after differentiating
+loses: grads_at_scale_2_15_keep_fp16s_precision: scaling after differentiating
 loses: grads_at_scale_2_32_report_not_finite: reported finite=True, expected False
 """
 import jax

@@ -1,7 +1,7 @@
 """Decoy: the scale is multiplied into the fp32 loss and divided out again inside the function
 that is differentiated, so the cotangent reaching the fp16 cast is unscaled.
 
-loses: grads_at_scale_2_15_keep_every_entry_within_1_percent: the fp16 backward pass never saw the scale
+loses: grads_at_scale_2_15_keep_fp16s_precision: the fp16 backward pass never saw the scale
 """
 import jax
 
