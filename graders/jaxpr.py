@@ -81,10 +81,28 @@ def walk_nested(jaxpr, outer: tuple = ()) -> Iterator[tuple]:
 # Following values through a program. Calls to jit are inlined, so what a learner wraps in
 # jax.jit (or what jnp wraps, e.g. relu) is seen at the level of its caller.
 
-def evaluate(jaxpr, consts, args, apply: Callable) -> list:
-    """Run a jaxpr equation by equation, calls to jit inlined; every other equation's outputs are
-    apply(eqn, inputs). With apply=bind it computes the program on arrays (under a trace or not);
-    with a symbolic apply (see dataflow) it says which equation made each value."""
+# Calls that only wrap a program for the way it is differentiated (checkpoint, custom_vjp,
+# custom_jvp): a program that is only run forwards computes the same with them inlined.
+FORWARD_CALLS = ("jit", "checkpoint", "custom_vjp_call", "custom_jvp_call")
+
+
+def _called(eqn, inline):
+    """The program an equation calls, if it is one of the kinds to inline and takes its operands
+    as they are; else None."""
+    if not any(is_a(eqn, kind) for kind in inline):
+        return None
+    sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+    inner = getattr(sub, "jaxpr", sub)
+    if inner is None or not hasattr(inner, "eqns") or len(inner.invars) != len(eqn.invars):
+        return None
+    return sub
+
+
+def evaluate(jaxpr, consts, args, apply: Callable, inline=("jit",)) -> list:
+    """Run a jaxpr equation by equation, calls to jit (or to the kinds in `inline`, e.g.
+    FORWARD_CALLS) inlined; every other equation's outputs are apply(eqn, inputs). With apply=bind
+    it computes the program on arrays (under a trace or not); with a symbolic apply (see
+    dataflow) it says which equation made each value."""
     env = {}
 
     def read(atom):
@@ -94,9 +112,9 @@ def evaluate(jaxpr, consts, args, apply: Callable) -> list:
     env.update(zip(jaxpr.invars, args))
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
-        if is_a(eqn, "jit") and "jaxpr" in eqn.params:
-            sub = eqn.params["jaxpr"]
-            outs = evaluate(sub.jaxpr, sub.consts, ins, apply)
+        sub = _called(eqn, inline)
+        if sub is not None:
+            outs = evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins, apply, inline)
         else:
             outs = apply(eqn, ins)
         env.update(zip(eqn.outvars, outs))
@@ -104,8 +122,12 @@ def evaluate(jaxpr, consts, args, apply: Callable) -> list:
 
 
 def bind(eqn, inputs) -> list:
-    """The equation's primitive applied to these inputs: what running the equation does."""
-    with eqn.ctx.manager:  # as jax's own eval_jaxpr does (e.g. the context mesh of a jit)
+    """The equation's primitive applied to these inputs: what running the equation does. Under a
+    trace the new equation keeps the source line of the old one (written_at reads it)."""
+    from jax._src import source_info_util
+
+    # as jax's own eval_jaxpr does (the context mesh of a jit; the learner's source line)
+    with source_info_util.user_context(eqn.source_info.traceback), eqn.ctx.manager:
         out = eqn.primitive.bind(*inputs, **eqn.primitive.get_bind_params(eqn.params))
     return list(out) if eqn.primitive.multiple_results else [out]
 
@@ -173,8 +195,9 @@ def output_source(jaxpr, index: int = 0):
         var = jaxpr.outvars[position]
 
 
-def flatten(fn: Callable, *args):
-    """fn's program with its jit calls inlined and its dead code removed: (jaxpr, consts).
+def flatten(fn: Callable, *args, inline=("jit",)):
+    """fn's program with its jit calls (or the kinds in `inline`) inlined and its dead code
+    removed: (jaxpr, consts).
 
     Dead-code removal is JAX's own (`dce_jaxpr`): it drops exactly the equations, scan carries and
     scan outputs that no returned value depends on, and keeps everything that does, even a
@@ -184,7 +207,7 @@ def flatten(fn: Callable, *args):
     from jax._src.interpreters import partial_eval as pe
 
     traced = jax.make_jaxpr(fn)(*args)
-    inlined = jax.make_jaxpr(lambda *a: evaluate(traced.jaxpr, traced.consts, a, bind))(*args)
+    inlined = jax.make_jaxpr(lambda *a: evaluate(traced.jaxpr, traced.consts, a, bind, inline))(*args)
     pruned, _ = pe.dce_jaxpr(inlined.jaxpr, [True] * len(inlined.jaxpr.outvars), instantiate=True)
     return pruned, inlined.consts
 
@@ -342,3 +365,141 @@ def live_equations(jaxpr, used_outputs=None) -> set[int]:
     out: set[int] = set()
     _live(jaxpr, used, out)
     return out
+
+
+# ----- how much of an input a program reads ---------------------------------------------------
+
+# Equations that take a part of their first operand: a slice, an index (x[i], dynamic_slice),
+# a gather (jnp.take, x[idx]). Whatever spells it, reading through one reads only that part.
+SELECTS = frozenset({"slice", "dynamic_slice", "gather"})
+
+
+def scan_operands(eqn) -> tuple[list[int], list[int], list[int]]:
+    """Positions of a scan's operands that are its constants, its initial carry and its xs."""
+    consts, carry, xs = eqn.params["ft_in"].update(list(range(len(eqn.invars)))).unpack()
+    return list(consts), list(carry), list(xs)
+
+
+def _size(v) -> int:
+    import math
+    return int(math.prod(getattr(v.aval, "shape", ())))
+
+
+def numbers_read(jaxpr, index: int) -> int:
+    """How many numbers of input `index` one run of jaxpr reads: the sizes of the parts that
+    slices, indexings and gathers take of it, followed through reshapes and into every nested
+    program (jit, checkpoint, custom_vjp/jvp; a cond's largest branch; all the steps of a scan);
+    its whole size as soon as anything else computes with all of it, hands it on, or a while loop
+    reads it (how often is not known)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    var = jaxpr.invars[index]
+    read = _reads(jaxpr, {var})
+    return _size(var) if read is None else min(read, _size(var))
+
+
+def _reads(jaxpr, held: set) -> int | None:
+    """Numbers of the value `held` (variables of jaxpr holding the same numbers) that jaxpr reads,
+    or None for all of them."""
+    held = set(held)
+    total = 0
+    for eqn in jaxpr.eqns:
+        at = [i for i, v in enumerate(eqn.invars) if not _is_literal(v) and v in held]
+        if not at:
+            continue
+        name = eqn.primitive.name
+        if name in SHAPE_ONLY and at == [0] and all(_size(o) == _size(eqn.invars[0]) for o in eqn.outvars):
+            held.update(eqn.outvars)  # the same numbers, another shape or dtype
+            continue
+        if name in SELECTS and at == [0]:
+            total += _size(eqn.outvars[0])
+            continue
+        inner = _nested_reads(eqn, at)
+        if inner is None:
+            return None
+        total += inner
+    if any(not _is_literal(v) and v in held for v in jaxpr.outvars):
+        return None  # handed on whole
+    return total
+
+
+def _nested_reads(eqn, at: list[int]) -> int | None:
+    def program(sub):
+        return getattr(sub, "jaxpr", sub)
+
+    def each(inner, positions):
+        total = 0
+        for i in positions:
+            read = _reads(inner, {inner.invars[i]})
+            if read is None:
+                return None
+            total += read
+        return total
+
+    name = eqn.primitive.name
+    if name == "cond":
+        if 0 in at:  # the branch index itself
+            return None
+        reads = [each(program(b), [i - 1 for i in at]) for b in eqn.params["branches"]]
+        return None if None in reads else max(reads, default=0)
+    if name == "scan":
+        consts, carry, xs = scan_operands(eqn)
+        if any(i in carry for i in at):
+            return None
+        read = each(program(eqn.params["jaxpr"]), at)
+        return None if read is None else read * eqn.params["length"]
+    sub = _called(eqn, FORWARD_CALLS + ("closed_call", "core_call"))
+    if sub is not None:
+        return each(program(sub), at)
+    return None  # a while loop, a shard_map, an operation: all of it
+
+
+# ----- naming what a program does, in the learner's words -----------------------------------
+
+# A traced program's names are JAX's (`div`, `reduce_sum`, `dot_general`), not what the learner
+# wrote: a message names the operation as it is written in Python.
+SAID = {
+    "add": "an addition (+)", "add_any": "an addition (+)", "sub": "a subtraction (-)",
+    "mul": "a multiplication (*)", "div": "a division (/)", "neg": "a negation (-x)",
+    "integer_pow": "a power (**)", "pow": "a power (**)", "square": "a square (** 2)", "sqrt": "jnp.sqrt",
+    "rsqrt": "1 / jnp.sqrt", "exp": "jnp.exp", "log": "jnp.log", "tanh": "jnp.tanh", "logistic": "jax.nn.sigmoid",
+    "max": "jnp.maximum", "min": "jnp.minimum", "abs": "jnp.abs", "sign": "jnp.sign",
+    "dot_general": "a matrix product (@, jnp.dot, jnp.einsum)", "reduce_sum": "a sum (jnp.sum)",
+    "reduce_max": "a maximum (jnp.max)", "reduce_min": "a minimum (jnp.min)", "argmax": "jnp.argmax",
+    "cumsum": "jnp.cumsum", "select_n": "a selection (jnp.where, lax.select)", "eq": "a comparison (==)",
+    "ne": "a comparison (!=)", "lt": "a comparison (<)", "le": "a comparison (<=)", "gt": "a comparison (>)",
+    "ge": "a comparison (>=)", "and": "a logical and (&)", "or": "a logical or (|)", "not": "a logical not (~)",
+    "is_finite": "jnp.isfinite", "stop_gradient": "lax.stop_gradient", "convert_element_type": "a cast (astype)",
+    "broadcast_in_dim": "a broadcast", "reshape": "a reshape", "transpose": "a transpose", "squeeze": "a squeeze",
+    "expand_dims": "an expand_dims", "concatenate": "jnp.concatenate", "pad": "jnp.pad", "iota": "jnp.arange",
+    "slice": "a slice (x[a:b])", "dynamic_slice": "a slice (x[i], lax.dynamic_slice)",
+    "gather": "an indexing (x[idx], jnp.take)", "scatter": "an update (x.at[...].set)",
+    "scatter-add": "an update (x.at[...].add)", "scatter_add": "an update (x.at[...].add)",
+    "dynamic_update_slice": "an update (lax.dynamic_update_slice)", "sort": "jnp.sort",
+    "scan": "lax.scan", "while": "lax.while_loop", "cond": "lax.cond", "pjit": "jax.jit", "jit": "jax.jit",
+    "remat2": "jax.checkpoint", "checkpoint": "jax.checkpoint", "custom_vjp_call": "a jax.custom_vjp function",
+    "custom_jvp_call": "a jax.custom_jvp function", "shard_map": "jax.shard_map", "psum": "lax.psum",
+    "pmean": "lax.pmean", "pmax": "lax.pmax", "all_gather": "lax.all_gather",
+    "reduce_scatter": "lax.psum_scatter", "psum_scatter": "lax.psum_scatter", "all_to_all": "lax.all_to_all",
+    "ppermute": "lax.ppermute", "axis_index": "lax.axis_index", "random_bits": "jax.random",
+}
+
+
+def said(name: str) -> str:
+    """How a learner writes the primitive `name` (a traced program's own name, never shown)."""
+    return SAID.get(name, "an operation")
+
+
+def written_at(eqn, filename: str) -> str:
+    """'line N' of `filename` where the equation was written (the innermost such frame of its
+    source), or '' when it was not written there."""
+    from jax._src import source_info_util
+
+    target = str(filename)
+    try:
+        frames = list(source_info_util.user_frames(eqn.source_info.traceback))
+    except Exception:  # no traceback kept
+        return ""
+    for frame in frames:  # innermost first
+        if frame.file_name == target:
+            return f"line {frame.start_line}"
+    return ""
