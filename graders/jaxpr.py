@@ -259,7 +259,7 @@ _OWN_POLICY = object()
 def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
     """What a checkpoint (remat2) equation's `policy` (or the policy given) saves for the
     backward pass, measured by differentiating its body under that policy: one
-    'f32[5] output of dot_general' per value kept that is not one of the checkpoint's own
+    'f32[5] output of a matrix product (@, ...)' per value kept that is not one of the checkpoint's own
     inputs (so [] means: saves nothing, recomputes everything)."""
     from jax._src.ad_checkpoint import saved_residuals  # what print_saved_residuals prints
     from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
@@ -269,8 +269,14 @@ def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
     args = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in body.invars]
     policy = eqn.params["policy"] if policy is _OWN_POLICY else policy
     found = saved_residuals(jax.checkpoint(lambda *a: fun(*a), policy=policy), *args)
-    return [f"{aval.str_short()} {what.split(' from ')[0]}" for aval, what in found
+    return [f"{aval.str_short()} {_in_words(what.split(' from ')[0])}" for aval, what in found
             if not what.startswith("from the argument")]
+
+
+def _in_words(what: str) -> str:
+    """'output of dot_general' as the learner wrote it: 'output of a matrix product (...)'."""
+    head, _, name = what.rpartition("output of ")
+    return f"{head}output of {said(name)}" if name in SAID else what
 
 
 def custom_vjp_name(eqn) -> str | None:
@@ -481,6 +487,10 @@ SAID = {
     "pmean": "lax.pmean", "pmax": "lax.pmax", "all_gather": "lax.all_gather",
     "reduce_scatter": "lax.psum_scatter", "psum_scatter": "lax.psum_scatter", "all_to_all": "lax.all_to_all",
     "ppermute": "lax.ppermute", "axis_index": "lax.axis_index", "random_bits": "jax.random",
+    "reshard": "jax.sharding.reshard", "device_put": "jax.device_put",
+    "sharding_constraint": "lax.with_sharding_constraint", "mesh_cast": "jax.sharding.mesh_cast",
+    "optimization_barrier": "lax.optimization_barrier", "pure_callback": "jax.pure_callback",
+    "debug_callback": "jax.debug.print (a callback)",
 }
 
 

@@ -17,7 +17,7 @@ import optax
 import pytest
 
 from graders.learner import fail
-from graders.numeric import as_array, assert_close, fmt, is_close, rng
+from graders.numeric import as_array, assert_close, fmt, is_close, ordinal, rng
 from graders.probes.ex8_loss_scaling import KEYS, read_value
 
 # N is large so that one example's share of the loss (LOSS_WEIGHT / (N*K)) lies deep in fp16's
@@ -142,7 +142,7 @@ def transition_mistake(scale, good, finite, period, factor, min_scale, got_scale
         return (f"That is growing on every finite step: the period is ignored. Grow only when good_steps + 1 "
                 f"reaches period={period}.")
     if finite and good + 1 >= period and got_scale == scale:
-        return (f"The scale did not grow although this is the {period}th finite step in a row"
+        return (f"The scale did not grow although this is the {ordinal(period)} finite step in a row"
                 + (" (is the period hard-coded to 50?)" if period != 50 else "") + ". Hint: compare "
                 "good_steps + 1 with the `period` argument.")
     if finite and good + 1 >= period and np.isclose(got_scale, scale * factor) and got_good != 0:
@@ -292,11 +292,11 @@ def fp16_verdict(program) -> str | None:
     not_f16 = sorted(set(dots) - {("float16", "float16")})
     if not_f16:
         return (f"{sum(1 for d in dots if d != ('float16', 'float16'))} "
-                f"dot_general(s) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
+                f"matrix product(s) (@, jnp.dot) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
                 "(the parameters are cast to float16 inside fp16_loss). Hint: differentiate the given fp16_loss; "
                 "do not write an fp32 copy of the model.")
     if len(dots) < 3:
-        return (f"the traced scaled_grads has {len(dots)} float16 dot_general(s) that reach its result; the forward "
+        return (f"the traced scaled_grads has {len(dots)} float16 matrix product(s) (@, jnp.dot) that reach its result; the forward "
                 "and backward passes of the model need at least 3. Hint: return jax.grad of the fp16 loss.")
     return None
 
@@ -311,7 +311,7 @@ def fp16_failure(worker, grads_program) -> str | None:
     got, true, _, _, call = learner_grads(worker, GRAD_SEED, 1.0)
     own = zero_share(own_fp16_grads(GRAD_SEED, 1.0), true)
     if zero_share(got, true) < own / 2:
-        return (f"the float16 dot_generals are there, but the gradients do not show fp16's underflow: {call} has "
+        return (f"the float16 matrix products are there, but the gradients do not show fp16's underflow: {call} has "
                 f"{zero_share(got, true):.1%} zeros where fp16 gives {own:.1%}, so the gradients come from another "
                 "computation. Hint: return the gradients of the given fp16_loss, nothing else.")
     return None
@@ -593,7 +593,7 @@ def test_training_computes_in_fp16_inside_the_scan(worker, training):
     dots_in, dots_all = live["dots_in_scan"], [tuple(d) for d in live["dots"]]
     not_f16 = sorted(set(dots_all) - {("float16", "float16")})
     if not_f16 or dots_in < 3 or dots_in != len(dots_all):
-        fail(f"the training program has {len(dots_all)} dot_general(s), {dots_in} inside the scan"
+        fail(f"the training program has {len(dots_all)} matrix product(s) (@, jnp.dot), {dots_in} inside the scan"
              + (f", some on {not_f16} operands" if not_f16 else "") + ": expected the model's forward and backward "
              "passes inside the scan body, all in float16. Hint: each step differentiates fp16_loss * scale.")
     run = training["runs"]["recover"]
