@@ -578,14 +578,24 @@ def test_best_group_size_is_the_measured_minimum(worker, seed):
             if theirs[got] <= min(theirs.values()) * (1 + TIE_RTOL):
                 continue
         best = min(curve, key=curve.get)
+        own_best = None if theirs is None else min(theirs, key=theirs.get)
         head = (f"best_group_size with L={L} B={B} D={D}: expected k={best} ({size_text(least)}, the least the grader "
                 f"measured for one checkpoint per group"
-                + (f"; the least of your own grouped_loss's gradient is at k={min(theirs, key=theirs.get)}"
-                   if theirs else "") + f"), got k={got} ({size_text(curve[got])}).")
+                + (f"; your own grouped_loss's gradient needs the least at k={own_best}" if own_best not in (None, best)
+                   else "") + f"), got k={got} ({size_text(curve[got])}).")
         near = lambda target: min(curve, key=lambda k: abs(k - target))  # noqa: E731
-        if got in (near(math.sqrt(L)), near(math.sqrt(L / 2)), math.isqrt(L)):
-            fail(f"{head} That is a formula in L (the divisor nearest sqrt(L) or sqrt(L/2)), but the optimum "
-                 "sqrt(L * a_in / a_layer) depends on what one layer saves against its input, and that changes "
-                 "with B and D: another configuration with the same L has another best k. "
-                 "Hint: measure every divisor with temp_memory_bytes and take the least.")
-        fail(f"{head} Hint: measure every divisor of L with temp_memory_bytes and return the k with the least.")
+        formula = got in (near(math.sqrt(L)), near(math.sqrt(L / 2)), math.isqrt(L))
+        other = [cfg for cfg in configs if cfg != (L, B, D) and min(divisors(L), key=lambda k: curves[(*cfg, k)]) == got]
+        if not (formula or other):
+            fail(f"{head} Hint: measure every divisor of L with temp_memory_bytes and return the k with the least.")
+        why = []
+        if formula:
+            why.append("That is a formula in L: the divisor nearest sqrt(L) (or sqrt(L/2)), which a search over only a "
+                       "few divisors, such as {1, ~sqrt(L), L}, finds too.")
+        if other:
+            why.append(f"It is the least for the other configuration graded with the same L (B={other[0][1]} "
+                       f"D={other[0][2]}), not for this one: the answer does not follow the params and x it is given "
+                       "(a formula, a table, or the memory of other arguments or of another program than the gradient).")
+        fail(f"{head} {' '.join(why)} The optimum sqrt(L * a_in / a_layer) depends on what one layer saves against its "
+             "input, and that changes with B and D. Hint: measure every divisor of L with temp_memory_bytes on the "
+             "params and x given, and return the least.")
