@@ -69,6 +69,16 @@ MEMORY_RTOL = 0.05
 # a multiple of XLA's 64-byte alignment for every D drawn, so the rounding of a (B, D) buffer
 # cancels in the difference.
 WIDER = 16
+# ... and what does not grow with the batch is bounded too: at most this many weight-sized buffers
+# more than the grader's own program (a right variant measured one, and a few hundred bytes),
+# so that memory kept for no reason does not pass, nor bends the curve best_group_size ranks.
+WEIGHT_BUFFERS = 2
+
+
+def beyond_the_weights(temp: float, asked: float, L: int, D: int) -> bool:
+    """Whether a gradient's temporary memory exceeds the grader's own program's by more than
+    MEMORY_RTOL and WEIGHT_BUFFERS weight-sized (L, D, D) float32 buffers."""
+    return not temp <= asked * (1 + MEMORY_RTOL) + WEIGHT_BUFFERS * L * D * D * 4
 # best_group_size may return any k within 1% of the least (a tie); the runner-up is further off.
 TIE_RTOL = 0.01
 
@@ -455,13 +465,29 @@ def memory_rows(worker, seed) -> tuple[dict, dict]:
 
 def memory_verdict(worker, seed) -> str | None:
     """None when the learner's gradient holds, per batch row, what the grader's own grouped
-    checkpoint holds for k = 1, middle and L (within MEMORY_RTOL); else what is wrong."""
+    checkpoint holds for k = 1, middle and L (within MEMORY_RTOL), and besides that at most
+    WEIGHT_BUFFERS weight-sized buffers more; else what is wrong."""
     programs = learner_programs(worker, seed)
     L, B, D = programs[1]["config"]
     yours, asked = memory_rows(worker, seed)
     mid = middle_k(L)
     # `not <=`, so that a figure that is not a number (NaN) is wrong too
     bad = [k for k in (1, mid, L) if not abs(yours[k] - asked[k]) <= MEMORY_RTOL * asked[k]]
+    # What does not grow with the batch: the difference at B rows that the growth per row does
+    # not explain (a gradient without checkpoints holds more at B because it grows faster). Named
+    # when the activations are right, or when it outweighs their difference even at B + WIDER
+    # rows (an unrolled loop's memory is not linear in B: there the activations are the story).
+    own = own_figures(seed)
+    fixed = {k: programs[k]["temp"] - own[(L, B, D, k, True)] - (yours[k] - asked[k]) * B for k in (1, mid, L)}
+    more = {k: n for k, n in fixed.items() if beyond_the_weights(own[(L, B, D, k, True)] + n, own[(L, B, D, k, True)], L, D)
+            and (not bad or n > abs(yours[k] - asked[k]) * (B + WIDER))}
+    if more:
+        return (f"the gradient of grouped_loss, L={L} B={B} D={D}, holds memory that does not grow with the batch "
+                "beyond what the grouped checkpoint holds: "
+                + ", ".join(f"k={k}: {size_text(n)} more than the grader's own program" for k, n in more.items())
+                + f", more than {WEIGHT_BUFFERS} copies of the weights ({size_text(L * D * D * 4)} each) would take. "
+                "Hint: look for arrays your gradient keeps whatever the batch: copies of the weights or of their "
+                "gradient, carried through the scan or kept alive beside the checkpoints.")
     if not bad:
         return None
     got = ", ".join(f"k={k}: {yours[k]:.0f} bytes (expected {asked[k]:.0f})" for k in (1, mid, L))
@@ -575,7 +601,8 @@ def test_best_group_size_is_the_measured_minimum(worker, seed):
         if own_curve_if_right(worker, seed) is not None:
             # their grouped_loss is another right grouped checkpoint: its own curve may have its least elsewhere
             theirs = dict(zip(divisors(L), worker.gradient_temps(L, B, D, divisors(L))))
-            if theirs[got] <= min(theirs.values()) * (1 + TIE_RTOL):
+            bounded = not any(beyond_the_weights(theirs[k], curve[k], L, D) for k in curve)
+            if bounded and theirs[got] <= min(theirs.values()) * (1 + TIE_RTOL):
                 continue
         best = min(curve, key=curve.get)
         own_best = None if theirs is None else min(theirs, key=theirs.get)
