@@ -21,7 +21,9 @@ What is checked (`make grade EX=ex1`):
     computes the result: the grader feeds the scan (and only the scan) another batch, and the
     result must become that batch's gradient. A Python loop, a scan whose result is dropped
     (dead, multiplied by 0, selected away) beside a full-batch gradient, or a scan that only
-    adds up gradients computed outside it gets no technique points;
+    adds up gradients computed outside it gets no technique points. The scan carries running
+    sums: every micro-batch's gradient stacked (lax.map, the scan's ys) and summed after it is
+    not accumulation, since its memory grows with n_micro;
   * outside the scan the batch is only reshaped (or sliced) into micro-batches: no arithmetic on
     the whole batch, not even work whose result is thrown away, and the token count is summed
     in the body too;

@@ -20,11 +20,13 @@ What is checked (`make grade EX=ex2`):
     lax.scan of length L/k -- not one around everything, not one per layer, none nested, no
     layer outside it; inside it, a lax.scan over the group's k layers (not a Python loop);
   * every jax.checkpoint keeps the default policy, which saves nothing (no policy= argument);
-  * memory: the temporary memory of your gradient equals the grader's own measurement of the
-    grouped checkpoint this exercise asks for, at k = 1, near sqrt(L), and L;
+  * memory: what the temporary memory of your gradient grows by per row of the batch (the
+    activations it holds) equals the grader's own measurement of the grouped checkpoint this
+    exercise asks for, at k = 1, near sqrt(L), and L;
   * temp_memory_bytes agrees with the grader's own measurement of that program;
   * best_group_size finds the least-memory k of the grader's own measurements, on two
-    configurations with the same L whose answers differ (so no formula in L finds both).
+    configurations with the same L (drawn, with many divisors) whose answers differ: no formula
+    in L, and no search over only a few divisors, finds both.
 The report shows your measured curve (k against memory) as a bar chart.
 """
 

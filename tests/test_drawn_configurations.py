@@ -11,14 +11,14 @@ from graders import catalog
 from graders.exercises.ex2_sqrt_checkpointing import checks as ex2
 from graders.exercises.ex6_nnx_block_remat import checks as ex6
 
-# The graders that draw a depth, and the depths they draw from: ex2's L and ex6's number of layers
-# (ex7 draws its sizes for each of its four meshes from the seed; each draw holds its edges, D == H, powers
-# of two and not: see its configs).
-DEPTH_RANGES = (ex2.MEMORY_LS, sorted({c.layers for c in ex6.CONFIGS}))
+# The graders that draw a depth, and the depths they draw from: ex2's L (of its memory curve, and
+# of its best_group_size pair) and ex6's number of layers (ex7 draws its sizes for each of its four
+# meshes from the seed; each draw holds its edges, D == H, powers of two and not: see its configs).
+DEPTH_RANGES = (ex2.MEMORY_LS, sorted(ex2.PAIR_SHAPES), sorted({c.layers for c in ex6.CONFIGS}))
 
 
-def _depths(seed: int) -> tuple[int, int]:
-    return ex2.memory_config(seed)[0], ex6.config(seed).layers
+def _depths(seed: int) -> tuple[int, ...]:
+    return ex2.memory_config(seed)[0], ex2.pair_configs(seed)[0][0], ex6.config(seed).layers
 
 
 def _far_end(seed: int) -> tuple[int, ...]:

@@ -46,26 +46,41 @@ def test_value_checks_pass_for_structural_mistakes(corpus):
         assert not VALUE_CHECKS & set(lost), (case, sorted(lost))
 
 
-def test_closed_forms_in_L_cannot_find_both_optima():
+def test_no_formula_in_L_and_no_search_over_a_few_divisors_finds_both_optima():
     # The two best_group_size configurations share L, and the grader's own measurements give them
-    # different optima, for every B and D that can be drawn: so no function of L alone (the divisor
-    # nearest sqrt(L), sqrt(L/2), ...) passes, and every runner-up is further off than a tie.
-    import itertools
+    # different optima, for every L, B and D that can be drawn: so no function of L alone (the
+    # divisor nearest sqrt(L), sqrt(L/2), ...) passes. The first kind's optimum is neither 1, L,
+    # the divisor nearest sqrt(L) nor a power of two, so a search over {1, ~sqrt(L), L} or over
+    # the powers of two misses it; and every runner-up is further off than a tie.
+    import math
 
     from graders.exercises.ex2_sqrt_checkpointing import checks as g
 
-    L = g.PAIR_L
-    optima = []
-    for bs, ds in (g.ACTIVATION_HEAVY, g.WEIGHT_HEAVY):
-        kind = set()
-        for B, D in itertools.product(bs, ds):
-            curve = {k: g.own_temp(L, B, D, k) for k in g.divisors(L)}
-            first, second = sorted(curve, key=curve.get)[:2]
-            assert curve[second] > curve[first] * (1 + 5 * g.TIE_RTOL), (B, D, curve)
-            kind.add(first)
-        assert len(kind) == 1, kind  # one optimum per kind, whatever is drawn
-        optima.append(kind.pop())
-    assert optima[0] != optima[1], optima
+    for L, kinds in g.PAIR_SHAPES.items():
+        divisors = g.divisors(L)
+        assert len(divisors) >= 8, (L, divisors)
+        near_sqrt = min(divisors, key=lambda k: abs(k - math.sqrt(L)))
+        optima = []
+        for kind in kinds:
+            found = set()
+            for B, D in kind:
+                assert len({L, B, D}) == 3, (L, B, D)  # every axis a distinct size
+                curve = {k: g.own_temp(L, B, D, k) for k in divisors}
+                first, second = sorted(curve, key=curve.get)[:2]
+                assert curve[second] > curve[first] * (1 + 5 * g.TIE_RTOL), (L, B, D, curve)
+                found.add(first)
+            assert len(found) == 1, (L, found)  # one optimum per kind, whatever is drawn
+            optima.append(found.pop())
+        assert optima[0] != optima[1], (L, optima)
+        assert optima[0] not in {1, L, near_sqrt} and optima[0] & (optima[0] - 1), (L, optima)
+
+
+def test_pair_draws_reach_every_length_and_shape():
+    from graders.exercises.ex2_sqrt_checkpointing import checks as g
+
+    drawn = {tuple(g.pair_configs(seed)) for seed in range(200)}
+    every = {((L, *a), (L, *w)) for L, (first, second) in g.PAIR_SHAPES.items() for a in first for w in second}
+    assert drawn == every
 
 
 def test_float32_tolerance_admits_a_right_float32_answer_on_every_draw_and_nothing_one_percent_off(compiled_as_graded):

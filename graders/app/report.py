@@ -2,6 +2,7 @@
 Gradescope's results.json. Nothing here grades; everything here reads `grading` results."""
 
 import html
+import re
 import json
 from pathlib import Path
 
@@ -49,11 +50,35 @@ def body(results: list[ExerciseResult], verbose: bool = False) -> str:
         detail = _detail(r, verbose)
         if detail:
             lines += ["", *detail]
-    untouched = [r.module for r in results if r.status == "not attempted"]
+    untouched = [r for r in results if r.status == "not attempted"]
     if untouched:
-        lines += ["", f"not attempted yet (the stubs are unchanged): {', '.join(untouched)}.",
+        lines += ["", "not attempted yet:", *map(_still_stubs, untouched),
                   "  Fill them in (each docstring says what to write) and grade again."]
     return "\n".join(lines) + "\n"
+
+
+# How graders.kit.verdicts.classify names a stub function that still raises NotImplementedError,
+# and how a grader names a stub value left None (the quiz's ANSWERS[3], ex4's constants).
+_STUB = re.compile(r"`(\w+)`(?:, which)? still raises NotImplementedError")
+_NONE = re.compile(r"(\w+)(?:\[[^\]]*\])? is still None")
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _still_stubs(r: ExerciseResult) -> str:
+    """The module, and what its checks found still as the stub left it."""
+    def found(pattern):
+        return list(dict.fromkeys(m.group(1) for c in r.checks for m in [pattern.search(c.message or "")] if m))
+
+    said = []
+    if raising := found(_STUB):
+        said.append(f"{_and([f'`{n}`' for n in raising])} still raise{'s' if len(raising) == 1 else ''} "
+                    "NotImplementedError")
+    if unset := found(_NONE):
+        said.append(f"{_and(unset)} {'is' if len(unset) == 1 else 'are'} still None")
+    return f"  {r.module}{': ' + '; '.join(said) if said else ''}"
 
 
 def format_report(results: list[ExerciseResult], solutions: Path, seed: int, verbose: bool = False) -> str:

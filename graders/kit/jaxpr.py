@@ -23,6 +23,8 @@ ALIASES: dict[str, frozenset[str]] = {
 # custom_vjp's or custom_jvp's is its primal function; the rules for derivatives are not followed).
 CALLS = {"jit": "jaxpr", "checkpoint": "jaxpr", "custom_vjp": "call_jaxpr", "custom_jvp": "call_jaxpr"}
 EVERY_CALL = tuple(CALLS)
+# Plain calls JAX makes of a program (closed_call, core_call): followed only where asked.
+CALLS.update({"closed_call": "call_jaxpr", "core_call": "call_jaxpr"})
 
 
 def trace(fn: Callable, *args, **kwargs):
@@ -123,8 +125,12 @@ def evaluate(jaxpr, consts, args, apply: Callable, through=("jit",)) -> list:
 
 
 def bind(eqn, inputs) -> list:
-    """The equation's primitive applied to these inputs: what running the equation does."""
-    with eqn.ctx.manager:  # as jax's own eval_jaxpr does (e.g. the context mesh of a jit)
+    """The equation's primitive applied to these inputs: what running the equation does. Under a
+    trace the new equation keeps the source line of the old one (written_at reads it)."""
+    from jax._src import source_info_util
+
+    # as jax's own eval_jaxpr does (the context mesh of a jit; the learner's source line)
+    with source_info_util.user_context(eqn.source_info.traceback), eqn.ctx.manager:
         out = eqn.primitive.bind(*inputs, **eqn.primitive.get_bind_params(eqn.params))
     return list(out) if eqn.primitive.multiple_results else [out]
 
@@ -218,8 +224,9 @@ def _wrapped(eqn, through):
     return inner
 
 
-def flatten(fn: Callable, *args):
-    """fn's program with its jit calls inlined and its dead code removed: (jaxpr, consts).
+def flatten(fn: Callable, *args, through=("jit",)):
+    """fn's program with its jit calls (or the kinds in `through`, see CALLS) inlined and its dead code
+    removed: (jaxpr, consts).
 
     Dead-code removal is JAX's own (`dce_jaxpr`): it drops exactly the equations, scan carries and
     scan outputs that no returned value depends on, and keeps everything that does, even a
@@ -229,7 +236,7 @@ def flatten(fn: Callable, *args):
     from jax._src.interpreters import partial_eval as pe
 
     traced = jax.make_jaxpr(fn)(*args)
-    inlined = jax.make_jaxpr(lambda *a: evaluate(traced.jaxpr, traced.consts, a, bind))(*args)
+    inlined = jax.make_jaxpr(lambda *a: evaluate(traced.jaxpr, traced.consts, a, bind, through))(*args)
     pruned, _ = pe.dce_jaxpr(inlined.jaxpr, [True] * len(inlined.jaxpr.outvars), instantiate=True)
     return pruned, inlined.consts
 
@@ -281,7 +288,7 @@ _OWN_POLICY = object()
 def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
     """What a checkpoint (remat2) equation's `policy` (or the policy given) saves for the
     backward pass, measured by differentiating its body under that policy: one
-    'f32[5] output of dot_general' per value kept that is not one of the checkpoint's own
+    'f32[5] output of a matrix product (@, ...)' per value kept that is not one of the checkpoint's own
     inputs (so [] means: saves nothing, recomputes everything)."""
     from jax._src.ad_checkpoint import saved_residuals  # what print_saved_residuals prints
     from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
@@ -291,8 +298,14 @@ def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
     args = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in body.invars]
     policy = eqn.params["policy"] if policy is _OWN_POLICY else policy
     found = saved_residuals(jax.checkpoint(lambda *a: fun(*a), policy=policy), *args)
-    return [f"{aval.str_short()} {what.split(' from ')[0]}" for aval, what in found
+    return [f"{aval.str_short()} {_in_words(what.split(' from ')[0])}" for aval, what in found
             if not what.startswith("from the argument")]
+
+
+def _in_words(what: str) -> str:
+    """'output of dot_general' as the learner wrote it: 'output of a matrix product (...)'."""
+    head, _, name = what.rpartition("output of ")
+    return f"{head}output of {said(name)}" if name in SAID else what
 
 
 def custom_vjp_name(eqn) -> str | None:
@@ -387,3 +400,145 @@ def live_equations(jaxpr, used_outputs=None) -> set[int]:
     out: set[int] = set()
     _live(jaxpr, used, out)
     return out
+
+
+# ----- how much of an input a program reads ---------------------------------------------------
+
+# Equations that take a part of their first operand: a slice, an index (x[i], dynamic_slice),
+# a gather (jnp.take, x[idx]). Whatever spells it, reading through one reads only that part.
+SELECTS = frozenset({"slice", "dynamic_slice", "gather"})
+
+
+def scan_operands(eqn) -> tuple[list[int], list[int], list[int]]:
+    """Positions of a scan's operands that are its constants, its initial carry and its xs."""
+    consts, carry, xs = eqn.params["ft_in"].update(list(range(len(eqn.invars)))).unpack()
+    return list(consts), list(carry), list(xs)
+
+
+def _size(v) -> int:
+    import math
+    return int(math.prod(getattr(v.aval, "shape", ())))
+
+
+def numbers_read(jaxpr, index: int) -> int:
+    """How many numbers of input `index` one run of jaxpr reads: the sizes of the parts that
+    slices, indexings and gathers take of it, followed through reshapes and into every nested
+    program (jit, checkpoint, custom_vjp/jvp; a cond's largest branch; all the steps of a scan);
+    its whole size as soon as anything else computes with all of it, hands it on, or a while loop
+    reads it (how often is not known)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    var = jaxpr.invars[index]
+    read = _reads(jaxpr, {var})
+    return _size(var) if read is None else min(read, _size(var))
+
+
+def _reads(jaxpr, held: set) -> int | None:
+    """Numbers of the value `held` (variables of jaxpr holding the same numbers) that jaxpr reads,
+    or None for all of them."""
+    held = set(held)
+    total = 0
+    for eqn in jaxpr.eqns:
+        at = [i for i, v in enumerate(eqn.invars) if not _is_literal(v) and v in held]
+        if not at:
+            continue
+        name = eqn.primitive.name
+        if name in SHAPE_ONLY and at == [0] and all(_size(o) == _size(eqn.invars[0]) for o in eqn.outvars):
+            held.update(eqn.outvars)  # the same numbers, another shape or dtype
+            continue
+        if name in SELECTS and at == [0]:
+            total += _size(eqn.outvars[0])
+            continue
+        inner = _nested_reads(eqn, at)
+        if inner is None:
+            return None
+        total += inner
+    if any(not _is_literal(v) and v in held for v in jaxpr.outvars):
+        return None  # handed on whole
+    return total
+
+
+def _nested_reads(eqn, at: list[int]) -> int | None:
+    def program(sub):
+        return getattr(sub, "jaxpr", sub)
+
+    def each(inner, positions):
+        total = 0
+        for i in positions:
+            read = _reads(inner, {inner.invars[i]})
+            if read is None:
+                return None
+            total += read
+        return total
+
+    name = eqn.primitive.name
+    if name == "cond":
+        if 0 in at:  # the branch index itself
+            return None
+        reads = [each(program(b), [i - 1 for i in at]) for b in eqn.params["branches"]]
+        return None if None in reads else max(reads, default=0)
+    if name == "scan":
+        consts, carry, xs = scan_operands(eqn)
+        if any(i in carry for i in at):
+            return None
+        read = each(program(eqn.params["jaxpr"]), at)
+        return None if read is None else read * eqn.params["length"]
+    sub = called(eqn, EVERY_CALL + ("closed_call", "core_call"))
+    if sub is not None:
+        return each(program(sub), at)
+    return None  # a while loop, a shard_map, an operation: all of it
+
+
+# ----- naming what a program does, in the learner's words -----------------------------------
+
+# A traced program's names are JAX's (`div`, `reduce_sum`, `dot_general`), not what the learner
+# wrote: a message names the operation as it is written in Python.
+SAID = {
+    "add": "an addition (+)", "add_any": "an addition (+)", "sub": "a subtraction (-)",
+    "mul": "a multiplication (*)", "div": "a division (/)", "neg": "a negation (-x)",
+    "integer_pow": "a power (**)", "pow": "a power (**)", "square": "a square (** 2)", "sqrt": "jnp.sqrt",
+    "rsqrt": "1 / jnp.sqrt", "exp": "jnp.exp", "log": "jnp.log", "tanh": "jnp.tanh", "logistic": "jax.nn.sigmoid",
+    "max": "jnp.maximum", "min": "jnp.minimum", "abs": "jnp.abs", "sign": "jnp.sign",
+    "dot_general": "a matrix product (@, jnp.dot, jnp.einsum)", "reduce_sum": "a sum (jnp.sum)",
+    "reduce_max": "a maximum (jnp.max)", "reduce_min": "a minimum (jnp.min)", "argmax": "jnp.argmax",
+    "cumsum": "jnp.cumsum", "select_n": "a selection (jnp.where, lax.select)", "eq": "a comparison (==)",
+    "ne": "a comparison (!=)", "lt": "a comparison (<)", "le": "a comparison (<=)", "gt": "a comparison (>)",
+    "ge": "a comparison (>=)", "and": "a logical and (&)", "or": "a logical or (|)", "not": "a logical not (~)",
+    "is_finite": "jnp.isfinite", "stop_gradient": "lax.stop_gradient", "convert_element_type": "a cast (astype)",
+    "broadcast_in_dim": "a broadcast", "reshape": "a reshape", "transpose": "a transpose", "squeeze": "a squeeze",
+    "expand_dims": "an expand_dims", "concatenate": "jnp.concatenate", "pad": "jnp.pad", "iota": "jnp.arange",
+    "slice": "a slice (x[a:b])", "dynamic_slice": "a slice (x[i], lax.dynamic_slice)",
+    "gather": "an indexing (x[idx], jnp.take)", "scatter": "an update (x.at[...].set)",
+    "scatter-add": "an update (x.at[...].add)", "scatter_add": "an update (x.at[...].add)",
+    "dynamic_update_slice": "an update (lax.dynamic_update_slice)", "sort": "jnp.sort",
+    "scan": "lax.scan", "while": "lax.while_loop", "cond": "lax.cond", "pjit": "jax.jit", "jit": "jax.jit",
+    "remat2": "jax.checkpoint", "checkpoint": "jax.checkpoint", "custom_vjp_call": "a jax.custom_vjp function",
+    "custom_jvp_call": "a jax.custom_jvp function", "shard_map": "jax.shard_map", "psum": "lax.psum",
+    "pmean": "lax.pmean", "pmax": "lax.pmax", "all_gather": "lax.all_gather",
+    "reduce_scatter": "lax.psum_scatter", "psum_scatter": "lax.psum_scatter", "all_to_all": "lax.all_to_all",
+    "ppermute": "lax.ppermute", "axis_index": "lax.axis_index", "random_bits": "jax.random",
+    "reshard": "jax.sharding.reshard", "device_put": "jax.device_put",
+    "sharding_constraint": "lax.with_sharding_constraint", "mesh_cast": "jax.sharding.mesh_cast",
+    "optimization_barrier": "lax.optimization_barrier", "pure_callback": "jax.pure_callback",
+    "debug_callback": "jax.debug.print (a callback)",
+}
+
+
+def said(name: str) -> str:
+    """How a learner writes the primitive `name` (a traced program's own name, never shown)."""
+    return SAID.get(name, "an operation")
+
+
+def written_at(eqn, filename: str) -> str:
+    """'line N' of `filename` where the equation was written (the innermost such frame of its
+    source), or '' when it was not written there."""
+    from jax._src import source_info_util
+
+    target = str(filename)
+    try:
+        frames = list(source_info_util.user_frames(eqn.source_info.traceback))
+    except Exception:  # no traceback kept
+        return ""
+    for frame in frames:  # innermost first
+        if frame.file_name == target:
+            return f"line {frame.start_line}"
+    return ""

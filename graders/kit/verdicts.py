@@ -4,6 +4,7 @@ Everything here speaks about the learner's file and line, never about the grader
 """
 
 import importlib.util
+import inspect
 import linecache
 import os
 import sys
@@ -94,11 +95,42 @@ def describe(exc: BaseException, solutions_dir: Path) -> str:
     return f"{type(exc).__name__}{': ' + message if message else ''}{where(exc, solutions_dir)}"
 
 
+def functions_passed(exc: BaseException, solution) -> list[str]:
+    """The learner module's own public functions whose frames the traceback runs through,
+    outermost first (each once): [the function a check called, ..., the one that raised]."""
+    path = getattr(solution, "__file__", None)
+    if not path:
+        return []
+    codes = {}
+    try:
+        for name, value in list(vars(solution).items()):
+            if name.startswith("_") or not callable(value):
+                continue
+            try:
+                code = getattr(inspect.unwrap(value), "__code__", None)
+            except Exception:  # an object whose attributes raise, or a __wrapped__ cycle
+                continue
+            if code is not None and os.path.abspath(code.co_filename) == os.path.abspath(path):
+                codes[code] = name
+    except Exception:  # a module whose namespace cannot be read
+        return []
+    names = []
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        name = codes.get(frame.f_code)
+        if name is not None and name not in names:
+            names.append(name)
+    return names
+
+
 def classify(exc: BaseException, solution, solutions_dir: Path, check_timeout: float) -> tuple[str, str]:
-    """(outcome, message) for an exception that ended a check, or a probe of one."""
+    """(outcome, message) for an exception that ended a check, or a probe of one. When the
+    function a check called raised inside another of the learner's functions, the message says
+    the check depends on that one, and guesses no hint."""
     solutions_dir = Path(solutions_dir)
     if isinstance(exc, Verdict):
         return exc.outcome, exc.message
+    passed = functions_passed(exc, solution) if not isinstance(exc, (CheckFailed, NotAttempted)) else []
+    called, failing = (passed[0], passed[-1]) if passed else (None, None)
     if isinstance(exc, NotImplementedError):
         frame = learner_frame(exc, solutions_dir)
         tb = exc.__traceback__
@@ -107,7 +139,12 @@ def classify(exc: BaseException, solution, solutions_dir: Path, check_timeout: f
         # Only the stub's own `raise NotImplementedError` counts as "not attempted": the
         # innermost frame must be in the learner's file.
         if frame and tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve().parent == solutions_dir.resolve():
-            return "not_attempted", f"not attempted yet: still raises NotImplementedError{where(exc, solutions_dir)}"
+            if failing is None:
+                return "not_attempted", f"not attempted yet: still raises NotImplementedError{where(exc, solutions_dir)}"
+            if called != failing:
+                return "not_attempted", (f"not attempted yet: `{called}` calls `{failing}`, which still raises "
+                                         f"NotImplementedError{where(exc, solutions_dir)}")
+            return "not_attempted", f"not attempted yet: `{failing}` still raises NotImplementedError{where(exc, solutions_dir)}"
     if isinstance(exc, AttributeError) and solution is not None and getattr(exc, "obj", None) is solution:
         module = Path(getattr(solution, "__file__", "") or "your module").name
         return "failed", (f"{module} defines no `{exc.name}`, which this check calls. "
@@ -119,6 +156,11 @@ def classify(exc: BaseException, solution, solutions_dir: Path, check_timeout: f
     if isinstance(exc, ProbeTimeout) or (type(exc).__name__ == "Failed" and "Timeout" in str(exc)):
         return "failed", (f"stopped after {check_timeout:g} s{where(exc, solutions_dir)}. "
                           "Hint: look for a loop that never ends, or a Python loop over many elements.")
+    if called != failing and learner_frame(exc, solutions_dir) is not None:
+        # the cause is another function's failure: say so, and guess nothing about this one
+        through = f" (through {', '.join(f'`{n}`' for n in passed[1:-1])})" if len(passed) > 2 else ""
+        return "failed", (f"depends on `{failing}`, which fails: `{called}` calls it{through}, and it raised "
+                          f"{describe(exc, solutions_dir)}. This check judges `{called}` once `{failing}` runs.")
     if learner_frame(exc, solutions_dir) is not None:
         return "failed", f"your code raised {describe(exc, solutions_dir)}"
     if isinstance(exc, AssertionError):

@@ -157,9 +157,10 @@ def test_runs_under_jit(worker):
 # ---- technique: the scan does the work -------------------------------------------------------
 
 # The program is read at its own sizes: T much larger than D and n_micro, so that one micro-batch
-# of y (ROWS * T_ = 38 numbers) is far more than anything an accumulating scan needs to hand back
-# (a gradient and a count per step: N_MICRO * (D_ + 1) = 16).
-N_MICRO, ROWS, T_, D_ = 4, 2, 19, 3
+# of y (ROWS * T_ = 38 numbers) is more than the n_micro gradients a scan that stacks them hands
+# back (N_MICRO * D_ = 20), and those are more than an accumulating scan needs to hand back (a
+# gradient and a few sums: D_ + a handful).
+N_MICRO, ROWS, T_, D_ = 4, 2, 19, 5
 B_ = N_MICRO * ROWS
 
 
@@ -188,7 +189,10 @@ def scan_at_work(worker):
     hint = "Hint: reshape x, y and m to (n_micro, B // n_micro, ...) and pass them to lax.scan as xs."
     if not summary["scans"]:
         lengths, live = summary["scan_lengths"], summary["live_lengths"]
-        if not lengths:
+        if summary["while_loops"] and N_MICRO not in live:
+            found = ("a lax.while_loop (or a fori_loop with traced bounds, which JAX runs as one) and no scan of that "
+                     "length: the exercise asks for lax.scan (lax.fori_loop with Python-int bounds runs as one)")
+        elif not lengths:
             found = ("no lax.scan at all (a Python loop over the micro-batches is no scan: tracing unrolls the loop "
                      "into n_micro copies of its body)")
         elif N_MICRO not in live and N_MICRO in lengths:
@@ -220,7 +224,7 @@ def scan_at_work(worker):
     if per_step != micro:
         seen = ", ".join(f"{n} numbers of {name} (one micro-batch is {k})"
                          for name, n, k in zip(DATA_NAMES, per_step, micro))
-        whole = [o.split("(", 1)[1].rstrip(")") for o in outside if o.startswith("scan (")]
+        whole = summary["whole"]
         fail(f"each step of the scan should read one micro-batch of x, y and m; it reads {seen}"
              f"{' (' + '; '.join(whole) + ')' if whole else ''}. {hint}")
     handed_back = summary["handed_back"]
@@ -228,19 +232,29 @@ def scan_at_work(worker):
         fail(f"the scan hands back {handed_back} numbers, as many as the micro-batches themselves (one micro-batch "
              f"of y is {ROWS * T_}): the batch is passed through the scan and the gradient computed after it. "
              "Hint: compute each micro-batch's gradient in the scan body and carry only the sums.")
-    return outside
+    return {"outside": outside, "handed_back": handed_back}
 
 
 @pytest.mark.points(5)
 def test_accumulates_with_lax_scan(scan_at_work):
-    """A live scan of length n_micro reads one micro-batch per step and computes the result: fed another batch, the result becomes that batch's gradient."""
-    # The fixture is this check: it fails, with its own message, unless such a scan is there.
+    """A live scan of length n_micro reads one micro-batch per step and computes the result: fed another batch, the result becomes that batch's gradient; it carries sums, not every micro-batch's gradient."""
+    # The fixture checks the scan; here, what it hands back: the result may be computed from a
+    # running sum (D numbers and a few counts), not from n_micro gradients stacked by the scan
+    # (lax.map, the scan's ys, or a buffer carried and filled) and added up after it.
+    handed_back = scan_at_work["handed_back"]
+    if handed_back >= N_MICRO * D_:
+        fail(f"the scan hands back {handed_back} numbers, as many as its {N_MICRO} micro-batch gradients of "
+             f"D={D_} numbers each, and the result is added up from them after it: the gradients are stacked "
+             "(lax.map, the scan's ys, or a buffer filled step by step), not accumulated, so their memory grows "
+             "with n_micro. Hint: carry the running gradient sum in the scan's carry and add each micro-batch's "
+             "gradient to it in the body; return nothing per step (ys None).")
 
 
 @pytest.mark.points(3)
 def test_nothing_outside_the_scan_touches_the_whole_batch(scan_at_work):
     """Outside the scan the batch is only reshaped into micro-batches: no arithmetic on it, not even discarded."""
-    if scan_at_work:
-        fail(f"outside the scan, the program still computes with the whole batch: {', '.join(scan_at_work[:4])}. "
+    outside = scan_at_work["outside"]
+    if outside:
+        fail(f"outside the scan, the program still computes with the whole batch: {', '.join(outside[:4])}. "
              "That is full-batch work (and memory) the accumulation exists to avoid, even when its result is "
              "multiplied by 0. Hint: count the tokens in the scan body too, and leave only reshapes outside it.")

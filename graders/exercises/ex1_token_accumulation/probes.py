@@ -18,10 +18,10 @@ from graders.kit import jaxpr
 from graders.kit.numeric import as_array
 from graders.kit.probing import probe
 
-# Primitives that only move the batch's numbers around (reshaping, slicing, joining, casting):
-# the batch may pass through these on its way into the scan, and nothing else outside the scan.
+# Primitives that only move the batch's numbers around (reshaping, slicing, indexing, joining,
+# casting): the batch may pass through these on its way into the scan, and nothing else outside it.
 MOVES = frozenset({"reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", "convert_element_type",
-                   "copy", "copy_p", "slice", "split", "concatenate", "stack", "dynamic_slice"})
+                   "copy", "copy_p", "slice", "split", "concatenate", "stack", "dynamic_slice", "gather"})
 DATA_NAMES = ("x", "y", "m")
 
 
@@ -56,18 +56,23 @@ def _size(v) -> int:
     return int(np.prod(v.aval.shape, dtype=int))
 
 
-def follow_the_batch(program, n_micro: int):
+def follow_the_batch(program, n_micro: int, filename: str):
     """Walk the top level of the program from x, y and m (invars 1..3).
 
-    Returns (scans, per_step, outside): the scans of length n_micro that receive the batch, how
-    many numbers of each of x, y, m one step of them reads, and a description of every equation
-    outside them that does arithmetic on the batch (or hands it whole to every step)."""
+    Returns (scans, per_step, outside, whole): the scans of length n_micro that receive the
+    batch; how many numbers of each of x, y, m one step of them reads (through any slice, index
+    or gather, in any nesting: jaxpr.numbers_read); a description of every equation outside them
+    that does arithmetic on the batch; and of every part of the batch a step of them reads whole."""
     origin = {v: {k} for k, v in enumerate(program.invars[1:4])}  # value -> which of x, y, m it holds
-    scans, outside = [], []
+    scans, outside, whole = [], [], []
     per_step = [0, 0, 0]
 
+    def held(v):
+        return f"{'/'.join(DATA_NAMES[k] for k in sorted(origin[v]))} {tuple(v.aval.shape)}"
+
     def where(eqn, v):
-        return f"{eqn.primitive.name} on {'/'.join(DATA_NAMES[k] for k in sorted(origin[v]))}{list(v.aval.shape)}"
+        line = jaxpr.written_at(eqn, filename)
+        return f"{jaxpr.said(eqn.primitive.name)} on the whole {held(v)}{f' at {line}' if line else ''}"
 
     for eqn in program.eqns:
         batch_in = [(i, v) for i, v in enumerate(eqn.invars) if not isinstance(v, jax.extend.core.Literal) and v in origin]
@@ -76,20 +81,17 @@ def follow_the_batch(program, n_micro: int):
         name = eqn.primitive.name
         if name == "scan" and eqn.params["length"] == n_micro:
             scans.append(eqn)
-            consts, _, xs = scan_operands(eqn)
-            body = eqn.params["jaxpr"].jaxpr
+            _, carry, xs = jaxpr.scan_operands(eqn)
+            body = eqn.params["jaxpr"]
             for i, v in batch_in:
-                if i in xs:  # one slice per step
-                    for k in origin[v]:
-                        per_step[k] += _size(v) // n_micro
-                elif i in consts and (sliced := _sliced_in_body(body, body.invars[i], _size(v), n_micro)) is not None:
-                    for k in origin[v]:
-                        per_step[k] += sliced
-                else:
-                    if i in consts:  # every step reads all of it
-                        for k in origin[v]:
-                            per_step[k] += _size(v)
-                    outside.append(f"scan (every step gets the whole {where(eqn, v).split(' on ')[1]})")
+                # xs: one slice per step; a constant or the carry: what the body takes of it
+                read = (_size(v) // n_micro if i in xs else
+                        _size(v) if i in carry else jaxpr.numbers_read(body, i))
+                for k in origin[v]:
+                    per_step[k] += read
+                if read > _size(v) // n_micro:
+                    whole.append(f"every step {'gets the whole' if read >= _size(v) else f'reads {read} numbers of'} "
+                                 f"{held(v)}")
         elif name in MOVES and not (name == "broadcast_in_dim" and _size(eqn.outvars[0]) > _size(batch_in[0][1])):
             for out in eqn.outvars:
                 origin[out] = set().union(*(origin[v] for _, v in batch_in))
@@ -97,25 +99,7 @@ def follow_the_batch(program, n_micro: int):
             outside.extend(where(eqn, v) for _, v in batch_in[:1])
     outside.extend(f"returning {DATA_NAMES[min(origin[v])]}" for v in program.outvars
                    if not isinstance(v, jax.extend.core.Literal) and v in origin)
-    return scans, per_step, outside
-
-
-def scan_operands(eqn) -> tuple[list[int], list[int], list[int]]:
-    """Positions of a scan's operands that are its constants, its initial carry and its xs."""
-    consts, carry, xs = eqn.params["ft_in"].update(list(range(len(eqn.invars)))).unpack()
-    return list(consts), list(carry), list(xs)
-
-
-def _sliced_in_body(body, var, size: int, n_micro: int):
-    """Numbers of `var` one step reads when the scan gets the whole batch as a constant: only
-    dynamic_slices of at most one micro-batch may read it (else None)."""
-    total = 0
-    for eqn in body.eqns:
-        if var in eqn.invars:
-            if eqn.primitive.name != "dynamic_slice" or eqn.invars[0] is not var:
-                return None
-            total += _size(eqn.outvars[0])
-    return total if 0 < total <= size // n_micro else None
+    return scans, per_step, outside, whole
 
 
 def evaluate_feeding_the_scan(program, consts, scans, world_a, world_b):
@@ -144,23 +128,28 @@ def scan_at_work(sol, world_a, world_b, n_micro):
 
     Always: "shapes", the shapes of what it returns. If that is one array of w's shape, also
     "scan_lengths" (every scan traced), "live_lengths" (the scans left after dead-code removal),
+    "while_loops" (live while loops at the top level),
     "scans" (how many scans of length n_micro receive the batch), "per_step" (numbers of x, y, m
-    one step of them reads), "outside" (what touches the batch outside them) and "handed_back"
-    (numbers they return). If there are such scans, also "on_a", "on_b" and "fed_b": the result
+    one step of them reads), "outside" (what touches the batch outside them), "whole" (what a step
+    of them reads more of than one micro-batch) and "handed_back" (numbers of their results the
+    returned value is computed from). If there are such scans, also "on_a", "on_b" and "fed_b": the result
     on world_a, on world_b, and on world_a with only those scans fed world_b."""
     world_a, world_b = as_f32(*world_a), as_f32(*world_b)
     fn = partial(sol.accum_token_weighted, n_micro=n_micro)
     traced = jaxpr.trace(fn, *world_a)
-    program, consts = jaxpr.flatten(fn, *world_a)
+    # Only run forwards here: a checkpoint or custom_vjp around the work changes nothing it computes.
+    program, consts = jaxpr.flatten(fn, *world_a, through=jaxpr.EVERY_CALL)
     shapes = [tuple(int(n) for n in getattr(v.aval, "shape", ())) for v in program.outvars]
     found = {"shapes": shapes}
     if shapes != [tuple(world_a[0].shape)]:
         return found
-    scans, per_step, outside = follow_the_batch(program, n_micro)
+    scans, per_step, outside, whole = follow_the_batch(program, n_micro, getattr(sol, "__file__", ""))
     found.update(
         scan_lengths=[int(n) for n in jaxpr.scan_lengths(traced)],
-        live_lengths=[int(e.params["length"]) for e in jaxpr.walk(program) if e.primitive.name == "scan"],
-        scans=len(scans), per_step=per_step, outside=outside,
+        live_lengths=[int(e.params["length"]) for e in jaxpr.walk(program) if jaxpr.is_a(e, "scan")],
+        while_loops=sum(e.primitive.name == "while" for e in program.eqns),
+        scans=len(scans), per_step=per_step, outside=outside, whole=whole,
+        # what the scans hand back that the result is computed from: dead outputs are gone
         handed_back=sum(_size(v) for e in scans for v in e.outvars))
     if scans:
         # One compiled program for the three runs: the learner's program is new at every edit.

@@ -134,19 +134,42 @@ def compiled_program(sol, w, x, k) -> dict:
             "value": np.asarray(value), "grads": jax.tree.map(np.asarray, grads)}
 
 
+def wider_temp(sol, k, L, B, D) -> int:
+    """temp_size_in_bytes of jit(value_and_grad) of grouped_loss(k) at a batch of B rows
+    (compiled on shapes, never run)."""
+    return costs.temp_bytes(jax.value_and_grad(partial(sol.grouped_loss, k=k)), *shapes(L, B, D))
+
+
 @probe
-def memory_programs(sol, w, x, ks):
+def memory_programs(sol, w, x, ks, wider_rows=None):
     """compiled_program for each k of ks, the compilations in threads (XLA releases the GIL while
-    it compiles). In the order of ks, up to the first that does not return one value; what the
-    learner's code raised for the first k (in that order) that raised ends the probe."""
-    with ThreadPoolExecutor(max_workers=len(ks)) as pool:
+    it compiles), and with wider_rows also "temp_wider": the temporary memory of the same
+    gradient at a batch of that many rows. In the order of ks, up to the first that does not
+    return one value; what the learner's code raised for the first k (in that order) that raised
+    ends the probe."""
+    L, (B, D) = w.shape[0], x.shape
+    with ThreadPoolExecutor(max_workers=2 * len(ks)) as pool:
         futures = [pool.submit(compiled_program, sol, w, x, k) for k in ks]
+        wider = [pool.submit(wider_temp, sol, k, L, wider_rows, D) if wider_rows else None for k in ks]
         out = []
-        for future in futures:
+        for future, more in zip(futures, wider):
             out.append(future.result())
             if out[-1]["outputs"] != 1:
                 break
+            if more is not None:
+                out[-1]["temp_wider"] = more.result()
     return out
+
+
+@probe
+def gradient_temps(sol, L, B, D, ks):
+    """temp_size_in_bytes of jit(grad) of grouped_loss(k), with respect to params, for each k of
+    ks at these shapes (compiled in threads, never run): the learner's own memory curve, as
+    their temp_memory_bytes should measure it."""
+    def one(k):
+        return costs.temp_bytes(jax.grad(partial(sol.grouped_loss, k=k)), *shapes(L, B, D))
+    with ThreadPoolExecutor(max_workers=len(ks)) as pool:
+        return list(pool.map(one, ks))
 
 
 @probe

@@ -25,7 +25,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import costs
+from graders.kit import jaxpr, costs
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, is_close, rng
 from graders.exercises.ex3_fsdp_shard_map.probes import AXIS, ROWS, WEIGHTS, mesh
@@ -236,7 +236,7 @@ def loss_shard_map(worker, seed: int, n: int = READ_ON):
     if read["is_shard_map"]:
         return read
     if not read["shard_maps"]:
-        seen = ", ".join(read["primitives"]) or "nothing"
+        seen = ", ".join(sorted({jaxpr.said(name) for name in read["primitives"]})) or "nothing"
         fail(f"there is no shard_map in the traced loss (it holds: {seen}): jit's own sharding computes it, not "
              "your shard_map. Hint: write the per-device loss and wrap it in jax.shard_map(..., mesh=mesh, "
              "in_specs=..., out_specs=P()); the communication is yours to write, with lax.all_gather and lax.pmean.")

@@ -153,7 +153,8 @@ def unwrapped(value):
 
 
 def primitive(value) -> str:
-    return "a constant" if value.eqn is None else f"`{value.eqn.primitive.name}`"
+    """What made a value, as the learner wrote it (never the traced program's own name)."""
+    return "a constant" if value.eqn is None else jaxpr.said(value.eqn.primitive.name)
 
 
 def _key(*arrays) -> str:

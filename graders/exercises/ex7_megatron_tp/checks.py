@@ -267,7 +267,7 @@ def test_tp_mlp_states_the_output_sharding(worker, seed):
              "jnp.matmul(h, w2, out_sharding=P('data', None)).")
     source = source_of(program, "output_source")
     if not returned:
-        made = "an input" if source is None else f"the result of {source}"
+        made = "an input" if source is None else f"the result of {jaxpr.said(source)}"
         fail(f"tp_mlp returns {made}, not the result of its second matmul: a tensor-parallel matmul whose result is "
              "only combined with a value computed some other way does not do the work. Hint: return "
              "jnp.matmul(h, w2, out_sharding=P('data', None)) itself.")
@@ -330,13 +330,13 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
     D, H, B = configs(seed)[shape]
     program = worker.shard_map_program(shape, *forward_inputs(seed, shape))
     if not program["shard_maps"]:
-        seen = ", ".join(program["primitives"]) or "nothing"
+        seen = ", ".join(sorted({jaxpr.said(name) for name in program["primitives"]})) or "nothing"
         fail(f"there is no shard_map in your shard_map version (it holds: {seen}). Hint: return "
              "jax.shard_map(f, mesh=mesh, in_specs=..., out_specs=P('data', None)), where f works on one "
              "device's blocks and adds the partial sums with lax.psum(partial, 'model').")
     source = source_of(program, "output_source")
     if source is None or source not in jaxpr.ALIASES["shard_map"] or program["body"] is None:
-        made = "an input" if source is None else f"the result of {source}"
+        made = "an input" if source is None else f"the result of {jaxpr.said(source)}"
         fail(f"your function returns {made}, not the result of its shard_map: a shard_map whose output is only "
              "combined with (or added to) a value computed some other way does not do the work. Hint: return the "
              "shard_map's result itself.")
@@ -349,7 +349,7 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
         fail(f"expected exactly one lax.psum whose result is used, found {more}. Megatron needs one: each device's "
              "partial sum relu(x_blk @ w1_blk) @ w2_blk, added over 'model'. Hint: return lax.psum(partial, 'model').")
     if others:
-        fail(f"besides its psum, your shard_map body also moves data with {', '.join(others)}: the weights or the "
+        fail(f"besides its psum, your shard_map body also moves data with {', '.join(jaxpr.said(name) for name in others)}: the weights or the "
              "activations travel (e.g. gathered whole, FSDP's move), where Megatron moves nothing but the partial "
              "sums. Hint: use each device's own blocks as they arrive; only lax.psum(partial, 'model').")
     eqn = psums[0]
@@ -368,7 +368,7 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
              "Hint: compute the whole local MLP first, then psum its output over 'model'.")
     last = source_of(program, "body_output_source")
     if not eqn["is_output"]:
-        made = "an input" if last is None else f"the result of {last}"
+        made = "an input" if last is None else f"the result of {jaxpr.said(last)}"
         fail(f"your shard_map body returns {made}, computed after the psum, not the psum itself: in Megatron's MLP the "
              "sum over 'model' is the last step (relu comes before the second matmul, on each device's own hidden "
              "units). Hint: return lax.psum(relu(x_blk @ w1_blk) @ w2_blk, 'model').")

@@ -513,11 +513,11 @@ def fp16_verdict(program) -> str | None:
     not_f16 = sorted(set(dots) - {("float16", "float16")})
     if not_f16:
         return (f"{sum(1 for d in dots if d != ('float16', 'float16'))} "
-                f"dot_general(s) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
+                f"matrix product(s) (@, jnp.dot) of the traced scaled_grads have {not_f16} operands: the compute must be fp16 "
                 "(the parameters are cast to float16 inside fp16_loss). Hint: differentiate the given fp16_loss; "
                 "do not write an fp32 copy of the model.")
     if len(dots) < 3:
-        return (f"the traced scaled_grads has {len(dots)} float16 dot_general(s) that reach its result; the forward "
+        return (f"the traced scaled_grads has {len(dots)} float16 matrix product(s) (@, jnp.dot) that reach its result; the forward "
                 "and backward passes of the model need at least 3. Hint: return jax.grad of the fp16 loss.")
     return None
 
@@ -532,7 +532,7 @@ def fp16_failure(worker, grads_program) -> str | None:
     got, true, _, _, call = learner_grads(worker, GRAD_SEED, 1.0)
     own = zero_share(own_fp16_grads(GRAD_SEED, 1.0), true)
     if zero_share(got, true) < own / 2:
-        return (f"the float16 dot_generals are there, but the gradients do not show fp16's underflow: {call} has "
+        return (f"the float16 matrix products are there, but the gradients do not show fp16's underflow: {call} has "
                 f"{zero_share(got, true):.1%} zeros where fp16 gives {own:.1%}, so the gradients come from another "
                 "computation. Hint: return the gradients of the given fp16_loss, nothing else.")
     return None
@@ -1006,7 +1006,7 @@ def test_training_computes_in_fp16_inside_the_scan(worker, training):
     dots_in, dots_all = program["dots_in_loop"], [tuple(d) for d in program["dots"]]
     not_f16 = sorted(set(dots_all) - {("float16", "float16")})
     if not_f16 or dots_in < 3 or dots_in != len(dots_all):
-        fail(f"the training program has {len(dots_all)} dot_general(s), {dots_in} inside the scan"
+        fail(f"the training program has {len(dots_all)} matrix product(s) (@, jnp.dot), {dots_in} inside the scan"
              + (f", some on {not_f16} operands" if not_f16 else "") + ": expected the model's forward and backward "
              "passes inside the scan body, all in float16. Hint: each step differentiates fp16_loss * scale.")
     run = run_of(training, "recover")

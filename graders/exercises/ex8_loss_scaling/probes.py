@@ -80,7 +80,7 @@ def reading(sol, fn, *args) -> dict:
 def read_value(value_reading, what: str = ""):
     """The judge's side of `reading`: the value, or the verdict with the check's own words. The
     reading came from the process that runs the learner's code: a verdict in it can only fail
-    the check (or say "not attempted"), as graders/child/session/probe_channel.py's replies can."""
+    the check (or say "not attempted"), as graders/child/probe_channel.py's replies can."""
     if isinstance(value_reading, dict) and set(value_reading) == {"ok"}:
         return value_reading["ok"]
     verdict = value_reading.get("verdict") if isinstance(value_reading, dict) and len(value_reading) == 1 else None

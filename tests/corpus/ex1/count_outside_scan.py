@@ -1,7 +1,7 @@
 """Accumulates the gradient sums in the scan, but counts the tokens on the whole mask outside it.
 
 loses: accumulates_with_lax_scan: part of the result is computed outside the scan
-loses: nothing_outside_the_scan_touches_the_whole_batch: reduce_sum on m
+loses: nothing_outside_the_scan_touches_the_whole_batch: a sum (jnp.sum) on the whole m
 """
 import jax
 import jax.numpy as jnp

@@ -1,7 +1,7 @@
 """The scan does the work, but a full-batch gradient is computed beside it and added times 0:
 the memory the accumulation exists to save is spent anyway.
 
-loses: nothing_outside_the_scan_touches_the_whole_batch: dot_general on x
+loses: nothing_outside_the_scan_touches_the_whole_batch: a matrix product (@, jnp.dot, jnp.einsum) on the whole x
 """
 import jax
 import jax.numpy as jnp

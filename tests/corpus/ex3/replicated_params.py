@@ -1,6 +1,6 @@
 """Takes the parameters replicated (in_specs P()): every device holds the full weights, no FSDP.
 
-loses: loss_is_computed_from_gathered_shards: made by `reshard` first
+loses: loss_is_computed_from_gathered_shards: made by jax.sharding.reshard first
 technique: none (every number right, the technique not doing the work)
 """
 import jax

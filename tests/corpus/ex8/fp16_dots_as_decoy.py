@@ -1,7 +1,7 @@
 """Decoy: the gradients come from an fp32 model written without dot_general (broadcast and sum),
 and the fp16 model's gradients are added in times zero, so every dot in the program is float16.
 
-loses: scaled_grads_compute_in_fp16: the float16 dot_generals are there, but the gradients do not show fp16's underflow
+loses: scaled_grads_compute_in_fp16: the float16 matrix products are there, but the gradients do not show fp16's underflow
 loses: training_computes_in_fp16_inside_the_scan: was finite, where fp16 overflows
 technique: none (every number right, the technique not doing the work)
 """
