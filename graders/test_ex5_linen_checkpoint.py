@@ -277,6 +277,7 @@ class Program(NamedTuple):
     saves: list  # remat2 index -> what its policy saves (activations: no input, no constant)
     policies: list  # remat2 index -> its policy's name
     kept: list  # remat2 index -> (bytes its policy saves, bytes everything_saveable saves)
+    merged: list  # remat2 index -> made with prevent_cse=False
 
 
 def read_program(worker) -> Program:
@@ -289,7 +290,8 @@ def read_program(worker) -> Program:
     checkpoints = summary["checkpoints"]
     return Program(calls, int(summary["remats"]), [list(c["saves"]) for c in checkpoints],
                    [str(c["policy"]) for c in checkpoints],
-                   [(int(c["bytes"]), int(c["everything"])) for c in checkpoints])
+                   [(int(c["bytes"]), int(c["everything"])) for c in checkpoints],
+                   [bool(c["merged"]) for c in checkpoints])
 
 
 class Probed(NamedTuple):
@@ -355,6 +357,11 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
                 f"checkpointed. {LIFTED_HINT}")
     if kind != "any" and not any(c.recomputing for c in live):
         remats = [r for c in live for r in c.remats]
+        if any(program.merged[r] for r in remats):
+            return ("your checkpoint is made with prevent_cse=False: once compiled, XLA merges its recomputation "
+                    "with the forward pass (common-subexpression elimination), so the activations are kept after "
+                    "all and no memory is saved. Hint: leave prevent_cse at its default, True (False is meant for "
+                    "checkpoints inside a scan): nn.checkpoint(MLP).")
         if not any(program.saves[r] for r in remats):
             inside = sorted({c.role for c in live if c.remats})
             return (f"your checkpoint holds only {' and '.join(inside)}, and a lone Dense layer's "

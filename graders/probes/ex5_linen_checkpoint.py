@@ -272,10 +272,11 @@ def program(sol, seed, x, features):
     return: a model's call after its layers'; role FIRST, SECOND or None for a module that is
     not a Dense layer; live: still there once dead code is removed; remats: the indices of the
     remat2 equations it runs in, outermost first; recomputing: those whose policy keeps fewer
-    bytes of activations than everything_saveable does; lifted: those recomputing ones that are Linen's nn.checkpoint),
+    bytes of activations than everything_saveable does, made with prevent_cse; lifted: those recomputing ones that are Linen's nn.checkpoint),
     "remats": remat2 equations in the program, dead code included,
     "checkpoints": [{"saves": what its policy saves, measured, "policy": its name, "bytes": the
-    bytes of activations it saves, "everything": those everything_saveable saves}, ...] by index}."""
+    bytes of activations it saves, "everything": those everything_saveable saves, "merged": made
+    with prevent_cse=False}, ...] by index}."""
     x = jnp.asarray(x, jnp.float32)
 
     def run():
@@ -297,9 +298,14 @@ def program(sol, seed, x, features):
         # constant, or one value in place of another) recomputes nothing worth recomputing.
         everything = jaxpr.checkpoint_residuals(eqn, jax.checkpoint_policies.everything_saveable)
         kept, most = sum(n for _, n in saves), sum(n for _, n in everything)
-        recomputes.append(kept < most)
+        # prevent_cse=False lets XLA merge the recomputation with the forward pass once compiled
+        # (common-subexpression elimination), so the activations are kept after all: measured on
+        # four 512-wide MLPs, the gradient needed 3.0 MiB plain, 1.5 MiB checkpointed and 3.0 MiB
+        # checkpointed with prevent_cse=False. (It is meant for checkpoints inside a scan.)
+        merged = eqn.params.get("prevent_cse", True) is False
+        recomputes.append(kept < most and not merged)
         checkpoints.append({"saves": [what for what, _ in saves], "policy": show_policy(eqn),
-                            "bytes": kept, "everything": most})
+                            "bytes": kept, "everything": most, "merged": merged})
     calls = []
     for k, (role, linen) in enumerate(taps.calls):
         remats = around.get(f"{PREFIX}call_{k}", ())
