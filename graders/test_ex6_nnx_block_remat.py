@@ -62,7 +62,17 @@ def _configs() -> tuple[Config, ...]:
 
 CONFIGS = _configs()
 MODEL_SEEDS = (11, 12)  # nnx.Rngs seeds of the two models whose numbers are checked
-MEMORY_AGREEMENT = 0.10  # temp_memory_bytes may differ from the grader's figure by 10%
+# temp_memory_bytes may differ from the grader's figure by 3%. Measured on the grader's own models
+# as drawn (tests/test_ex6_grader.py measures it again): jax.grad of the loss spelled every way
+# tried (x and y passed or closed over, lowered from shapes, nnx.grad of the merged model, jax.vjp,
+# a pure dict of parameters) gives the grader's figure exactly, and jax.value_and_grad gives the
+# grader's other figure exactly (the loss returned beside the gradient keeps up to 6% less; both
+# are right, and both are accepted; 74 draws); the loss returned as has_aux came within 1.9% of
+# one of them (17 draws). A figure that adds other fields of memory_analysis() to the temporary memory is
+# named exactly (field_sums), however close it comes: the gradients' output is less than 1% of the
+# temporary memory on some draws, so no tolerance could tell it apart. (jax.jit(...,
+# donate_argnums=...) measures another program, whose buffers alias the parameters: up to 11% off.)
+MEMORY_AGREEMENT = 0.03
 # A wrong figure is said to be the forward pass's only when it is that within 2%: a
 # temp_memory_bytes that measures the loss alone compiles the program the grader compiles for it
 # (tests/corpus/ex6/forward_only_memory.py gives its figure exactly), while a figure made up some
@@ -140,10 +150,12 @@ def kept_figure(cfg: Config) -> tuple:
     return "ex6 own kept", tuple(cfg), lambda: {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)}
 
 
-def stack_memory_figure(c: StackConfig, layout: tuple) -> tuple:
-    """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by field."""
+def stack_memory_figure(c: StackConfig, layout: tuple, with_loss: bool = False) -> tuple:
+    """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by field
+    (with_loss: of its jax.value_and_grad)."""
     x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)  # x and y alike
-    return "ex6 grader MLP stack memory", (tuple(c), layout), lambda: grader_stack_memory(c, layout, x, x)
+    return ("ex6 grader MLP stack memory" + (" with loss" if with_loss else ""), (tuple(c), layout),
+            lambda: grader_stack_memory(c, layout, x, x, with_loss))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -154,7 +166,8 @@ def own_figures_ahead(seed):
     would pay for their tracing and compiling after the learner's."""
     cfg = config(seed)
     ahead.start([signatures_figure(cfg), own_temp_figure(cfg), kept_figure(cfg),
-                 *(stack_memory_figure(c, layout) for c, layout in stack_specs(seed))])
+                 *(stack_memory_figure(c, layout, with_loss) for c, layout in stack_specs(seed)
+                   for with_loss in (False, True))])
     yield
     ahead.stop()
 
@@ -178,8 +191,29 @@ def own_memory_started(cfg: Config):
     return future
 
 
-def own_stack_memory(c: StackConfig, layout: tuple) -> dict:
-    return memo.stored(*stack_memory_figure(c, layout))
+def own_stack_memory(c: StackConfig, layout: tuple, with_loss: bool = False) -> dict:
+    return memo.stored(*stack_memory_figure(c, layout, with_loss))
+
+
+# What a figure made of several of memory_analysis()'s fields is called in a message.
+FIELD_NAMES = {"temp_size_in_bytes": "temporary", "argument_size_in_bytes": "argument",
+               "output_size_in_bytes": "output", "generated_code_size_in_bytes": "generated code",
+               "peak_memory_in_bytes": "peak"}
+
+
+def field_sums(stat: dict) -> dict:
+    """figure -> which of memory_analysis()'s fields add up to it (one field other than
+    temp_size_in_bytes, or a sum of two or more, zero fields left out): what a temp_memory_bytes
+    that reads the wrong field, or adds fields, returns for a program measured the right way."""
+    import itertools
+
+    fields = [f for f, v in stat.items() if v]
+    found = {}
+    for k in range(1, len(fields) + 1):
+        for chosen in itertools.combinations(fields, k):
+            if chosen != ("temp_size_in_bytes",):
+                found.setdefault(sum(stat[f] for f in chosen), chosen)
+    return found
 
 
 def own_stack_forward_temp(c: StackConfig, layout: tuple) -> int:
@@ -859,13 +893,21 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
         for (c, layout), g, s in zip(stacks, got, stats)))
     for (c, layout), what, g, stat in zip(stacks, models, got, stats):
         expected = stat["temp_size_in_bytes"]
-        if abs(g - expected) <= MEMORY_AGREEMENT * expected:
-            continue
+        # The gradient measured alone, or beside the loss (jax.value_and_grad): both are right.
+        right = {expected, own_stack_memory(c, layout, with_loss=True)["temp_size_in_bytes"]}
         where = (f"temp_memory_bytes returned {g:,} bytes for {what}; the gradient of the mean squared error of that "
                  f"model w.r.t. its nnx.Param state needs {expected:,} bytes of temporary memory")
-        for field, value in stat.items():
-            if field != "temp_size_in_bytes" and value == g:
-                fail(f"{where}. {g:,} is the program's {field}. Hint: read temp_size_in_bytes.")
+        if g not in right:
+            # Other fields, read or added: named exactly, however close the sum comes.
+            for program in (stat, own_stack_memory(c, layout, with_loss=True)):
+                chosen = field_sums(program).get(g)
+                if chosen:
+                    fields = " + ".join(f"{f} ({program[f]:,})" for f in chosen)
+                    kinds = " + ".join(FIELD_NAMES.get(f, f) for f in chosen)
+                    fail(f"{where}. {g:,} is the program's {fields}: its {kinds} memory, not the temporary memory "
+                         "alone. Hint: return memory_analysis().temp_size_in_bytes and nothing added to it.")
+        if any(abs(g - r) <= MEMORY_AGREEMENT * r for r in right):
+            continue
         forward = own_stack_forward_temp(c, layout)
         if abs(g - forward) <= FORWARD_MATCH * forward:
             fail(f"{where}. {g:,} bytes is what the forward pass alone needs: checkpointing only pays off in the "
