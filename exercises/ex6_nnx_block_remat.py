@@ -46,7 +46,8 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
   * each checkpoint holds all of one block -- both residual halves, every matmul and LayerNorm
     -- and no block work runs outside the checkpoints;
   * the policy of every checkpoint: none (or nothing_saveable) for "full", `dots_saveable` for
-    "dots";
+    "dots" (judged by what it keeps of a block, measured: a policy written another way that
+    keeps the same values is the same policy);
   * temporary memory, measured by the grader: "full" needs no more than the grader's own
     gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
     "full" and None (the report shows the figures);

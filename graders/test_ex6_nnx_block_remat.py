@@ -344,7 +344,8 @@ def well_formed(v, cfg: Config) -> bool:
         if not error(s["error"]):
             return False
     elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
-            and is_(s.get("working"), int) and is_(s.get("side_channels"), int) and is_(s.get("prevent_cse_off"), int) and counts(s.get("gradient_outside"))
+            and is_(s.get("working"), int) and is_(s.get("side_channels"), int) and is_(s.get("prevent_cse_off"), int)
+            and is_(s.get("looped"), int) and counts(s.get("gradient_outside"))
             and is_(s.get("blocks"), list) and len(s["blocks"]) == cfg.layers
             and all(is_(b, dict) and set(b) == {"checkpoints", "policies", "kept", "outside"}
                     and is_(b["outside"], bool) and all(is_(b[k], list) for k in ("checkpoints", "policies", "kept"))
@@ -396,6 +397,7 @@ class Structure(NamedTuple):
     gradient_outside: Counter  # MARKERS counts of the gradient's work outside every checkpoint
     side_channels: int   # callbacks and mutable arrays in model(x) and its gradient (the probe's side_channels)
     prevent_cse_off: int # working checkpoints of the gradient made with prevent_cse=False
+    looped: int          # working checkpoints of the gradient that run inside a scan or while loop
     policies: list       # the policy of each checkpoint that reaches a gradient: {"is": which of
                          # None, nothing_saveable, dots_saveable it is ("" if none), "text": its
                          # description, or "error": what asking it raised}
@@ -416,7 +418,7 @@ def structure(run: Run, cfg: Config, remat) -> Structure:
     if "error" in s:
         raise_verdict(s["error"])
     return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["side_channels"],
-                     s["prevent_cse_off"], s["policies"],
+                     s["prevent_cse_off"], s["looped"], s["policies"],
                      s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
 
 
@@ -451,6 +453,8 @@ def count_problem(run: Run, cfg: Config, remat) -> str:
     if s.live == 0:
         return (f"no block is checkpointed, so every block's activations are kept for the backward pass. "
                 f"Hint: with remat={show(remat)}, call each block through nnx.remat.")
+    if s.looped and s.live < n:
+        return loop_problem(s, n)
     block_dots = own_signatures(cfg)["one whole block"]["dot_general"]
     if s.holds and max(h["dot_general"] for h in s.holds) >= (n - 0.5) * block_dots:
         return ("one nnx.remat wraps the whole stack: the backward pass recomputes the whole forward pass "
@@ -464,6 +468,15 @@ def count_problem(run: Run, cfg: Config, remat) -> str:
                 "for the backward pass. Hint: call every block through nnx.remat.")
     return (f"{s.live} checkpoints for {n} blocks: some block is checkpointed more than once (a remat "
             "inside a remat, or a block called twice?). Hint: wrap each block's call exactly once.")
+
+
+def loop_problem(s: Structure, n: int) -> str:
+    """What a checkpoint run by a loop (a scan over the blocks' stacked parameters) does instead."""
+    return (f"{s.looped} checkpoint(s) run inside a loop (jax.lax.scan or a while loop, say over the blocks' "
+            f"parameters stacked), so the gradient holds {s.live} checkpoint(s) for the {n} blocks, not one "
+            "nnx.remat per block of self.blocks; stacked, the parameters and their gradients are copied, and "
+            "the memory checks measure what that costs. Hint: loop over self.blocks in Python and call each "
+            "block through nnx.remat.")
 
 
 def blocks_text(indices: list) -> str:
@@ -537,6 +550,8 @@ def part_problem(run: Run, cfg: Config, remat) -> str:
     """'' when each checkpoint holds exactly one whole block and no block work runs outside, in
     model(x) traced alone and in its gradient."""
     s = structure(run, cfg, remat)
+    if s.looped and s.live < cfg.layers:
+        return f"in remat={show(remat)}, {loop_problem(s, cfg.layers)}"
     sigs = own_signatures(cfg)
     for i, held in enumerate(s.holds):
         if held != sigs["one whole block"]:
