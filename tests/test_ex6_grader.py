@@ -184,8 +184,9 @@ def test_the_forward_pass_alone_needs_clearly_less_than_the_gradient_of_every_dr
 def test_a_sum_of_memory_fields_is_named_however_close_it_comes():
     # The gradients' output can be under 1% of the temporary memory, so a temp_memory_bytes that
     # adds it is within any tolerance: the check names such a sum exactly, whichever fields it adds.
-    from graders.test_ex6_nnx_block_remat import field_sums
+    from grading import grader_module
 
+    field_sums = grader_module(EX).field_sums
     stat = {"temp_size_in_bytes": 1_000_000, "argument_size_in_bytes": 9_000, "output_size_in_bytes": 7_000,
             "generated_code_size_in_bytes": 0, "peak_memory_in_bytes": 400_000}
     sums = field_sums(stat)
@@ -205,8 +206,11 @@ def test_right_ways_of_measuring_agree_with_the_grader_within_memory_agreement()
     import jax.numpy as jnp
     from flax import nnx
 
-    from graders.probes.ex6_nnx_block_remat import GraderStack, stack_data
-    from graders.test_ex6_nnx_block_remat import MEMORY_AGREEMENT, own_stack_memory, stack_specs
+    from grading import grader_module
+
+    probes, checks = grader_module(EX, probes=True), grader_module(EX)
+    GraderStack, stack_data = probes.GraderStack, probes.stack_data
+    MEMORY_AGREEMENT, own_stack_memory, stack_specs = checks.MEMORY_AGREEMENT, checks.own_stack_memory, checks.stack_specs
 
     def mse_loss(model, x, y):
         return jnp.mean((model(x) - y) ** 2)

@@ -44,11 +44,11 @@ def test_a_lower_case_answer_with_spaces_is_read_as_its_letter(corpus):
 def _written(tmp_path, text):
     from types import SimpleNamespace
 
-    from graders.test_quiz import written_answers
+    from grading import grader_module
 
     path = tmp_path / "quiz.py"
     path.write_text(text)
-    return written_answers(SimpleNamespace(__file__=str(path)))
+    return grader_module(EX).written_answers(SimpleNamespace(__file__=str(path)))
 
 
 @pytest.mark.parametrize("text", [
@@ -60,9 +60,10 @@ def _written(tmp_path, text):
     'ANSWERS: dict = {f"{q}": a for q, a in [(1, "D"), (2, "B")]}',
 ])
 def test_answers_built_from_the_files_own_literals_are_read_as_written(tmp_path, text):
-    from graders.test_quiz import question_number
+    from grading import grader_module
 
     found = _written(tmp_path, text)
+    question_number = grader_module(EX).question_number
     assert {question_number(k): v.strip().upper() for k, v in found.items()} == {1: "D", 2: "B"}
 
 
@@ -79,14 +80,15 @@ def test_answers_built_from_the_files_own_literals_are_read_as_written(tmp_path,
 def test_answers_built_by_code_are_refused_saying_what_is_not_data(tmp_path, text, words):
     # The reader calls nothing of the learner's, and bounds its own work: a text that reads a file,
     # calls a function of its own or builds without end gets a message, not the key.
-    from graders.test_quiz import NotData
+    from grading import grader_module
 
     found = _written(tmp_path, text)
-    assert isinstance(found, NotData) and words in str(found), found
+    assert isinstance(found, grader_module(EX).NotData) and words in str(found), found
 
 
 def test_question_numbers_may_be_ints_or_their_digits_and_nothing_else():
-    from graders.test_quiz import question_number
+    from grading import grader_module
 
+    question_number = grader_module(EX).question_number
     assert [question_number(k) for k in (1, "1", " 12 ", "Q3", "question 4")] == [1, 1, 12, 3, 4]
     assert [question_number(k) for k in (True, 1.0, "one", "1a", None)] == [None] * 5
