@@ -32,13 +32,15 @@ What is checked (`make grade EX=ex5`):
     inside your model: once dead code is removed, a remat2 holds both Dense layers; shifting
     the model's output inside the checkpoint shifts what you return by the same, and all of
     the gradient with respect to x crosses the checkpointed layers (a checkpoint whose result
-    is thrown away, multiplied by zero, masked out, averaged with a twin or put under
-    stop_gradient earns nothing);
+    is thrown away, multiplied by zero, masked out, averaged with a twin, put under
+    stop_gradient or made with prevent_cse=False, which XLA merges with the forward pass,
+    earns nothing);
   * it is Linen's lifted checkpoint, nn.checkpoint on the module class, not jax.checkpoint
     around model.apply or model.init (those lose the Linen checks even though their numbers
     and their remat2 are right);
   * the policy is the default, which saves nothing: what each remat2's policy saves is
-    measured, and a policy that saves everything counts as no checkpoint at all.
+    measured, and a policy that saves as much as everything_saveable (say, all but a constant)
+    counts as no checkpoint at all.
   A solution with the right numbers and no working nn.checkpoint scores at most half.
 Sizes and seeds are chosen by the grader; do not assume any particular D or F.
 """

@@ -46,11 +46,13 @@ What is checked (`make grade EX=ex6`), on a configuration the grader draws at gr
   * each checkpoint holds all of one block -- both residual halves, every matmul and LayerNorm
     -- and no block work runs outside the checkpoints;
   * the policy of every checkpoint: none (or nothing_saveable) for "full", `dots_saveable` for
-    "dots";
+    "dots" (judged by what it keeps of a block, measured: a policy written another way that
+    keeps the same values is the same policy);
   * temporary memory, measured by the grader: "full" needs no more than the grader's own
     gradient with one `jax.checkpoint` around each block, and "dots" lies strictly between
     "full" and None (the report shows the figures);
-  * `temp_memory_bytes` returns the grader's figure (within 10%) for a model of the
+  * `temp_memory_bytes` returns the grader's figure (within 3%; the temporary memory alone,
+    not added to any other field of memory_analysis()) for a model of the
     grader's own, of three small blocks of its own, not Transformer blocks (one run plainly,
     one "full", one "dots", in an order drawn at grading time), of sizes drawn at grading time:
     measure the model you are given, whatever it is.

@@ -1,7 +1,8 @@
 """Quiz: thirteen questions on large-scale training in JAX.
 
-Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored), and keep
-ANSWERS a plain dict written out below: the grader reads it from this file's text.
+Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored; a question's
+number may be written 1 or "1"), and keep ANSWERS a plain dict written out below (or one built from
+this file's own literals, e.g. by a comprehension): the grader reads it from this file's text.
 Each question is worth one point, and every answer, right or wrong, comes back with the
 explanation of the fact behind it. `make grade EX=quiz` grades it.
 

@@ -134,3 +134,12 @@ def expectations(ex_id: str, case: str) -> list[tuple[str, str]]:
     doc = ast.get_docstring(ast.parse((CORPUS / ex_id / f"{case}.py").read_text())) or ""
     return [tuple(part.strip() for part in line.removeprefix("loses:").split(":", 1))
             for line in doc.splitlines() if line.startswith("loses:")]
+
+
+def grader_module(ex_id: str, probes: bool = False):
+    """The module of ex_id's checks (or of its probes), imported by the path catalog.py gives it,
+    so that a test reads a grader's helpers wherever its file lives."""
+    import importlib
+
+    path = (catalog.probes_file if probes else catalog.grader_file)(ex_id)
+    return importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))

@@ -131,3 +131,27 @@ def test_the_instructors_part_is_short():
     text = (ROOT / "README.md").read_text()
     part = text[text.index("## For instructors"):text.index("## For maintainers")]
     assert len(part.splitlines()) <= 125, len(part.splitlines())
+
+
+def _steps_to_add_an_exercise() -> list[str]:
+    text = (ROOT / "graders" / "README.md").read_text()
+    section = text[text.index("## How to add an exercise"):]
+    section = section[:section.index("\n## ", 1)]
+    steps = re.findall(r"^\d+\. (.*(?:\n   .*)*)", section, re.M)
+    assert len(steps) >= 5, "graders/README.md's 'How to add an exercise' should be a numbered list"
+    return steps
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_every_file_the_steps_to_add_an_exercise_name_exists(ex_id):
+    # graders/README.md's numbered list names each file an exercise needs; every exercise has it.
+    named = [p for step in _steps_to_add_an_exercise() for p in re.findall(r"`([^`]*<(?:module|id)>[^`]*)`", step)]
+    assert named, "the steps name no file"
+    module = catalog.module_name(ex_id)
+    for pattern in named:
+        if pattern.endswith("probes.py") and not catalog.has_probes(ex_id):
+            continue  # probes only where the checks need the learner's code (the quiz's are data)
+        path = ROOT / pattern.replace("<module>", module).replace("<id>", ex_id)
+        assert path.exists(), f"{ex_id}: {path.relative_to(ROOT)} (graders/README.md, How to add an exercise)"
+    for path in (catalog.grader_file(ex_id), catalog.exercise_dir(ex_id) / "__init__.py"):
+        assert path.is_file(), path

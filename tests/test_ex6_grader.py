@@ -179,3 +179,69 @@ def test_the_forward_pass_alone_needs_clearly_less_than_the_gradient_of_every_dr
     assert 0.75 < 1 - 2 * MEMORY_AGREEMENT
     for seed, (gradient, forward) in measured.items():
         assert gradient > 0 and forward < 0.75, (seed, stack_specs(seed), gradient, forward)
+
+
+def test_a_sum_of_memory_fields_is_named_however_close_it_comes():
+    # The gradients' output can be under 1% of the temporary memory, so a temp_memory_bytes that
+    # adds it is within any tolerance: the check names such a sum exactly, whichever fields it adds.
+    from grading import grader_module
+
+    field_sums = grader_module(EX).field_sums
+    stat = {"temp_size_in_bytes": 1_000_000, "argument_size_in_bytes": 9_000, "output_size_in_bytes": 7_000,
+            "generated_code_size_in_bytes": 0, "peak_memory_in_bytes": 400_000}
+    sums = field_sums(stat)
+    assert sums[1_007_000] == ("temp_size_in_bytes", "output_size_in_bytes")
+    assert sums[1_016_000] == ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes")
+    assert sums[400_000] == ("peak_memory_in_bytes",)
+    assert 1_000_000 not in sums  # the right figure is no sum
+    assert not any("generated_code_size_in_bytes" in fields for fields in sums.values())  # zero adds nothing
+
+
+@pytest.mark.course  # compiles four gradients for each of 12 draws: about a minute
+def test_right_ways_of_measuring_agree_with_the_grader_within_memory_agreement():
+    # What MEMORY_AGREEMENT says: on the grader's own models as drawn, the ways of measuring the
+    # gradient that are right give one of the grader's two figures (jax.grad, jax.value_and_grad),
+    # exactly or within the agreement.
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from grading import grader_module
+
+    probes, checks = grader_module(EX, probes=True), grader_module(EX)
+    GraderStack, stack_data = probes.GraderStack, probes.stack_data
+    MEMORY_AGREEMENT, own_stack_memory, stack_specs = checks.MEMORY_AGREEMENT, checks.own_stack_memory, checks.stack_specs
+
+    def mse_loss(model, x, y):
+        return jnp.mean((model(x) - y) ** 2)
+
+    def closed_over(graphdef, params, rest, x, y):
+        return jax.jit(lambda p: jax.grad(lambda p: mse_loss(nnx.merge(graphdef, p, rest), x, y))(p)).lower(params)
+
+    def value_and_grad(graphdef, params, rest, x, y):
+        f = lambda p, x, y: jax.value_and_grad(lambda p: mse_loss(nnx.merge(graphdef, p, rest), x, y))(p)  # noqa: E731
+        return jax.jit(f).lower(params, x, y)
+
+    def loss_as_aux(graphdef, params, rest, x, y):
+        def f(p, x, y):
+            def loss(p):
+                value = mse_loss(nnx.merge(graphdef, p, rest), x, y)
+                return value, value
+            return jax.grad(loss, has_aux=True)(p)
+        return jax.jit(f).lower(params, x, y)
+
+    def by_vjp(graphdef, params, rest, x, y):
+        def f(p, x, y):
+            value, back = jax.vjp(lambda p: mse_loss(nnx.merge(graphdef, p, rest), x, y), p)
+            return back(jnp.ones_like(value))[0]
+        return jax.jit(f).lower(params, x, y)
+
+    for seed in range(12):
+        (c, layout), = stack_specs(seed)
+        right = [own_stack_memory(c, layout)["temp_size_in_bytes"],
+                 own_stack_memory(c, layout, with_loss=True)["temp_size_in_bytes"]]
+        x, y = stack_data(c)
+        for way in (closed_over, value_and_grad, loss_as_aux, by_vjp):
+            graphdef, params, rest = nnx.split(GraderStack(c, layout), nnx.Param, ...)
+            got = int(way(graphdef, params, rest, x, y).compile().memory_analysis().temp_size_in_bytes)
+            assert min(abs(got - r) / r for r in right) <= MEMORY_AGREEMENT, (seed, way.__name__, got, right)

@@ -285,21 +285,52 @@ def scan_carry_count(eqn) -> int:
 _OWN_POLICY = object()
 
 
-def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
-    """What a checkpoint (remat2) equation's `policy` (or the policy given) saves for the
+def checkpoint_residuals(eqn, policy=_OWN_POLICY) -> list[tuple[str, int]]:
+    """What a checkpoint (remat2) equation's `policy` (or the policy given) keeps for the
     backward pass, measured by differentiating its body under that policy: one
-    'f32[5] output of a matrix product (@, ...)' per value kept that is not one of the checkpoint's own
-    inputs (so [] means: saves nothing, recomputes everything)."""
-    from jax._src.ad_checkpoint import saved_residuals  # what print_saved_residuals prints
+    ('float32[5] output of dot_general', bytes) per value kept that is computed from the
+    checkpoint's inputs. The inputs themselves are left out (they are kept anyway), and so are
+    constants, which depend on no input (e.g. the zeros ReLU's derivative selects from): keeping
+    one saves nothing worth recomputing, so a policy that keeps every value but a constant keeps
+    as much as everything_saveable. [] means: keeps nothing, recomputes everything."""
     from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
     body = eqn.params["jaxpr"]
     fun = jaxpr_as_fun(ClosedJaxpr(body, ()))
     args = [jax.numpy.zeros(v.aval.shape, v.aval.dtype) for v in body.invars]
     policy = eqn.params["policy"] if policy is _OWN_POLICY else policy
-    found = saved_residuals(jax.checkpoint(lambda *a: fun(*a), policy=policy), *args)
-    return [f"{aval.str_short()} {_in_words(what.split(' from ')[0])}" for aval, what in found
-            if not what.startswith("from the argument")]
+    checkpointed = jax.checkpoint(lambda *a: fun(*a), policy=policy)
+    # As jax.ad_checkpoint.print_saved_residuals reads them: the residuals are the last outputs
+    # of the traced jax.vjp (the leaves of the function it returns).
+    traced, shapes = jax.make_jaxpr(lambda *a: jax.vjp(checkpointed, *a), return_shape=True)(*args)
+    program = traced.jaxpr
+    count = len(jax.tree.leaves(shapes[1]))
+    residuals = program.outvars[len(program.outvars) - count:]
+    computed = depends_on(program.replace(outvars=residuals), lambda _: False, [True] * len(program.invars))
+    made_by = {v: e for e in program.eqns for v in e.outvars}
+    inputs = set(program.invars)
+    found, seen = [], set()
+    for var, from_inputs in zip(residuals, computed):
+        if _is_literal(var) or var in inputs or not from_inputs or var in seen:
+            continue
+        seen.add(var)
+        made = made_by.get(var)
+        while made is not None and made.primitive.name == "reduce_precision":  # as JAX looks through it
+            made = made_by.get(made.invars[0], made)
+            if made.primitive.name == "reduce_precision":
+                break
+        name = made.primitive.name if made is not None else "an equation"
+        what = (f"named {made.params['name']!r}" if name == "name" else
+                f"output of jitted function {made.params['name']!r}" if name in ("jit", "pjit") else
+                f"output of {name}")
+        aval = var.aval
+        found.append((f"{aval.str_short()} {_in_words(what)}", int(aval.size) * aval.dtype.itemsize))
+    return found
+
+
+def checkpoint_saves(eqn, policy=_OWN_POLICY) -> list[str]:
+    """checkpoint_residuals(eqn, policy), described: ['float32[5] output of dot_general', ...]."""
+    return [what for what, _ in checkpoint_residuals(eqn, policy)]
 
 
 def _in_words(what: str) -> str:

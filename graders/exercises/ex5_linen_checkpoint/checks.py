@@ -267,15 +267,17 @@ class Call(NamedTuple):
     role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer
     live: bool  # still there once dead code is removed
     remats: tuple  # the remat2 equations it runs in (their indices), outermost first
-    recomputing: tuple  # those of them whose policy leaves something to recompute
+    recomputing: tuple  # those of them whose policy keeps less than everything_saveable does
     lifted: tuple  # those recomputing ones that are Linen's nn.checkpoint
 
 
 class Program(NamedTuple):
     calls: list
     remats: int  # remat2 equations in the traced program, dead code included
-    saves: list  # remat2 index -> what its policy saves
+    saves: list  # remat2 index -> what its policy saves (activations: no input, no constant)
     policies: list  # remat2 index -> its policy's name
+    kept: list  # remat2 index -> (bytes its policy saves, bytes everything_saveable saves)
+    merged: list  # remat2 index -> made with prevent_cse=False
 
 
 def read_program(worker) -> Program:
@@ -287,7 +289,9 @@ def read_program(worker) -> Program:
              for k, c in enumerate(summary["calls"])]
     checkpoints = summary["checkpoints"]
     return Program(calls, int(summary["remats"]), [list(c["saves"]) for c in checkpoints],
-                   [str(c["policy"]) for c in checkpoints])
+                   [str(c["policy"]) for c in checkpoints],
+                   [(int(c["bytes"]), int(c["everything"])) for c in checkpoints],
+                   [bool(c["merged"]) for c in checkpoints])
 
 
 class Probed(NamedTuple):
@@ -323,6 +327,15 @@ def run_probed(worker, inside: list) -> Probed:
     return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles)
 
 
+def saves_as_much(program: Program, remat: int) -> str:
+    """Words for a checkpoint whose policy keeps as many bytes of the activations as saving
+    everything would (what remains left out is a constant, or one value kept in place of another)."""
+    kept, most = program.kept[remat]
+    return (f"saves as much for the backward pass as saving every intermediate value would ({kept} "
+            f"bytes of the MLP's activations, against {most}), so it recomputes nothing worth "
+            "recomputing and saves no memory")
+
+
 def no_checkpoint_message(program: Program, kind: str) -> str:
     """Why no live applied Dense layer runs inside a checkpoint of `kind` (see calls_inside)
     ('' if one does)."""
@@ -344,15 +357,19 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
                 f"checkpointed. {LIFTED_HINT}")
     if kind != "any" and not any(c.recomputing for c in live):
         remats = [r for c in live for r in c.remats]
+        if any(program.merged[r] for r in remats):
+            return ("your checkpoint is made with prevent_cse=False: once compiled, XLA merges its recomputation "
+                    "with the forward pass (common-subexpression elimination), so the activations are kept after "
+                    "all and no memory is saved. Hint: leave prevent_cse at its default, True (False is meant for "
+                    "checkpoints inside a scan): nn.checkpoint(MLP).")
         if not any(program.saves[r] for r in remats):
             inside = sorted({c.role for c in live if c.remats})
             return (f"your checkpoint holds only {' and '.join(inside)}, and a lone Dense layer's "
                     "backward pass needs only its input and kernel, which are kept anyway: the "
                     "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
                     "class, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
-        policies = sorted({program.policies[r] for r in remats})
-        return (f"your checkpoint's policy ({', '.join(policies)}) saves every intermediate value "
-                "for the backward pass, so nothing is recomputed: it does what no checkpoint does. "
+        return (f"your checkpoint's policy ({', '.join(sorted({program.policies[r] for r in remats}))}) "
+                f"{saves_as_much(program, remats[0])}: it does what no checkpoint does. "
                 "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
     if kind == "lifted" and not any(c.lifted for c in live):
         return ("the checkpoint wraps a function around the whole model call (e.g. "
@@ -431,7 +448,7 @@ def test_checkpoint_policy_saves_nothing(worker):
         saved = program.saves[remat]
         if saved:
             shown = ", ".join(saved[:6]) + (", ..." if len(saved) > 6 else "")
-            every = (": everything its backward pass needs, so nothing is recomputed"
+            every = (f"; it {saves_as_much(program, remat)}"
                      if not any(remat in c.recomputing for c in dense) else "")
             fail(f"your checkpoint's policy ({program.policies[remat]}) saves {len(saved)} value(s) for "
                  f"the backward pass ({shown}), measured by differentiating it{every}; the exercise "

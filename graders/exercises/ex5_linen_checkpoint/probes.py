@@ -104,6 +104,18 @@ def _call(sol, seed, x, features):
     return sol.nn_checkpoint_forward(seed, x, features)
 
 
+def _afresh(run, seen):
+    """run(), whose interception of the learner's modules is read by seen(): if it saw nothing,
+    the learner's code ran a program JAX had traced before at these shapes (a jax.jit of their
+    own, kept in JAX's caches) without running its Python code, so no module call could be
+    intercepted. Then JAX's caches are cleared and run() is tried once more."""
+    out = run()
+    if not seen(out):
+        jax.clear_caches()
+        out = run()
+    return out
+
+
 # Calls of nn_checkpoint_forward started ahead of the checks that ask for them (see `start`):
 # (id of the module, the call's arguments encoded) -> its future.
 _STARTED: dict = {}
@@ -162,18 +174,22 @@ def _plain_tree(tree):
 def parameter_tree(sol, seed, x, features):
     """{"tree": the shapes of the parameters the learner's top-level module was last applied
     to (read with flax.linen.intercept_methods), or None if no module was applied to any}."""
-    seen = []
+    def run():
+        seen = []
 
-    def record(next_fun, args, kwargs, context):
-        module = context.module
-        if module.scope is not None and module.path == () and not module.is_initializing():
-            params = module.variables.get("params")
-            if params:
-                seen.append(jax.tree.map(lambda a: tuple(int(n) for n in np.shape(a)), dict(params)))
-        return next_fun(*args, **kwargs)
+        def record(next_fun, args, kwargs, context):
+            module = context.module
+            if module.scope is not None and module.path == () and not module.is_initializing():
+                params = module.variables.get("params")
+                if params:
+                    seen.append(jax.tree.map(lambda a: tuple(int(n) for n in np.shape(a)), dict(params)))
+            return next_fun(*args, **kwargs)
 
-    with nn.intercept_methods(record):
-        _call(sol, seed, jnp.asarray(x, jnp.float32), features)
+        with nn.intercept_methods(record):
+            _call(sol, seed, jnp.asarray(x, jnp.float32), features)
+        return seen
+
+    seen = _afresh(run, bool)
     return {"tree": _plain_tree(seen[-1]) if seen else None}
 
 
@@ -255,14 +271,20 @@ def program(sol, seed, x, features):
     {"calls": [{"role", "live", "remats", "recomputing", "lifted"}, ...] (numbered as they
     return: a model's call after its layers'; role FIRST, SECOND or None for a module that is
     not a Dense layer; live: still there once dead code is removed; remats: the indices of the
-    remat2 equations it runs in, outermost first; recomputing: those whose policy leaves
-    something to recompute; lifted: those recomputing ones that are Linen's nn.checkpoint),
+    remat2 equations it runs in, outermost first; recomputing: those whose policy keeps fewer
+    bytes of activations than everything_saveable does, made with prevent_cse; lifted: those recomputing ones that are Linen's nn.checkpoint),
     "remats": remat2 equations in the program, dead code included,
-    "checkpoints": [{"saves": what its policy saves, measured, "policy": its name}, ...] by index}."""
+    "checkpoints": [{"saves": what its policy saves, measured, "policy": its name, "bytes": the
+    bytes of activations it saves, "everything": those everything_saveable saves, "merged": made
+    with prevent_cse=False}, ...] by index}."""
     x = jnp.asarray(x, jnp.float32)
-    taps = Taps(x.shape[-1])
-    with nn.intercept_methods(taps):
-        traced = jax.make_jaxpr(lambda x: _call(sol, seed, x, features))(x).jaxpr
+
+    def run():
+        taps = Taps(x.shape[-1])
+        with nn.intercept_methods(taps):
+            return taps, jax.make_jaxpr(lambda x: _call(sol, seed, x, features))(x).jaxpr
+
+    taps, traced = _afresh(run, lambda found: any(role for role, _ in found[0].calls))
     live = {jaxpr.custom_vjp_name(e) for e in jaxpr.walk(jaxpr.live(traced))}
     around = {jaxpr.custom_vjp_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
               for e, outer in jaxpr.walk_nested(traced)
@@ -270,11 +292,20 @@ def program(sol, seed, x, features):
     index, checkpoints, recomputes = {}, [], []
     for eqn in {id(r): r for rs in around.values() for r in rs}.values():
         index[id(eqn)] = len(checkpoints)
-        saves = jaxpr.checkpoint_saves(eqn)
-        # A policy that saves all that everything_saveable saves leaves nothing to recompute.
-        everything = jaxpr.checkpoint_saves(eqn, jax.checkpoint_policies.everything_saveable)
-        recomputes.append(bool(set(everything) - set(saves)))
-        checkpoints.append({"saves": list(saves), "policy": show_policy(eqn)})
+        saves = jaxpr.checkpoint_residuals(eqn)
+        # A checkpoint earns its keep by keeping less of the activations for the backward pass
+        # than saving everything would: a policy that keeps as many bytes of them (all but a
+        # constant, or one value in place of another) recomputes nothing worth recomputing.
+        everything = jaxpr.checkpoint_residuals(eqn, jax.checkpoint_policies.everything_saveable)
+        kept, most = sum(n for _, n in saves), sum(n for _, n in everything)
+        # prevent_cse=False lets XLA merge the recomputation with the forward pass once compiled
+        # (common-subexpression elimination), so the activations are kept after all: measured on
+        # four 512-wide MLPs, the gradient needed 3.0 MiB plain, 1.5 MiB checkpointed and 3.0 MiB
+        # checkpointed with prevent_cse=False. (It is meant for checkpoints inside a scan.)
+        merged = eqn.params.get("prevent_cse", True) is False
+        recomputes.append(kept < most and not merged)
+        checkpoints.append({"saves": [what for what, _ in saves], "policy": show_policy(eqn),
+                            "bytes": kept, "everything": most, "merged": merged})
     calls = []
     for k, (role, linen) in enumerate(taps.calls):
         remats = around.get(f"{PREFIX}call_{k}", ())
@@ -309,12 +340,22 @@ def tapped_runs(sol, seed, x, features, w, perturb):
             raise _BadShape(tuple(int(n) for n in out.shape))
         return jnp.vdot(w, out), out
 
+    def run(at_work):
+        taps = Taps(x.shape[-1], at_work)
+        with nn.intercept_methods(taps):
+            (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
+        return taps, (np.asarray(out, np.float64), np.asarray(grad, np.float64))
+
     runs = []
-    for at_work in ({}, perturb):
-        try:
-            with nn.intercept_methods(Taps(x.shape[-1], at_work)):
-                (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
-        except _BadShape as exc:
-            return {"shape": exc.args[0]}
-        runs.append((np.asarray(out, np.float64), np.asarray(grad, np.float64)))
+    try:
+        for at_work in ({}, perturb):
+            # The taps at work must be traced into the program that runs (see _afresh).
+            taps, found = _afresh(lambda: run(at_work), lambda found: len(found[0].calls) > max(at_work, default=-1))
+            runs.append(found)
+    except _BadShape as exc:
+        return {"shape": exc.args[0]}
+    finally:
+        # A jitted function of the learner's may have kept the program traced with the taps at
+        # work: no later call may be given it.
+        jax.clear_caches()
     return {"runs": runs}

@@ -63,7 +63,17 @@ def _configs() -> tuple[Config, ...]:
 
 CONFIGS = _configs()
 MODEL_SEEDS = (11, 12)  # nnx.Rngs seeds of the two models whose numbers are checked
-MEMORY_AGREEMENT = 0.10  # temp_memory_bytes may differ from the grader's figure by 10%
+# temp_memory_bytes may differ from the grader's figure by 3%. Measured on the grader's own models
+# as drawn (tests/test_ex6_grader.py measures it again): jax.grad of the loss spelled every way
+# tried (x and y passed or closed over, lowered from shapes, nnx.grad of the merged model, jax.vjp,
+# a pure dict of parameters) gives the grader's figure exactly, and jax.value_and_grad gives the
+# grader's other figure exactly (the loss returned beside the gradient keeps up to 6% less; both
+# are right, and both are accepted; 74 draws); the loss returned as has_aux came within 1.9% of
+# one of them (17 draws). A figure that adds other fields of memory_analysis() to the temporary memory is
+# named exactly (field_sums), however close it comes: the gradients' output is less than 1% of the
+# temporary memory on some draws, so no tolerance could tell it apart. (jax.jit(...,
+# donate_argnums=...) measures another program, whose buffers alias the parameters: up to 11% off.)
+MEMORY_AGREEMENT = 0.03
 # A wrong figure is said to be the forward pass's only when it is that within 2%: a
 # temp_memory_bytes that measures the loss alone compiles the program the grader compiles for it
 # (tests/corpus/ex6/forward_only_memory.py gives its figure exactly), while a figure made up some
@@ -141,10 +151,12 @@ def kept_figure(cfg: Config) -> tuple:
     return "ex6 own kept", tuple(cfg), lambda: {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)}
 
 
-def stack_memory_figure(c: StackConfig, layout: tuple) -> tuple:
-    """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by field."""
+def stack_memory_figure(c: StackConfig, layout: tuple, with_loss: bool = False) -> tuple:
+    """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by field
+    (with_loss: of its jax.value_and_grad)."""
     x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)  # x and y alike
-    return "ex6 grader MLP stack memory", (tuple(c), layout), lambda: grader_stack_memory(c, layout, x, x)
+    return ("ex6 grader MLP stack memory" + (" with loss" if with_loss else ""), (tuple(c), layout),
+            lambda: grader_stack_memory(c, layout, x, x, with_loss))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -155,7 +167,8 @@ def own_figures_ahead(seed):
     would pay for their tracing and compiling after the learner's."""
     cfg = config(seed)
     figure_store.ahead([signatures_figure(cfg), own_temp_figure(cfg), kept_figure(cfg),
-                 *(stack_memory_figure(c, layout) for c, layout in stack_specs(seed))])
+                 *(stack_memory_figure(c, layout, with_loss) for c, layout in stack_specs(seed)
+                   for with_loss in (False, True))])
     yield
     figure_store.stop_ahead()
 
@@ -179,8 +192,29 @@ def own_memory_started(cfg: Config):
     return future
 
 
-def own_stack_memory(c: StackConfig, layout: tuple) -> dict:
-    return figure_store.stored(*stack_memory_figure(c, layout))
+def own_stack_memory(c: StackConfig, layout: tuple, with_loss: bool = False) -> dict:
+    return figure_store.stored(*stack_memory_figure(c, layout, with_loss))
+
+
+# What a figure made of several of memory_analysis()'s fields is called in a message.
+FIELD_NAMES = {"temp_size_in_bytes": "temporary", "argument_size_in_bytes": "argument",
+               "output_size_in_bytes": "output", "generated_code_size_in_bytes": "generated code",
+               "peak_memory_in_bytes": "peak"}
+
+
+def field_sums(stat: dict) -> dict:
+    """figure -> which of memory_analysis()'s fields add up to it (one field other than
+    temp_size_in_bytes, or a sum of two or more, zero fields left out): what a temp_memory_bytes
+    that reads the wrong field, or adds fields, returns for a program measured the right way."""
+    import itertools
+
+    fields = [f for f, v in stat.items() if v]
+    found = {}
+    for k in range(1, len(fields) + 1):
+        for chosen in itertools.combinations(fields, k):
+            if chosen != ("temp_size_in_bytes",):
+                found.setdefault(sum(stat[f] for f in chosen), chosen)
+    return found
 
 
 def own_stack_forward_temp(c: StackConfig, layout: tuple) -> int:
@@ -311,7 +345,8 @@ def well_formed(v, cfg: Config) -> bool:
         if not error(s["error"]):
             return False
     elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
-            and is_(s.get("working"), int) and is_(s.get("side_channels"), int) and is_(s.get("prevent_cse_off"), int) and counts(s.get("gradient_outside"))
+            and is_(s.get("working"), int) and is_(s.get("side_channels"), int) and is_(s.get("prevent_cse_off"), int)
+            and is_(s.get("looped"), int) and counts(s.get("gradient_outside"))
             and is_(s.get("blocks"), list) and len(s["blocks"]) == cfg.layers
             and all(is_(b, dict) and set(b) == {"checkpoints", "policies", "kept", "outside"}
                     and is_(b["outside"], bool) and all(is_(b[k], list) for k in ("checkpoints", "policies", "kept"))
@@ -363,6 +398,7 @@ class Structure(NamedTuple):
     gradient_outside: Counter  # MARKERS counts of the gradient's work outside every checkpoint
     side_channels: int   # callbacks and mutable arrays in model(x) and its gradient (the probe's side_channels)
     prevent_cse_off: int # working checkpoints of the gradient made with prevent_cse=False
+    looped: int          # working checkpoints of the gradient that run inside a scan or while loop
     policies: list       # the policy of each checkpoint that reaches a gradient: {"is": which of
                          # None, nothing_saveable, dots_saveable it is ("" if none), "text": its
                          # description, or "error": what asking it raised}
@@ -383,7 +419,7 @@ def structure(run: Run, cfg: Config, remat) -> Structure:
     if "error" in s:
         raise_verdict(s["error"])
     return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["side_channels"],
-                     s["prevent_cse_off"], s["policies"],
+                     s["prevent_cse_off"], s["looped"], s["policies"],
                      s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
 
 
@@ -418,6 +454,8 @@ def count_problem(run: Run, cfg: Config, remat) -> str:
     if s.live == 0:
         return (f"no block is checkpointed, so every block's activations are kept for the backward pass. "
                 f"Hint: with remat={show(remat)}, call each block through nnx.remat.")
+    if s.looped and s.live < n:
+        return loop_problem(s, n)
     block_dots = own_signatures(cfg)["one whole block"]["dot_general"]
     if s.holds and max(h["dot_general"] for h in s.holds) >= (n - 0.5) * block_dots:
         return ("one nnx.remat wraps the whole stack: the backward pass recomputes the whole forward pass "
@@ -431,6 +469,15 @@ def count_problem(run: Run, cfg: Config, remat) -> str:
                 "for the backward pass. Hint: call every block through nnx.remat.")
     return (f"{s.live} checkpoints for {n} blocks: some block is checkpointed more than once (a remat "
             "inside a remat, or a block called twice?). Hint: wrap each block's call exactly once.")
+
+
+def loop_problem(s: Structure, n: int) -> str:
+    """What a checkpoint run by a loop (a scan over the blocks' stacked parameters) does instead."""
+    return (f"{s.looped} checkpoint(s) run inside a loop (jax.lax.scan or a while loop, say over the blocks' "
+            f"parameters stacked), so the gradient holds {s.live} checkpoint(s) for the {n} blocks, not one "
+            "nnx.remat per block of self.blocks; stacked, the parameters and their gradients are copied, and "
+            "the memory checks measure what that costs. Hint: loop over self.blocks in Python and call each "
+            "block through nnx.remat.")
 
 
 def blocks_text(indices: list) -> str:
@@ -504,6 +551,8 @@ def part_problem(run: Run, cfg: Config, remat) -> str:
     """'' when each checkpoint holds exactly one whole block and no block work runs outside, in
     model(x) traced alone and in its gradient."""
     s = structure(run, cfg, remat)
+    if s.looped and s.live < cfg.layers:
+        return f"in remat={show(remat)}, {loop_problem(s, cfg.layers)}"
     sigs = own_signatures(cfg)
     for i, held in enumerate(s.holds):
         if held != sigs["one whole block"]:
@@ -860,13 +909,21 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
         for (c, layout), g, s in zip(stacks, got, stats)))
     for (c, layout), what, g, stat in zip(stacks, models, got, stats):
         expected = stat["temp_size_in_bytes"]
-        if abs(g - expected) <= MEMORY_AGREEMENT * expected:
-            continue
+        # The gradient measured alone, or beside the loss (jax.value_and_grad): both are right.
+        right = {expected, own_stack_memory(c, layout, with_loss=True)["temp_size_in_bytes"]}
         where = (f"temp_memory_bytes returned {g:,} bytes for {what}; the gradient of the mean squared error of that "
                  f"model w.r.t. its nnx.Param state needs {expected:,} bytes of temporary memory")
-        for field, value in stat.items():
-            if field != "temp_size_in_bytes" and value == g:
-                fail(f"{where}. {g:,} is the program's {field}. Hint: read temp_size_in_bytes.")
+        if g not in right:
+            # Other fields, read or added: named exactly, however close the sum comes.
+            for program in (stat, own_stack_memory(c, layout, with_loss=True)):
+                chosen = field_sums(program).get(g)
+                if chosen:
+                    fields = " + ".join(f"{f} ({program[f]:,})" for f in chosen)
+                    kinds = " + ".join(FIELD_NAMES.get(f, f) for f in chosen)
+                    fail(f"{where}. {g:,} is the program's {fields}: its {kinds} memory, not the temporary memory "
+                         "alone. Hint: return memory_analysis().temp_size_in_bytes and nothing added to it.")
+        if any(abs(g - r) <= MEMORY_AGREEMENT * r for r in right):
+            continue
         forward = own_stack_forward_temp(c, layout)
         if abs(g - forward) <= FORWARD_MATCH * forward:
             fail(f"{where}. {g:,} bytes is what the forward pass alone needs: checkpointing only pays off in the "

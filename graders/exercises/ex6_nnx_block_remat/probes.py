@@ -221,11 +221,13 @@ def _stack_loss(c: StackConfig, layout: tuple):
     return params, lambda p, x, y: mse(nnx.merge(graphdef, p, rest)(x), y)
 
 
-def grader_stack_memory(c: StackConfig, layout: tuple, x, y) -> dict:
+def grader_stack_memory(c: StackConfig, layout: tuple, x, y, with_loss: bool = False) -> dict:
     """memory_analysis() of the gradient of the mean squared error of GraderStack w.r.t. its
-    nnx.Param state, by field: its temp_size_in_bytes is what temp_memory_bytes should return."""
+    nnx.Param state, by field: its temp_size_in_bytes is what temp_memory_bytes should return.
+    with_loss: of jax.value_and_grad instead, the loss returned beside the gradient (a way of
+    measuring the gradient that keeps a little less, and is right too)."""
     params, loss = _stack_loss(c, layout)
-    return costs.memory_figures(costs.compile_fn(jax.grad(loss), params, x, y))
+    return costs.memory_figures(costs.compile_fn((jax.value_and_grad if with_loss else jax.grad)(loss), params, x, y))
 
 
 def grader_stack_forward_temp(c: StackConfig, layout: tuple, x, y) -> int:
@@ -392,7 +394,7 @@ def policy_summary(policy, cfg: Config, sol, remat) -> dict:
     """Which of JAX's policies it is (if it is one the checks ask for), and, if it is not one
     Transformer(remat=remat) may carry, what it keeps: only a wrong policy is shown to the
     learner, and asking one means tracing the grader's block."""
-    summary = {"is": policy_kind(policy), "text": None, "error": None}
+    summary = {"is": policy_kind(policy, cfg), "text": None, "error": None}
     if summary["is"] in EXPECTED_POLICIES.get(remat, ()) or remat is None:
         return summary  # nothing a check says about it: remat=None's checkpoints are only counted
     try:
@@ -417,11 +419,48 @@ def block_of_leaf(path) -> int | None:
 HANDING_OUT = jaxpr.SHAPE_ONLY | {"add_any", "add"}
 
 
-def policy_kind(policy) -> str:
+def policy_kind(policy, cfg: Config | None = None) -> str:
     """Which of the policies the checks ask for this is: "None", "nothing_saveable",
-    "dots_saveable", or "" for any other."""
-    return ("None" if policy is None else "nothing_saveable" if policy is NOTHING_SAVEABLE
-            else "dots_saveable" if policy is DOTS_SAVEABLE else "")
+    "dots_saveable", or "" for any other. JAX's own objects are known by sight; with `cfg`, any
+    other policy is judged by what it keeps of the grader's own block (behaves_like), so that
+    one written otherwise (a function keeping what dots_saveable keeps, save_from_both_policies
+    of dots_saveable and nothing_saveable) is the policy it behaves as."""
+    if policy is None:
+        return "None"
+    if policy is NOTHING_SAVEABLE:
+        return "nothing_saveable"
+    if policy is DOTS_SAVEABLE:
+        return "dots_saveable"
+    return "" if cfg is None else behaves_like(policy, cfg)
+
+
+def block_residuals(policy, cfg: Config) -> list:
+    """What one jax.checkpoint(policy) around the grader's own block keeps for the backward pass,
+    measured by differentiating it (jaxpr.checkpoint_residuals: values computed from the block's
+    input and parameters, constants left out), as sorted (description, bytes)."""
+    p, x = abstract_block_args(cfg)
+    checkpointed = jax.checkpoint(lambda p, x: block_fn(p, x, cfg.heads), policy=policy)
+    eqn, = jaxpr.find(jaxpr.trace(checkpointed, p, x), "checkpoint")
+    return sorted(jaxpr.checkpoint_residuals(eqn))
+
+
+# (id of a learner's policy, config) -> (the policy, kept alive so its id stays its own; its kind)
+_BEHAVES_LIKE: dict = {}
+
+
+def behaves_like(policy, cfg: Config) -> str:
+    """"nothing_saveable" for a policy that keeps none of the block's activations,
+    "dots_saveable" for one that keeps exactly what dots_saveable keeps, else "". A policy that
+    raises when asked is none of them (policy_summary reports its error)."""
+    key = (id(policy), cfg)
+    if key not in _BEHAVES_LIKE:
+        try:
+            kept = block_residuals(policy, cfg)
+            kind = "nothing_saveable" if not kept else "dots_saveable" if kept == block_residuals(DOTS_SAVEABLE, cfg) else ""
+        except Exception:  # the learner's policy raised; say so where it is described
+            kind = ""
+        _BEHAVES_LIKE[key] = (policy, kind)
+    return _BEHAVES_LIKE[key][1]
 
 
 def _reaching(outputs: list) -> list:
@@ -502,7 +541,7 @@ def own_kept(cfg: Config, policy) -> list[int]:
     return [f["kept"][0] if len(f["kept"]) == 1 else -1 for f in found]
 
 
-def gradient_sources(closed, paths: list, layers: int, live: set) -> list[dict]:
+def gradient_sources(closed, paths: list, layers: int, live: set, cfg: Config | None = None) -> list[dict]:
     """For each block: which working checkpoints of the gradient program compute its parameters'
     gradients ("checkpoints": one number per execution of a checkpoint, so a jitted remat called
     for every block counts once per block), the policy each carries ("policies", policy_kind)
@@ -574,7 +613,7 @@ def gradient_sources(closed, paths: list, layers: int, live: set) -> list[dict]:
         for values in by_checkpoint.values():
             charged.update(dict.fromkeys(values, i))
     return [{"checkpoints": sorted(f["checkpoints"]),
-             "policies": [policy_kind(f["checkpoints"][k].eqn.params.get("policy")) for k in sorted(f["checkpoints"])],
+             "policies": [policy_kind(f["checkpoints"][k].eqn.params.get("policy"), cfg) for k in sorted(f["checkpoints"])],
              "kept": [sum(size for v, size in reached[i][k].items() if charged[v] == i) for k in sorted(f["checkpoints"])],
              "outside": f["outside"]} for i, f in enumerate(found)]
 
@@ -621,6 +660,9 @@ def structure(t: Traced, cfg: Config, sol, remat) -> dict:
     used = [False] + [True] * (len(t.gradient.jaxpr.outvars) - 1)
     live_grad = jaxpr.live_equations(t.gradient, used)
     working = [e for e in jaxpr.find(t.gradient, "checkpoint") if id(e) in live_grad]
+    looped = sum(1 for e, outer in jaxpr.walk_nested(t.gradient.jaxpr)
+                 if jaxpr.is_a(e, "checkpoint") and id(e) in live_grad
+                 and any(o.primitive.name in ("scan", "while") for o in outer))
     gradient_outside = Counter()
     for e, outer in jaxpr.walk_nested(t.gradient.jaxpr):
         if (id(e) in live_grad and not any(jaxpr.is_a(o, "checkpoint") for o in outer)
@@ -645,9 +687,10 @@ def structure(t: Traced, cfg: Config, sol, remat) -> dict:
             summaries[id(policy)] = policy_summary(policy, cfg, sol, remat)
     return {"live": min(len(working), len(holds)), "working": len(working),
             "policies": [summaries[id(e.params.get("policy"))] for e in working],
-            "blocks": gradient_sources(t.gradient, t.paths, cfg.layers, live_grad),
+            "blocks": gradient_sources(t.gradient, t.paths, cfg.layers, live_grad, cfg),
             "gradient_outside": dict(gradient_outside),
             "prevent_cse_off": sum(e.params.get("prevent_cse") is False for e in working),
+            "looped": looped,
             "side_channels": side_channels(t.gradient) + side_channels(t.forward),
             "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
 

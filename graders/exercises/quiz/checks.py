@@ -17,6 +17,7 @@ each fact the explanations state, on the installed JAX, Flax and Optax.
 import ast
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -96,38 +97,272 @@ def digest(salt: str, question: int, letter: str) -> str:
     return hashlib.sha256(f"{salt}:{question}:{letter}".encode()).hexdigest()[:16]
 
 
-def written_answers(sol) -> dict | None:
-    """ANSWERS as written in quiz.py's text, or None when it is not a plain literal. Answers are
-    read from the text, not from what running the module left behind, so a quiz.py that computes
-    them (e.g. by trying letters against the key's hashes) gets nothing for it."""
+# ----- reading ANSWERS from quiz.py's text -----------------------------------------------------
+# ANSWERS is read from the file's text, not from what running the module left behind, so a
+# quiz.py that computes its answers (e.g. by trying letters against the key's hashes) gets nothing
+# for it. The text may still build the dict from its own literals: a dict written out, dict(...),
+# a comprehension over zip/range/enumerate of literal strings, names bound earlier in the file to
+# such data, string methods such as .upper(). Nothing else is called, and the work is bounded, so
+# the reading runs no learner code and cannot be made to hang.
+
+# The builtins a text may call, and the string methods (on a str it built).
+CALLABLE = {"dict": dict, "zip": zip, "range": range, "enumerate": enumerate, "list": list,
+            "tuple": tuple, "str": str, "int": int, "len": len, "sorted": sorted, "reversed": reversed}
+STR_METHODS = frozenset({"upper", "lower", "strip", "lstrip", "rstrip", "split", "casefold"})
+# Bounds on what a text may build: the quiz needs thirteen entries.
+MOST_STEPS = 100_000
+MOST_ITEMS = 10_000
+
+
+class NotData(Exception):
+    """ANSWERS (or a name it uses) is not built from the file's own literals; says what is not."""
+
+
+class Reader:
+    """Evaluates an expression of literals, with the names bound so far (see CALLABLE)."""
+
+    def __init__(self, names: dict):
+        self.names, self.steps = names, 0
+
+    def step(self, node):
+        self.steps += 1
+        if self.steps > MOST_STEPS:
+            raise NotData("it takes too long to build")
+
+    def sized(self, value):
+        if isinstance(value, (str, list, tuple, dict, set, range)) and len(value) > MOST_ITEMS:
+            raise NotData(f"it builds a value of {len(value):,} items")
+        return value
+
+    def value(self, node, scope: dict):
+        self.step(node)
+        if isinstance(node, ast.Constant):
+            return self.sized(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in scope:
+                return scope[node.id]
+            if node.id in self.names:
+                found = self.names[node.id]
+                if isinstance(found, NotData):
+                    raise NotData(f"{node.id} is not data: {found}")
+                return found
+            if node.id in CALLABLE:
+                return CALLABLE[node.id]
+            raise NotData(f"it uses the name {node.id}, which the file does not bind to data")
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = [self.value(e, scope) for e in node.elts]
+            return self.sized({ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items))
+        if isinstance(node, ast.Dict):
+            out = {}
+            for k, v in zip(node.keys, node.values):
+                if k is None:  # {**other}
+                    out.update(self.mapping(self.value(v, scope)))
+                else:
+                    out[self.value(k, scope)] = self.value(v, scope)
+            return self.sized(out)
+        if isinstance(node, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            return self.comprehension(node, scope)
+        if isinstance(node, ast.Call):
+            return self.call(node, scope)
+        if isinstance(node, ast.Subscript):
+            target, index = self.value(node.value, scope), self.value(node.slice, scope)
+            try:
+                return target[index]
+            except Exception as exc:
+                raise NotData(f"indexing it raised {type(exc).__name__}") from None
+        if isinstance(node, ast.Slice):
+            parts = [None if p is None else self.value(p, scope) for p in (node.lower, node.upper, node.step)]
+            return slice(*parts)
+        if isinstance(node, ast.JoinedStr):
+            return "".join(str(self.value(v.value, scope)) if isinstance(v, ast.FormattedValue) else str(v.value)
+                           for v in node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.value(node.left, scope), self.value(node.right, scope)
+            if isinstance(left, (int, str, list, tuple)) and type(left) is type(right):
+                return self.sized(left + right)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            operand = self.value(node.operand, scope)
+            if isinstance(operand, int):
+                return -operand
+        raise NotData(f"`{ast.unparse(node)[:60]}` is not a literal")
+
+    def mapping(self, value):
+        if not isinstance(value, dict):
+            raise NotData("** unpacks something other than a dict")
+        return value
+
+    def call(self, node, scope):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            target = self.value(func.value, scope)
+            if not (isinstance(target, str) and func.attr in STR_METHODS):
+                raise NotData(f"it calls .{func.attr}(), which is not a string method it may use")
+            function = getattr(target, func.attr)
+        elif isinstance(func, ast.Name) and func.id in CALLABLE and func.id not in scope and func.id not in self.names:
+            function = CALLABLE[func.id]
+        else:
+            raise NotData(f"it calls `{ast.unparse(func)[:60]}`, which is not data")
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.items(self.value(a.value, scope)))
+            else:
+                args.append(self.value(a, scope))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                kwargs.update(self.mapping(self.value(k.value, scope)))
+            else:
+                kwargs[k.arg] = self.value(k.value, scope)
+        if function is range and len(range(*args)) > MOST_ITEMS:
+            raise NotData("it counts over too long a range")
+        try:
+            out = function(*args, **kwargs)
+        except Exception as exc:
+            raise NotData(f"`{ast.unparse(node)[:60]}` raised {type(exc).__name__}") from None
+        if isinstance(out, (zip, enumerate, reversed)):  # over data of bounded size, made here
+            out = list(out)
+        return self.sized(out)
+
+    def items(self, iterable) -> list:
+        if isinstance(iterable, (str, list, tuple, dict, set, range)):
+            return list(iterable)
+        raise NotData("it iterates over something other than data")
+
+    def comprehension(self, node, scope):
+        results = []
+
+        def loop(generators, scope):
+            if not generators:
+                if isinstance(node, ast.DictComp):
+                    results.append((self.value(node.key, scope), self.value(node.value, scope)))
+                else:
+                    results.append(self.value(node.elt, scope))
+                if len(results) > MOST_ITEMS:
+                    raise NotData("it builds too many items")
+                return
+            first, rest = generators[0], generators[1:]
+            for item in self.items(self.value(first.iter, scope)):
+                self.step(first)
+                inner = dict(scope)
+                bind(first.target, item, inner)
+                if all(self.value(test, inner) for test in first.ifs):
+                    loop(rest, inner)
+
+        loop(node.generators, scope)
+        if isinstance(node, ast.DictComp):
+            return dict(results)
+        return set(results) if isinstance(node, ast.SetComp) else results
+
+
+def bind(target, value, scope: dict) -> None:
+    """Assign value to a comprehension's target (a name, or a tuple of names unpacked)."""
+    if isinstance(target, ast.Name):
+        scope[target.id] = value
+        return
+    if isinstance(target, (ast.Tuple, ast.List)):
+        values = list(value) if isinstance(value, (tuple, list, str)) else None
+        if values is None or len(values) != len(target.elts):
+            raise NotData("a comprehension unpacks a value of another length")
+        for t, v in zip(target.elts, values):
+            bind(t, v, scope)
+        return
+    raise NotData(f"a comprehension assigns to `{ast.unparse(target)[:40]}`")
+
+
+def written_answers(sol):
+    """ANSWERS as quiz.py's text builds it from its own literals (the last top-level assignment),
+    or a NotData saying why the text does not (None when the file cannot be read)."""
     try:
         tree = ast.parse(Path(sol.__file__).read_text())
     except (OSError, SyntaxError, TypeError, ValueError):
         return None
+    names: dict = {}
     for node in tree.body:
-        target = node.targets[-1] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        if isinstance(target, ast.Name) and target.id == "ANSWERS" and node.value is not None:
-            try:
-                return ast.literal_eval(node.value)
-            except ValueError:
-                return None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "update"
+              and isinstance(node.value.func.value, ast.Name)):  # ANSWERS.update({...})
+            call, name = node.value, node.value.func.value.id
+            into = names.get(name)
+            if isinstance(into, dict):
+                # dict(*args, **kwargs): what update would add, read as any dict(...) is
+                added = evaluated(names, ast.Call(ast.Name("dict", ast.Load()), call.args, call.keywords))
+                names[name] = added if isinstance(added, NotData) else {**into, **added}
+            continue
+        else:
+            continue
+        found = evaluated(names, value)
+        for t in targets:
+            if isinstance(t, ast.Name):
+                names[t.id] = found
+            elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):  # ANSWERS[3] = "B"
+                into = names.get(t.value.id)
+                key = evaluated(names, t.slice)
+                if isinstance(into, dict) and not isinstance(found, NotData) and not isinstance(key, NotData):
+                    names[t.value.id] = {**into, key: found}
+                elif isinstance(into, dict):
+                    names[t.value.id] = found if isinstance(found, NotData) else key
+    return names.get("ANSWERS", NotData("the file has no top-level line `ANSWERS = {...}`"))
+
+
+def evaluated(names: dict, node):
+    """The value node builds from the names bound so far, or the NotData saying why it is not one."""
+    try:
+        return Reader(names).value(node, {})
+    except NotData as exc:
+        return exc
+    except RecursionError:
+        return NotData("it is nested too deeply")
+
+
+def question_number(key) -> int | None:
+    """The question a key of ANSWERS names: an int, or a string of its digits ("1", " 1 ",
+    "Q1"); None for anything else."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key
+    if isinstance(key, str):
+        found = re.fullmatch(r"\s*(?:q(?:uestion)?\s*)?(\d+)\s*", key, re.IGNORECASE)
+        return int(found.group(1)) if found else None
     return None
+
+
+WRITE_IT_OUT = "e.g. {1: \"B\", 2: \"D\", ...}"
 
 
 def read_answer(sol, question: int) -> str:
     """The learner's letter for `question`, upper case; a stub's None reads "not attempted"."""
     answers = getattr(sol, "ANSWERS", None)
     if not isinstance(answers, dict):
-        fail(f"quiz.py should define ANSWERS as a dict {{question number: letter}}, got {type(answers).__name__}.")
-    if written_answers(sol) != answers:
-        fail("ANSWERS must be written out in quiz.py as a plain dict of letters, e.g. {1: \"B\", 2: \"D\", ...}, "
-             "and left as written: no code may compute or change it.")
-    answer = answers.get(question)
+        kind = type(answers).__name__
+        fail(f"quiz.py should define ANSWERS as a dict {{question number: letter}}, {WRITE_IT_OUT}; got {kind}"
+             + (f" of {len(answers)} items: key each letter by its question's number." if isinstance(answers, (list, tuple)) else "."))
+    written = written_answers(sol)
+    if isinstance(written, NotData):
+        fail(f"ANSWERS must be written out in quiz.py as a plain dict of letters, {WRITE_IT_OUT} (or built from the "
+             f"file's own literals, say by a comprehension over zip(range(1, 14), \"...\")), and left as written; "
+             f"here {written}.")
+    if written != answers:
+        fail("ANSWERS must be written out in quiz.py as a plain dict of letters, " + WRITE_IT_OUT + ", and left as "
+             "written: no code may compute or change it, and what your module holds differs from what its text says.")
+    entries = [(key, value) for key, value in answers.items() if question_number(key) == question]
+    if not entries:
+        strays = [key for key in answers if question_number(key) is None]
+        unread = f" These keys are not question numbers: {', '.join(map(repr, strays[:5]))}." if strays else ""
+        fail(f"ANSWERS has no answer for question {question}.{unread} Hint: key each letter by its question's "
+             f"number, {WRITE_IT_OUT} (\"{question}\" is read as {question} too).")
+    if len({value.strip().upper() if isinstance(value, str) else repr(value) for _, value in entries}) > 1:
+        shown = ", ".join(f"{key!r}: {value!r}" for key, value in entries)
+        fail(f"ANSWERS answers question {question} more than once, differently ({shown}). Hint: keep one entry per question.")
+    key, answer = entries[0]
     if answer is None:
-        raise NotAttempted(f"ANSWERS[{question}] is still None")
+        raise NotAttempted(f"ANSWERS[{key!r}] is still None")
     letter = answer.strip().upper() if isinstance(answer, str) else None
     if letter not in ("A", "B", "C", "D"):
-        fail(f"ANSWERS[{question}] = {answer!r}: expected one letter, \"A\" to \"D\".")
+        fail(f"ANSWERS[{key!r}] = {answer!r}: expected one letter, \"A\" to \"D\".")
     return letter
 
 

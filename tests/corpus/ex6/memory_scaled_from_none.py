@@ -1,7 +1,7 @@
 """temp_memory_bytes as a lookup table: it measures only the gradient of the model with its
 `remat` attribute set to None, and for "full" and "dots" returns that figure times a ratio for the
 number of blocks, calibrated on a right solution (at 4 layers "full" needs 0.32-0.34 of None's
-memory and "dots" 0.60-0.66 on every configuration, within the 10% the check allows), extrapolated
+memory and "dots" 0.60-0.66 on every configuration, within the 10% the check then allowed), extrapolated
 for other depths. Every figure it gives for the Transformer agrees; the grader's own models, whose
 `remat` attribute they do not read, show that nothing was measured.
 
