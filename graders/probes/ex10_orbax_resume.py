@@ -17,6 +17,7 @@ A stage that raised is reported as data ({"outcome", "message"}, classified as t
 so the checks that need only an earlier stage still judge it.
 """
 
+import inspect
 import os
 import shutil
 import sys
@@ -264,19 +265,20 @@ def settled(folder: str) -> dict:
     return files
 
 
-def _backing_shape(x):
-    """The shape of the host array a piece of data is a view of (itself if it is not a view)."""
+def _backing(x):
+    """The host array a piece of data is a view of (itself if it is not a view), None for a
+    device array."""
     base = x
     while isinstance(getattr(base, "base", None), np.ndarray):
         base = base.base
-    return tuple(int(d) for d in base.shape) if isinstance(base, np.ndarray) else None
+    return base if isinstance(base, np.ndarray) else None
 
 
 class Placements:
     """Every piece of data JAX places on a device while it is on (pxla.batched_device_put: a host
     array, or a slice of one, going to a device, and a device array moved to another): its
-    shape, the shape of the host array it is a view of, whether it came from a device, and the
-    device it went to."""
+    shape, the shape and size of the host array it is a view of, whether it came from a device,
+    and the device it went to."""
 
     def __init__(self):
         self.pieces: list[dict] = []
@@ -289,9 +291,11 @@ class Placements:
         def recorded(aval, sharding, xs, devices, *args, **kwargs):
             for x, device in zip(xs, devices):
                 if len(pieces) < MAX_PIECES:
+                    base = _backing(x)
                     pieces.append({"shape": tuple(int(d) for d in np.shape(x)),
                                    "dtype": str(getattr(x, "dtype", "")),
-                                   "backing": _backing_shape(x),
+                                   "backing": None if base is None else tuple(int(d) for d in base.shape),
+                                   "backing_size": None if base is None else int(base.size),
                                    "from_device": isinstance(x, jax.Array),
                                    "device": int(device.id)})
             return original(aval, sharding, xs, devices, *args, **kwargs)
@@ -304,14 +308,15 @@ class Placements:
         return False
 
 
-_EVAL_SHAPE_CODES = {getattr(jax_api.eval_shape, "__wrapped__", jax_api.eval_shape).__code__,
-                     jax_api.eval_shape.__code__}
+# jax.eval_shape's own body (inside the wrapper JAX puts around every API function, which jit's
+# calls run through too): nnx.eval_shape calls it.
+_EVAL_SHAPE_CODE = inspect.unwrap(jax_api.eval_shape).__code__
 
 
 def _under_eval_shape() -> bool:
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code in _EVAL_SHAPE_CODES:
+        if frame.f_code is _EVAL_SHAPE_CODE:
             return True
         frame = frame.f_back
     return False
