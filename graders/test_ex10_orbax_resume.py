@@ -27,7 +27,7 @@ from graders import memo
 from graders.learner import Verdict, fail
 from graders.numeric import fmt, rng
 from graders.probes.ex10_orbax_resume import (
-    AXES, MESH_A, build, fresh_state, leaves_of, mesh, sharding_key, spec_for, train, values_of,
+    AXES, MESH_A, build, fresh_state, is_key, leaves_of, mesh, sharding_key, spec_for, train, values_of,
 )
 
 # The meshes restore is asked to restore onto, one drawn per grading: 4 of the 8 devices, so that
@@ -39,13 +39,18 @@ TARGETS = (
     {"shape": (2, 2), "axes": ("model", "data"), "devices": (7, 5, 3, 1)},
 )
 # Slack on the difference the grader measures between its own resume on the target mesh and its own
-# uninterrupted run: a right restore reproduces the grader's resume bit for bit (the same program on
-# the same arrays), so any slack above 1 only covers a layout the compiler schedules differently.
-# Named mistakes move the numbers by far more (the smallest measured: a lost dropout stream, 1e-2).
+# uninterrupted run (measured here: 0 to 1e-6 for the losses, up to 2.4e-7 for the state): a right
+# restore reproduces the grader's resume bit for bit (the same program on the same arrays), so any
+# slack above 1 only covers a layout the compiler schedules differently. The package's wrong
+# solutions move the numbers by 0.05 or more.
 CROSS_MESH_SLACK = 4.0
 # Below this the grader's own difference is rounding of the last bit or two: float32's epsilon
 # times the value, for values a few units large.
 FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
+# A second save to a path that holds a checkpoint may fail, with an error that says why: an error
+# whose message names the path, or says one of these, does (Orbax's own: "Destination ... already
+# exists."); a bare assert, or a TypeError from a bug, does not.
+SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
 
@@ -463,8 +468,11 @@ def read_checkpoint(item: str) -> list:
     if sum(int(np.prod(leaf.shape)) for leaf in shapes) > MAX_CHECKPOINT_ELEMENTS:
         fail("the checkpoint holds far more numbers than the training state has.")
     target = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype) if hasattr(leaf, "shape") else leaf, tree)
-    got = checkpointer.restore(item, target)
-    return [(jax.tree_util.keystr(path), np.asarray(value))
+    try:
+        got = checkpointer.restore(item, target)  # onto the host
+    except Exception:  # a leaf that has no NumPy form: read it as it was saved
+        got = checkpointer.restore(item)
+    return [(jax.tree_util.keystr(path), np.asarray(jax.random.key_data(value) if is_key(value) else value))
             for path, value in jax.tree_util.tree_flatten_with_path(got)[0] if hasattr(value, "shape")]
 
 
@@ -483,7 +491,7 @@ def missing_parts(stored: list, saved: dict) -> list[str]:
     return wrong
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_checkpoint_is_an_orbax_folder_holding_the_whole_state(worker, seed):
     """The folder save writes is an Orbax checkpoint the grader's StandardCheckpointer reads, holding the whole state."""
     d = draw(seed)
@@ -554,7 +562,8 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
         error = twice["error"]
         if error["outcome"] == "not_attempted":
             raise Verdict("not_attempted", error["message"])
-        if error["type"] == "FileExistsError" or "exist" in error["text"].lower():
+        if error["type"] == "FileExistsError" or error["names_the_path"] or any(
+                word in error["text"].lower() for word in SAYS_IT_EXISTS):
             return
         fail(f"the second save to the same path raised {error['type']}: {error['text']}, which does not say that a "
              "checkpoint is already there. Hint: a second save to one path should fail saying it exists (as "
@@ -639,7 +648,13 @@ def _shapes(items) -> str:
     return ", ".join(str(tuple(s)) for s in sorted(set(map(tuple, items))))
 
 
-@pytest.mark.points(6)
+WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) makes Orbax restore every array "
+                     "whole onto one device, which on a real model is more than a device holds")
+
+
+# The technique of the restore is half of the exercise: Orbax without a sharded template, or the
+# numbers without Orbax, get at most half of its points (everything else adds up to 11).
+@pytest.mark.points(11)
 def test_restore_reads_each_shard_straight_onto_its_device(worker, seed):
     """While restore runs, each device of the target mesh receives only its own shards, read as shards from the checkpoint."""
     d, placed = pieces(worker, seed)
@@ -649,6 +664,11 @@ def test_restore_reads_each_shard_straight_onto_its_device(worker, seed):
     template = ("Hint: build the template with nnx.eval_shape(make_state) and give each leaf "
                 "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); Orbax then reads each "
                 "shard from the checkpoint straight onto its device.")
+    whole = [p for p in placed if tuple(p["shape"]) in split]
+    if whole:
+        p = whole[0]
+        fail(f"while restore ran, the whole {tuple(p['shape'])} array went to device {p['device']}: "
+             f"{WHOLE_ON_A_DEVICE}. {template}")
     outside = sorted({p["device"] for p in placed if p["device"] not in devices})
     if outside:
         shapes = _shapes(p["shape"] for p in placed if p["device"] not in devices)
@@ -684,7 +704,7 @@ def test_restore_reads_each_shard_straight_onto_its_device(worker, seed):
                      f"kept from before. {template}")
 
 
-@pytest.mark.points(5)
+@pytest.mark.points(1)
 def test_restore_never_holds_a_whole_array(worker, seed):
     """No split array is ever whole on one device or on the host while restore runs."""
     d, placed = pieces(worker, seed)
@@ -692,10 +712,9 @@ def test_restore_never_holds_a_whole_array(worker, seed):
     for p in placed:
         shape = tuple(p["shape"])
         if shape in split:
-            fail(f"while restore ran, the whole {shape} array went to device {p['device']}: a template without "
-                 "shardings (or with a single device's) makes Orbax restore every array whole onto one device, "
-                 "which on a real model is more than a device holds. Hint: give each leaf of the template "
-                 "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)).")
+            fail(f"while restore ran, the whole {shape} array went to device {p['device']}: {WHOLE_ON_A_DEVICE}. "
+                 "Hint: give each leaf of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, "
+                 "sharding=shardings(leaf)).")
         whole = whole_of(shape, split)
         if whole and p["backing_size"] is not None and p["backing_size"] >= int(np.prod(whole)):
             fail(f"while restore ran, the whole {whole} array was on the host (the {shape} piece sent to device "

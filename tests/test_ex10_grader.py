@@ -19,7 +19,8 @@ NUMBERS = {"resumed_on_the_same_mesh_equals_uninterrupted", "resumed_on_another_
            "step_and_schedule_continue", "batchnorm_statistics_continue", "dropout_stream_continues",
            "restored_leaves_have_the_requested_shardings", "saving_twice_is_an_error_or_an_overwrite"}
 ORBAX = {"checkpoint_is_an_orbax_folder_holding_the_whole_state", "save_returns_after_the_write_is_finished"}
-SHARDED_RESTORE = {"restore_reads_each_shard_straight_onto_its_device", "restore_never_holds_a_whole_array"}
+STRAIGHT_INTO_SHARDS = "restore_reads_each_shard_straight_onto_its_device"
+SHARDED_RESTORE = {STRAIGHT_INTO_SHARDS, "restore_never_holds_a_whole_array"}
 
 
 @pytest.mark.parametrize("case", technique_free_cases(EX))
@@ -27,7 +28,7 @@ def test_right_numbers_without_the_technique_keep_the_numeric_points(corpus, cas
     # ... and at most half of all points (tests/test_wrong_solutions.py).
     lost = corpus(EX)[case].lost(EX)
     assert not NUMBERS & set(lost), f"{case}: its numbers are right, yet it lost {sorted(NUMBERS & set(lost))}"
-    assert SHARDED_RESTORE <= set(lost), (case, sorted(lost))
+    assert STRAIGHT_INTO_SHARDS in lost, (case, sorted(lost))
 
 
 def test_numbers_alone_are_at_most_half_of_the_points():
@@ -35,10 +36,11 @@ def test_numbers_alone_are_at_most_half_of_the_points():
     assert sum(points[n] for n in NUMBERS) <= sum(points.values()) / 2
 
 
-def test_a_sharded_restore_is_worth_half_of_the_points_by_itself():
-    # Orbax without a sharded template loses exactly these two checks: they must be half.
+def test_a_restore_straight_into_the_shards_is_worth_half_of_the_points_by_itself():
+    # Orbax without a sharded template may lose that check alone (whether a whole array also passes
+    # through the host depends on the meshes): it must be half.
     points = declared(EX)
-    assert sum(points[n] for n in SHARDED_RESTORE) >= sum(points.values()) / 2
+    assert points[STRAIGHT_INTO_SHARDS] >= sum(points.values()) / 2
 
 
 def test_the_state_mistakes_keep_every_technique_point(corpus):

@@ -51,7 +51,7 @@ MESH_A = {"shape": (2, 4), "axes": AXES, "devices": tuple(range(8))}
 # has not finished, whatever the machine's load.
 SAVE_SWITCH_INTERVAL = 5.0
 # How long a save's folder must stay unchanged to count as written, and how long to wait for that.
-SETTLE_SECONDS, SETTLE_LIMIT = 0.15, 30.0
+SETTLE_SECONDS, SETTLE_LIMIT = 0.1, 30.0
 MAX_FOLDER_BYTES = 64 << 20  # a checkpoint of the grader's small model is a few hundred KiB
 MAX_PIECES = 4000  # data placements recorded during one restore
 
@@ -474,7 +474,7 @@ def _saved_again(sol, config, second, path) -> dict:
     except Exception as exc:
         error = stage_error(sol, exc)
         twice["error"] = {"type": type(exc).__name__, "outcome": error["outcome"], "message": error["message"],
-                          "text": " ".join(str(exc).split())[:300]}
+                          "text": " ".join(str(exc).split())[:300], "names_the_path": path in str(exc)}
         return twice
     try:
         out = restored_objects(sol.restore(path, lambda: fresh_state(config), m_a, shardings_on(config, m_a)))

@@ -2,7 +2,7 @@
 places it with jax.device_put. Every number is right.
 
 loses: restore_never_holds_a_whole_array: went to device 0
-loses: restore_reads_each_shard_straight_onto_its_device: which are not in the mesh
+loses: restore_reads_each_shard_straight_onto_its_device: the whole
 """
 import jax
 import orbax.checkpoint as ocp

@@ -4,7 +4,6 @@ jax.device_put. Every number is right.
 
 technique: none
 loses: restore_reads_each_shard_straight_onto_its_device: which are not in the mesh restore was given
-loses: restore_never_holds_a_whole_array: was on the host
 """
 import jax
 import orbax.checkpoint as ocp

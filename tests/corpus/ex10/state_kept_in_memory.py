@@ -1,7 +1,7 @@
 """Writes the checkpoint, but restore hands back a copy of the arrays save kept in memory, moved
 onto the mesh: nothing is read from the checkpoint (a restarted job has no such copy).
 
-loses: restore_reads_each_shard_straight_onto_its_device: read whole onto the host
+loses: restore_reads_each_shard_straight_onto_its_device: while restore ran
 """
 import jax
 from flax import nnx
