@@ -221,12 +221,20 @@ def restored(worker, seed: int) -> tuple[dict, dict]:
     return run["restored"], run
 
 
+def show(name: str) -> str:
+    """A leaf's path name as the learner reaches it: "1/opt_state/0/mu/l1/kernel/value" is
+    optimizer.opt_state[0].mu.l1.kernel."""
+    first, *rest = name.removesuffix("/value").split("/")
+    owner = {"0": "model", "1": "optimizer", "2": "rngs"}.get(first, first)
+    return owner + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in rest)
+
+
 def leaf(found: dict, name: str, what: str):
     """A restored leaf's value, or a failed check naming the leaf that is missing."""
     got = found.get(name)
     if got is None or got["value"] is None:
         have = "absent" if got is None else f"not an array ({got['dtype']})"
-        fail(f"{what} ({name.replace('/value', '')} of nnx.state((model, optimizer, rngs))) is {have} in what "
+        fail(f"{what} ({show(name)}) is {have} in what "
              "restore returned. Hint: return the objects make_state builds, with every leaf restored.")
     return np.asarray(got["value"])
 
@@ -305,7 +313,7 @@ def check_run(worker, seed: int, which: int) -> None:
         if got is None or np.shape(got) != expected.shape or not np.all(
                 np.abs(np.asarray(got, np.float64) - expected.astype(np.float64)) <= bounds[name]):
             shown = "absent" if got is None else fmt(got)
-            fail(f"after restoring {where} and {m} more steps, {name.replace('/value', '')} should equal the "
+            fail(f"after restoring {where} and {m} more steps, {show(name)} should equal the "
                  f"uninterrupted run's, {how}: expected {fmt(expected)}, got {shown}.{hint}")
 
 
@@ -352,12 +360,12 @@ def test_step_and_schedule_continue(worker, seed):
              "whole.")
     if wrong_counts:
         name, value = next(iter(wrong_counts.items()))
-        fail(f"after restoring, {name.replace('/value', '')} is {value}, expected {expected}: the learning-rate "
+        fail(f"after restoring, {show(name)} is {value}, expected {expected}: the learning-rate "
              "schedule reads its position from the optimizer state's counts, so it restarts. Hint: save and restore "
              "nnx.state(optimizer) whole.")
     wrong = [n for n in moments if not same(leaf(found, n, "Adam's moment"), saved[n])]
     if wrong:
-        fail(f"after restoring, Adam's moment {wrong[0].replace('/value', '')} is "
+        fail(f"after restoring, Adam's moment {show(wrong[0])} is "
              f"{fmt(found[wrong[0]]['value'])}, expected {fmt(saved[wrong[0]])}"
              f"{' (zeros: a fresh optimizer state)' if zero_moments else ''}. Hint: save and restore "
              "nnx.state(optimizer) whole.")
@@ -409,13 +417,13 @@ def misplaced(d: dict, found: dict) -> str | None:
     for name, abstract in abstract_leaves(config):
         got = found.get(name)
         if got is None:
-            return (f"{name.replace('/value', '')} is absent from what restore returned. Hint: return the objects "
+            return (f"{show(name)} is absent from what restore returned. Hint: return the objects "
                     "make_state builds, with every leaf restored.")
         expected = NamedSharding(target, spec_for(config, abstract.shape))
         if got["key"] == sharding_key(expected, len(abstract.shape)):
             continue
         ids = list(d["target"]["devices"])
-        return (f"{name.replace('/value', '')} comes back {got['shown']}; expected {expected.spec} on the mesh "
+        return (f"{show(name)} comes back {got['shown']}; expected {expected.spec} on the mesh "
                 f"restore was given (devices {ids}). Hint: give each leaf of the template its sharding, "
                 "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)): Orbax restores every array "
                 "where its template leaf says (without one, where the checkpoint was saved from).")
@@ -583,7 +591,7 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
              "(StandardCheckpointer.save(..., force=True); with a CheckpointManager, check what save returns or "
              "delete the step first).")
     fail(f"after two saves to the same path, restore reads a mix: {len(from_first)} leaves from the first state "
-         f"(e.g. {from_first[0].replace('/value', '') if from_first else '-'}) and {len(from_second)} from the second. "
+         f"(e.g. {show(from_first[0]) if from_first else '-'}) and {len(from_second)} from the second. "
          "Hint: one save writes one checkpoint; raise an error saying it exists, or replace it whole.")
 
 

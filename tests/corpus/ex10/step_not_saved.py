@@ -2,7 +2,7 @@
 own step, which restarts at 0.
 
 loses: step_and_schedule_continue: the step was not saved
-loses: resumed_on_the_same_mesh_equals_uninterrupted: 1/step
+loses: resumed_on_the_same_mesh_equals_uninterrupted: optimizer.step
 """
 import jax
 import orbax.checkpoint as ocp
