@@ -273,7 +273,7 @@ def diagnosis(result: dict, own: dict) -> str:
             "hold the whole training state, and restore must put all of it back.")
 
 
-def check_run(worker, seed: int, which: int) -> None:
+def check_run(worker, seed: int, which: int, note=None) -> None:
     d = draw(seed)
     own = own_runs(seed)
     exact = which == SAME
@@ -315,6 +315,13 @@ def check_run(worker, seed: int, which: int) -> None:
             shown = "absent" if got is None else fmt(got)
             fail(f"after restoring {where} and {m} more steps, {show(name)} should equal the "
                  f"uninterrupted run's, {how}: expected {fmt(expected)}, got {shown}.{hint}")
+    if note is not None and not exact:
+        own_gap = max(float(np.max(measured[name], initial=0.0)) for name in measured)
+        gap = max([float(np.max(diff, initial=0.0))] + [
+            float(np.max(np.abs(np.asarray(final[n], np.float64) - v.astype(np.float64)), initial=0.0))
+            for n, v in expected_final.items()])
+        note(f"resumed {where}: largest difference from the uninterrupted run {gap:.1e} (the grader's own resume "
+             f"there: {own_gap:.1e})")
 
 
 # --- checks: resuming equals never stopping ----------------------------------------------------
@@ -326,9 +333,9 @@ def test_resumed_on_the_same_mesh_equals_uninterrupted(worker, seed):
 
 
 @pytest.mark.points(1)
-def test_resumed_on_another_mesh_matches_uninterrupted(worker, seed):
+def test_resumed_on_another_mesh_matches_uninterrupted(worker, seed, note):
     """Restored onto another mesh, m more steps match k+m straight within the grader's measured rounding."""
-    check_run(worker, seed, OTHER)
+    check_run(worker, seed, OTHER, note)
 
 
 @pytest.mark.points(1)
@@ -663,9 +670,11 @@ WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) m
 # The technique of the restore is half of the exercise: Orbax without a sharded template, or the
 # numbers without Orbax, get at most half of its points (everything else adds up to 11).
 @pytest.mark.points(11)
-def test_restore_reads_each_shard_straight_onto_its_device(worker, seed):
+def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
     """While restore runs, each device of the target mesh receives only its own shards, read as shards from the checkpoint."""
     d, placed = pieces(worker, seed)
+    note(f"while restore ran: {len(placed)} pieces of the split arrays placed, of shapes "
+         f"{_shapes(p['shape'] for p in placed) or 'none'}, on devices {sorted({p['device'] for p in placed})}")
     split = split_leaves(d)
     devices = set(d["target"]["devices"])
     ids = sorted(devices)

@@ -4,15 +4,12 @@ The grader's model (BatchNorm, Dropout), its AdamW with a warmup schedule, its R
 training step are defined here, because both sides run them: the worker trains with them around
 the learner's `save` and `restore`, and the judge (graders/test_ex10_orbax_resume.py) trains with
 them straight through to get the expected numbers. The judge draws the configuration, the
-starting state and the batches, and sends them; a probe hands back what the learner's code made
-of them, as plain data:
-  * `resume`: k steps on mesh A, the learner's `save` (the checkpoint folder's listing the moment
-    `save` returned, then every byte of it once it stops changing), the learner's `restore` onto
-    the target mesh (what `make_state` was asked for, every piece of data JAX placed on a device
-    while it ran, and each restored leaf: its value and its placement), then m more steps from
-    what came back;
-  * `save_twice`: two states saved to one path, what the second save did, and what `restore`
-    reads back.
+starting state and the batches, and sends them; one probe, `experiment`, hands back what the
+learner's code made of them, as plain data: k steps on mesh A and the learner's `save` (the
+checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
+changing); for each target mesh, the learner's `restore` (what `make_state` was asked for, every
+piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
+m more steps from what came back; then a second save to the same path, and what it did.
 A stage that raised is reported as data ({"outcome", "message"}, classified as the runner would),
 so the checks that need only an earlier stage still judge it.
 """
@@ -22,7 +19,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -52,7 +48,7 @@ MESH_A = {"shape": (2, 4), "axes": AXES, "devices": tuple(range(8))}
 SAVE_SWITCH_INTERVAL = 5.0
 # How long a save's folder must stay unchanged to count as written, and how long to wait for that.
 SETTLE_SECONDS, SETTLE_LIMIT = 0.1, 30.0
-MAX_FOLDER_BYTES = 64 << 20  # a checkpoint of the grader's small model is a few hundred KiB
+MAX_FOLDER_BYTES = 64 << 20  # far above a checkpoint of the grader's small model
 MAX_PIECES = 4000  # data placements recorded during one restore
 
 
