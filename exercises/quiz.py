@@ -1,4 +1,4 @@
-"""Quiz: thirteen questions on large-scale training in JAX.
+"""Quiz: questions on large-scale training in JAX.
 
 Replace each None with one letter, "A" to "D" (case and surrounding spaces are ignored; a question's
 number may be written 1 or "1"), and keep ANSWERS a plain dict written out below (or one built from
@@ -96,6 +96,17 @@ Q13. mesh = jax.make_mesh((2, 4), ("data", "model")) (Explicit axes, the default
       C. it all-gathers w2 before the second matmul, so no all-reduce is needed, and returns y
       D. it raises ShardingTypeError: the contracting dimension of the second matmul is sharded, so
          the output sharding is ambiguous; it must be given with jnp.matmul(..., out_sharding=...)
+
+Q15. A job trains an NNX model with BatchNorm and Dropout, an nnx.Optimizer (AdamW with a warmup
+    schedule) and an nnx.Rngs for dropout. It is stopped at step k and resumed from a checkpoint.
+    What must the checkpoint hold for steps k+1, k+2, ... to be exactly those of the run that never
+    stopped?
+      A. the parameters: the optimizer rebuilds its state from them on the first step after resuming
+      B. the parameters and the optimizer state; BatchNorm's statistics and the dropout masks are
+         recomputed from the data
+      C. the parameters, BatchNorm's running statistics, the optimizer state with its step (Adam's
+         moments and the schedule's count) and the RNG state (the dropout stream's key and count)
+      D. the parameters and the current learning rate; Adam's moments settle again within a few steps
 """
 
 ANSWERS: dict[int, str | None] = {
@@ -112,4 +123,5 @@ ANSWERS: dict[int, str | None] = {
     11: None,
     12: None,
     13: None,
+    15: None,
 }

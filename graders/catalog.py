@@ -65,6 +65,12 @@ _ALL = (
              "the chapter's section 6.7", cost=3.6, libraries=("jax", "optax"),
              edit=(("lambda g: g / scale", "lambda g: g / scale * 1.0"),
                    ("jnp.maximum(ls.scale / factor, min_scale)", "jnp.maximum(ls.scale / factor * 1.0, min_scale)"))),
+    # ex10's learner code compiles nothing of its own (save and restore only move the grader's state),
+    # so its edit changes the reference's copy of the stub's training step, which no grading compiles:
+    # its edit loop is a warm run.
+    Exercise("ex10", "ex10_orbax_resume", "resuming from Orbax on another mesh",
+             "the chapter's section 6.3", cost=6.5, libraries=("jax", "flax.nnx", "optax", "orbax.checkpoint"),
+             edit=(("return jnp.mean((model(x, rngs) - y) ** 2)", "return jnp.mean((model(x, rngs) - y) ** 2) * 1.0"),)),
     Exercise("quiz", "quiz", "quiz", "the chapter's quiz, the tutorial's bugs, bf16's range and Explicit-axis matmuls",
              cost=0.3, libraries=(), data=("ANSWERS",)),
 )

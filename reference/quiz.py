@@ -16,4 +16,5 @@ ANSWERS: dict[int, str | None] = {
     11: "D",  # jax.remat(policy=...) without the function raises TypeError
     12: "C",  # bf16 keeps fp32's exponent range, so small gradients do not underflow
     13: "D",  # a sharded contracting dim leaves the output sharding ambiguous: ShardingTypeError
+    15: "C",  # parameters, BatchNorm statistics, optimizer state with its step, RNG state
 }

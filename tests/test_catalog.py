@@ -52,7 +52,7 @@ def test_libraries_are_those_the_grader_and_the_solution_import(ex_id):
     module = catalog.module_name(ex_id)
     used = (_imports(catalog.grader_file(ex_id)) | _imports(ROOT / "reference" / f"{module}.py")
             | (_imports(catalog.probes_file(ex_id)) if catalog.has_probes(ex_id) else set()))
-    assert declared == used & {"jax", "flax", "optax", "ml_dtypes"}, (declared, used)
+    assert declared == used & {"jax", "flax", "optax", "orbax", "ml_dtypes"}, (declared, used)
 
 
 @pytest.mark.parametrize("ex_id", IDS)

@@ -279,3 +279,66 @@ def test_q13_sharded_contracting_dim_on_explicit_axes_raises_until_out_sharding_
             assert {k: v for k, v in counts.items() if v} == collectives, (spec, counts)
     assert "out_sharding=P('data', None)" in EXPLANATIONS[13]
     assert options(13)[KEY[13]].startswith("it raises ShardingTypeError")
+
+
+def test_q15_resuming_exactly_needs_parameters_batch_stats_optimizer_with_step_and_rng():
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.l1 = nnx.Linear(5, 8, rngs=rngs)
+            self.bn = nnx.BatchNorm(8, momentum=0.9, rngs=rngs)
+            self.drop = nnx.Dropout(0.5)
+            self.l2 = nnx.Linear(8, 3, rngs=rngs)
+
+        def __call__(self, x, rngs):
+            return self.l2(self.drop(nnx.relu(self.bn(self.l1(x))), rngs=rngs))
+
+    schedule = optax.warmup_cosine_decay_schedule(0.0, 1e-2, 10, 50, 1e-3)
+    tx = optax.adamw(schedule, weight_decay=1e-2)
+
+    def fresh():
+        model = Net(nnx.Rngs(params=0))
+        return model, nnx.Optimizer(model, tx, wrt=nnx.Param), nnx.Rngs(dropout=1)
+
+    @nnx.jit
+    def step(model, optimizer, rngs, x, y):
+        loss, grads = nnx.value_and_grad(lambda m, r: jnp.mean((m(x, r) - y) ** 2))(model, rngs)
+        optimizer.update(model, grads)
+        return loss
+
+    r = np.random.default_rng(0)
+    data = [(jnp.asarray(r.normal(size=(16, 5)), jnp.float32), jnp.asarray(r.normal(size=(16, 3)), jnp.float32))
+            for _ in range(6)]
+    objects = fresh()
+    for x, y in data[:3]:
+        step(*objects, x, y)
+    copy = lambda tree: jax.tree.map(jnp.copy, tree)  # noqa: E731
+    model, optimizer, rngs = objects
+    saved = {"params": copy(nnx.state(model, nnx.Param)), "batch_stats": copy(nnx.state(model, nnx.BatchStat)),
+             "optimizer": copy(nnx.state(optimizer)), "rngs": copy(nnx.state(rngs))}
+    straight = [float(step(*objects, x, y)) for x, y in data[3:]]
+
+    def numbers(objects):  # every leaf of the state on the host, a PRNG key as its key data
+        return [np.asarray(jax.random.key_data(a) if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else a)
+                for a in jax.tree.leaves(nnx.state(objects))]
+
+    straight_state = numbers(objects)
+
+    def resumed(parts):
+        model, optimizer, rngs = fresh()
+        for part in parts:
+            nnx.update({"params": model, "batch_stats": model, "optimizer": optimizer, "rngs": rngs}[part],
+                       copy(saved[part]))
+        losses = [float(step(model, optimizer, rngs, x, y)) for x, y in data[3:]]
+        same = all(np.array_equal(a, b) for a, b in zip(numbers((model, optimizer, rngs)), straight_state))
+        return losses == straight and same
+
+    everything = ("params", "batch_stats", "optimizer", "rngs")
+    assert resumed(everything)
+    for missing in everything:  # leave any one out and the resumed run parts from the straight one
+        assert not resumed(tuple(p for p in everything if p != missing)), missing
+    assert not resumed(("params",))
+    assert not resumed(("params", "optimizer"))
+    # The explanation: a fresh optimizer restarts the warmup at a learning rate of 0, with zero moments.
+    assert float(schedule(0)) == 0.0
+    assert int(fresh()[1].step[...]) == 0
+    assert options(15)[KEY[15]].startswith("the parameters, BatchNorm's running statistics, the optimizer state")

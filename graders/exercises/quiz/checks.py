@@ -2,7 +2,7 @@
 
 The key is not in this file: it sits beside it in key.json, as salted hashes. Hashing only
 keeps a glance at graders/ from spoiling the quiz; with four letters per question anyone who tries
-recovers all thirteen answers in at most 52 guesses (reference/quiz.py holds them in plain text
+recovers every answer in at most four guesses per question (reference/quiz.py holds them in plain text
 anyway). So the local key serves self-study. A course hides it: `make release` leaves
 key.json out of the students' copy, and only the autograder holds it.
 
@@ -24,7 +24,8 @@ import pytest
 
 from graders.kit.verdicts import NotAttempted, fail
 
-QUESTIONS = range(1, 14)
+# Question 14 is section 6.9's (ex9's), written beside this one.
+QUESTIONS = (*range(1, 14), 15)
 KEY_FILE = Path(__file__).resolve().parent / "key.json"
 
 # What the learner reads after answering, right or wrong: the fact behind the answer, never its letter.
@@ -81,6 +82,13 @@ EXPLANATIONS = {
         "ambiguous how the output should be sharded). Writing jnp.matmul(h, w2, out_sharding=P('data', "
         "None)) settles it, and the compiler then adds the partial sums with one all-reduce "
         "(section 6.8).",
+    15: "A step after resuming reads every piece of state the step before it left behind, so the checkpoint "
+        "must hold all of them. The parameters. BatchNorm's running mean and variance, which are state and "
+        "not parameters (nnx.BatchStat: nnx.state(model, nnx.Param) leaves them out). The optimizer state "
+        "with its step: Adam's moments, and the count the warmup schedule reads its position from; without "
+        "them the schedule starts again at a learning rate of 0 and the moments at zero. And the RNG state, "
+        "the dropout stream's key and count; without it dropout repeats the masks it drew before. Leave any "
+        "one out and the resumed run parts from the one that never stopped (section 6.3).",
 }
 
 
@@ -456,3 +464,9 @@ def test_question_12(sol, explain):
 def test_question_13(sol, explain):
     """A matmul over a sharded contracting dim on Explicit axes."""
     grade_question(sol, explain, 13)
+
+
+@pytest.mark.points(1)
+def test_question_15(sol, explain):
+    """What a checkpoint must hold to resume exactly."""
+    grade_question(sol, explain, 15)

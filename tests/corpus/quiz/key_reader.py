@@ -14,6 +14,7 @@ loses: question_10: plain dict of letters
 loses: question_11: plain dict of letters
 loses: question_12: plain dict of letters
 loses: question_13: plain dict of letters
+loses: question_15: plain dict of letters
 """
 
 import hashlib

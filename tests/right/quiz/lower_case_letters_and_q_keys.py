@@ -4,5 +4,5 @@ text numbers its questions; the annotation of the stub kept.
 
 ANSWERS: dict[str, str] = {
     "Q1": "d", "Q2": " b", "Q3": "b", "Q4": "b ", "Q5": "c", "Q6": "b", "Q7": "c",
-    "Q8": "b", "Q9": "c", "Q10": "d", "Q11": "d", "Q12": "c", "Q13": "d",
+    "Q8": "b", "Q9": "c", "Q10": "d", "Q11": "d", "Q12": "c", "Q13": "d", "Q15": "c",
 }

@@ -1,0 +1,740 @@
+"""Grader for Exercise 10: the whole training state saved with Orbax and restored, straight into
+its shards, onto another mesh; resuming equals never stopping.
+
+The grader trains its own model (graders/exercises/ex10_orbax_resume/probes.py: BatchNorm, Dropout, AdamW
+with a warmup schedule, a dropout stream) from a starting state it draws, with non-zero counters.
+The worker trains it k steps on mesh A, calls the learner's save, then the learner's restore onto
+a target mesh, and trains m more steps from what came back; it sends back every number, what the
+checkpoint folder held, where each restored leaf lives and every piece of data placed on a device
+while restore ran. The expected numbers are the grader's own: the same steps trained straight
+through, and its own resume (the state moved to the target mesh by the grader). The checkpoint is
+read here with the grader's own StandardCheckpointer.
+"""
+
+import functools
+import os
+import tempfile
+from pathlib import PurePosixPath
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from flax import nnx
+from jax.sharding import NamedSharding
+
+from graders.kit import figure_store
+from graders.kit.verdicts import Verdict, fail
+from graders.kit.numeric import fmt, rng
+from graders.exercises.ex10_orbax_resume.probes import (
+    AXES, MESH_A, build, fresh_state, is_key, leaves_of, mesh, sharding_key, spec_for, train, values_of,
+)
+
+# The meshes restore is asked to restore onto, one drawn per grading: 4 of the 8 devices, so that
+# data read onto the devices it was saved from (all 8) lands outside them, and "model" of 2 or 4,
+# so that the kernels stay split; one with its axes in the other order.
+TARGETS = (
+    {"shape": (2, 2), "axes": AXES, "devices": (4, 5, 6, 7)},
+    {"shape": (1, 4), "axes": AXES, "devices": (0, 2, 4, 6)},
+    {"shape": (2, 2), "axes": ("model", "data"), "devices": (7, 5, 3, 1)},
+)
+# Slack on the difference the grader measures between its own resume on the target mesh and its own
+# uninterrupted run (measured here: 0 to 1e-6 for the losses, up to 2.4e-7 for the state): a right
+# restore reproduces the grader's resume bit for bit (the same program on the same arrays), so any
+# slack above 1 only covers a layout the compiler schedules differently. The package's wrong
+# solutions move the numbers by 0.05 or more.
+CROSS_MESH_SLACK = 4.0
+# Below this the grader's own difference is rounding of the last bit or two: float32's epsilon
+# times the value, for values a few units large.
+FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
+# A second save to a path that holds a checkpoint may fail, with an error that says why: an error
+# whose message names the path, or says one of these, does (Orbax's own: "Destination ... already
+# exists."); a bare assert, or a TypeError from a bug, does not.
+SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
+# Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
+MAX_CHECKPOINT_ELEMENTS = 1 << 22
+
+
+# --- the draw --------------------------------------------------------------------------------
+
+def draw(seed: int) -> dict:
+    """The configuration, the target mesh and the step counts of this grading."""
+    r = rng(seed)
+    dh = int(r.choice([8, 16, 24, 32]))  # divides by 4 ("model" on A) and 2
+    din = int(r.choice([d for d in range(5, 13) if d != dh]))
+    dout = int(r.choice([d for d in range(3, 8) if d not in (din, dh)]))
+    k, m = int(r.integers(2, 4)), int(r.integers(2, 4))
+    warmup = k + m + int(r.integers(1, 4))  # the resume falls inside the warmup: the LR depends on the step
+    peak = float(r.choice([3e-3, 1e-2, 3e-2]))
+    config = {"din": din, "dh": dh, "dout": dout, "batch": int(r.choice([8, 12, 16])),
+              "rate": float(r.choice([0.25, 0.5])), "momentum": float(r.choice([0.8, 0.9])),
+              "peak": peak, "warmup": warmup, "decay_steps": warmup + int(r.integers(8, 20)), "end": peak / 10,
+              "wd": float(r.choice([1e-3, 1e-2])), "init_seed": int(r.integers(1 << 16)),
+              "key": [int(v) for v in r.integers(0, 2**32, size=2, dtype=np.uint64)]}
+    return {"config": config, "k": k, "m": m, "target": TARGETS[int(r.integers(len(TARGETS)))],
+            "step0": int(r.integers(1, 5)), "count0": int(r.integers(20, 60))}
+
+
+_ABSTRACT: dict = {}  # configuration -> its abstract leaves (one draw per grading)
+
+
+def abstract_leaves(config: dict) -> list:
+    """(path name, ShapeDtypeStruct) of the grader's training state."""
+    key = repr(sorted(config.items()))
+    if key not in _ABSTRACT:
+        _ABSTRACT[key] = leaves_of(nnx.eval_shape(lambda: fresh_state(config)))
+    return _ABSTRACT[key]
+
+
+def start_values(d: dict, seed: int) -> dict:
+    """A state mid-training: every number drawn, the optimizer's step and counts at step0, the
+    dropout stream's count at count0 (never 0, so that a stream restarted at 0 shows)."""
+    config, r = d["config"], rng(seed)
+    values = {}
+    for name, leaf in abstract_leaves(config):
+        shape, dtype = tuple(leaf.shape), leaf.dtype
+        if name.endswith("dropout/key/value"):
+            values[name] = np.asarray(config["key"], np.uint32)
+        elif name.endswith("dropout/count/value"):
+            values[name] = np.asarray(d["count0"], dtype)
+        elif name.endswith("count/value") or name.endswith("step/value"):
+            values[name] = np.asarray(d["step0"], dtype)
+        elif "/nu/" in name:
+            values[name] = r.uniform(1e-4, 1e-3, shape).astype(dtype)
+        elif "/mu/" in name:
+            values[name] = (r.normal(size=shape) * 1e-2).astype(dtype)
+        elif name.endswith("bn/var/value"):
+            values[name] = r.uniform(0.5, 1.5, shape).astype(dtype)
+        elif name.endswith("bn/scale/value"):
+            values[name] = (1 + 0.1 * r.normal(size=shape)).astype(dtype)
+        elif name.endswith("kernel/value"):
+            values[name] = (r.normal(size=shape) * 0.4).astype(dtype)
+        else:  # biases, the BatchNorm shift and running mean
+            values[name] = (r.normal(size=shape) * 0.1).astype(dtype)
+    return values
+
+
+def batches(d: dict, seed: int) -> list:
+    config, r = d["config"], rng(seed)
+    return [(r.normal(size=(config["batch"], config["din"])).astype(np.float32),
+             r.normal(size=(config["batch"], config["dout"])).astype(np.float32)) for _ in range(d["k"] + d["m"])]
+
+
+SEEDS = {"values": 1, "batches": 2, "second": 3}
+
+
+@functools.cache
+def inputs(seed: int):
+    d = draw(seed)
+    return d, start_values(d, seed * 10 + SEEDS["values"]), batches(d, seed * 10 + SEEDS["batches"])
+
+
+@functools.cache
+def second_values(seed: int) -> dict:
+    """Another state at the step the first was saved at (its counters as they were then, its
+    numbers other): what the second save to the same path writes."""
+    d = draw(seed)
+    later = dict(d, step0=d["step0"] + d["k"], count0=d["count0"] + d["k"])
+    return start_values(later, seed * 10 + SEEDS["second"])
+
+
+# --- the grader's own runs -------------------------------------------------------------------
+
+def _plain(values: dict) -> dict:
+    return {k: [str(v.dtype), list(v.shape), np.asarray(v).reshape(-1).tolist()] for k, v in values.items()}
+
+
+def _arrays(plain: dict) -> dict:
+    return {k: np.asarray(flat, dtype).reshape(shape) for k, (dtype, shape, flat) in plain.items()}
+
+
+@functools.cache
+def own_runs(seed: int) -> dict:
+    """The grader's own training from this grading's draw: the state after k steps on mesh A, the
+    k+m steps straight through on A (losses of the last m, final state), and its own resume (the
+    state after k moved to the target mesh with jax.device_put, m steps there)."""
+    d, values, data = inputs(seed)
+
+    def compute():
+        config, k = d["config"], d["k"]
+        m_a, m_t = mesh(MESH_A), mesh(d["target"])
+        objects = build(config, values, m_a)
+        train(config, objects, data[:k], m_a)
+        saved = values_of(objects)
+        straight = train(config, objects, data[k:], m_a)
+        resumed_objects = build(config, saved, m_t)
+        resumed = train(config, resumed_objects, data[k:], m_t)
+        return {"saved": _plain(saved), "straight": straight, "straight_final": _plain(values_of(objects)),
+                "resumed": resumed, "resumed_final": _plain(values_of(resumed_objects))}
+
+    got = figure_store.stored("ex10 own runs", (seed, repr(d)), compute)
+    return {"saved": _arrays(got["saved"]), "straight": np.asarray(got["straight"], np.float32),
+            "straight_final": _arrays(got["straight_final"]), "resumed": np.asarray(got["resumed"], np.float32),
+            "resumed_final": _arrays(got["resumed_final"])}
+
+
+# --- what came back ----------------------------------------------------------------------------
+
+def stage(result: dict, name: str, needed_by: str = "") -> None:
+    """End the check with what the learner's code did at a stage that failed."""
+    error = result.get(name)
+    if error:
+        depends = needed_by and name != needed_by and error["outcome"] != "not_attempted"
+        raise Verdict(error["outcome"], f"{needed_by} depends on {name}, which failed: {error['message']}"
+                      if depends else error["message"])
+
+
+SAME, OTHER = 0, 1  # the runs of an experiment: restored onto mesh A, onto the drawn target
+
+
+_EXPERIMENTS: dict = {}  # seed -> ("value", result) or ("raised", what ended it)
+
+
+def experiment(worker, seed: int) -> dict:
+    """The worker's whole experiment for this grading, run once: every check reads it, and a run
+    that ended early (the learner's code out of time, or exiting) ends every check the same way."""
+    if seed not in _EXPERIMENTS:
+        d, values, data = inputs(seed)
+        try:
+            _EXPERIMENTS[seed] = ("value", worker.experiment(d["config"], values, data, d["k"], [MESH_A, d["target"]],
+                                                             second_values(seed)))
+        except BaseException as exc:
+            _EXPERIMENTS[seed] = ("raised", exc)
+    kind, got = _EXPERIMENTS[seed]
+    if kind == "raised":
+        raise got
+    return got
+
+
+def run_of(worker, seed: int, which: int, needed_by: str) -> dict:
+    """One restore and what followed it, or the check ends with the stage that failed."""
+    result = experiment(worker, seed)
+    stage(result, "save", needed_by)
+    run = result["runs"][which]
+    stage(run, "restore", needed_by)
+    return run
+
+
+def restored(worker, seed: int) -> tuple[dict, dict]:
+    """(what restore onto the drawn target mesh returned, described leaf by leaf; that run)."""
+    run = run_of(worker, seed, OTHER, "restore")
+    return run["restored"], run
+
+
+def show(name: str) -> str:
+    """A leaf's path name as the learner reaches it: "1/opt_state/0/mu/l1/kernel/value" is
+    optimizer.opt_state[0].mu.l1.kernel."""
+    first, *rest = name.removesuffix("/value").split("/")
+    owner = {"0": "model", "1": "optimizer", "2": "rngs"}.get(first, first)
+    return owner + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in rest)
+
+
+def leaf(found: dict, name: str, what: str):
+    """A restored leaf's value, or a failed check naming the leaf that is missing."""
+    got = found.get(name)
+    if got is None or got["value"] is None:
+        have = "absent" if got is None else f"not an array ({got['dtype']})"
+        fail(f"{what} ({show(name)}) is {have} in what "
+             "restore returned. Hint: return the objects make_state builds, with every leaf restored.")
+    return np.asarray(got["value"])
+
+
+def same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and np.array_equal(a.astype(np.float64), b.astype(np.float64))
+
+
+GROUPS = (("the parameters", lambda n: n.startswith("0/") and "/bn/mean" not in n and "/bn/var" not in n),
+          ("the BatchNorm statistics", lambda n: "/bn/mean" in n or "/bn/var" in n),
+          ("Adam's moments", lambda n: "/mu/" in n or "/nu/" in n),
+          ("the optimizer's step and the schedule's counts", lambda n: n.startswith("1/") and n.endswith("count/value")
+           or n == "1/step/value"),
+          ("the dropout stream (key and count)", lambda n: n.startswith("2/")))
+
+
+def restored_differences(found: dict, saved: dict) -> list[str]:
+    """Which parts of the saved state came back other than they were saved."""
+    wrong = []
+    for group, belongs in GROUPS:
+        names = [n for n in saved if belongs(n)]
+        if any(found.get(n) is None or found[n]["value"] is None or not same(found[n]["value"], saved[n])
+               for n in names):
+            wrong.append(group)
+    return wrong
+
+
+def diagnosis(result: dict, own: dict) -> str:
+    if result.get("restored") is None:
+        return ""
+    wrong = restored_differences(result["restored"], own["saved"])
+    if not wrong:
+        return ""
+    return (f" What restore returned already differs from what was saved in {', '.join(wrong)}: the checkpoint must "
+            "hold the whole training state, and restore must put all of it back.")
+
+
+def check_run(worker, seed: int, which: int, note=None) -> None:
+    d = draw(seed)
+    own = own_runs(seed)
+    exact = which == SAME
+    target = MESH_A if exact else d["target"]
+    result = run_of(worker, seed, which, "resuming")
+    if result["train"] and not exact and misplaced(d, result["restored"]):
+        fail("the grader could not train on from what restore returned, because of where it put the arrays: this "
+             "depends on restored_leaves_have_the_requested_shardings, which fails: " + misplaced(d, result["restored"]))
+    stage(result, "train")
+    k, m = d["k"], d["m"]
+    where = "on the mesh it was saved from" if exact else f"on a {target['shape']} mesh of devices {list(target['devices'])}"
+    losses = np.asarray(result["losses"], np.float32)
+    expected_losses, expected_final = own["straight"], own["straight_final"]
+    if exact:
+        bounds = {"losses": 0.0, **{name: 0.0 for name in expected_final}}
+    else:
+        measured = {"losses": np.abs(own["resumed"].astype(np.float64) - expected_losses), **{
+            name: np.abs(own["resumed_final"][name].astype(np.float64) - expected_final[name].astype(np.float64))
+            for name in expected_final}}
+        scale = {"losses": np.abs(expected_losses), **{n: np.abs(v.astype(np.float64)) for n, v in expected_final.items()}}
+        bounds = {name: CROSS_MESH_SLACK * float(np.max(diff, initial=0.0))
+                  + FLOAT32_FLOOR * float(np.max(scale[name], initial=1.0)) for name, diff in measured.items()}
+    how = "bit for bit" if exact else "within the grader's measured rounding across meshes"
+    hint = diagnosis(result, own) or (" Hint: save the whole state (parameters, BatchNorm statistics, nnx.state(optimizer) "
+                                      "with its step, nnx.state(rngs)) and put all of it back.")
+    if losses.shape != expected_losses.shape:
+        fail(f"after restoring {where}, the grader's {m} steps gave {losses.size} losses; expected {m}.")
+    diff = np.abs(losses.astype(np.float64) - expected_losses)
+    if not np.all(diff <= bounds["losses"]):
+        step = int(np.argmax(diff))
+        fail(f"after restoring {where}, the losses of steps {k + 1}..{k + m} should equal those of the same steps "
+             f"trained without stopping, {how}: expected {fmt(expected_losses)}, got {fmt(losses)} (step {k + step + 1} "
+             f"differs by {float(diff.max(initial=0.0)):.3g}).{hint}")
+    final = result["final"] or {}
+    for name, expected in expected_final.items():
+        got = final.get(name)
+        if got is None or np.shape(got) != expected.shape or not np.all(
+                np.abs(np.asarray(got, np.float64) - expected.astype(np.float64)) <= bounds[name]):
+            shown = "absent" if got is None else fmt(got)
+            fail(f"after restoring {where} and {m} more steps, {show(name)} should equal the "
+                 f"uninterrupted run's, {how}: expected {fmt(expected)}, got {shown}.{hint}")
+    if note is not None and not exact:
+        own_gap = max(float(np.max(measured[name], initial=0.0)) for name in measured)
+        gap = max([float(np.max(diff, initial=0.0))] + [
+            float(np.max(np.abs(np.asarray(final[n], np.float64) - v.astype(np.float64)), initial=0.0))
+            for n, v in expected_final.items()])
+        note(f"resumed {where}: largest difference from the uninterrupted run {gap:.1e} (the grader's own resume "
+             f"there: {own_gap:.1e})")
+
+
+# --- checks: resuming equals never stopping ----------------------------------------------------
+
+@pytest.mark.points(1)
+def test_resumed_on_the_same_mesh_equals_uninterrupted(worker, seed):
+    """k steps, save, restore onto the same mesh, m steps: losses and state bit for bit as k+m steps straight."""
+    check_run(worker, seed, SAME)
+
+
+@pytest.mark.points(1)
+def test_resumed_on_another_mesh_matches_uninterrupted(worker, seed, note):
+    """Restored onto another mesh, m more steps match k+m straight within the grader's measured rounding."""
+    check_run(worker, seed, OTHER, note)
+
+
+@pytest.mark.points(1)
+def test_step_and_schedule_continue(worker, seed):
+    """The restored optimizer's step, its schedule's counts and Adam's moments are those saved."""
+    d = draw(seed)
+    found, _ = restored(worker, seed)
+    saved = own_runs(seed)["saved"]
+    expected = d["step0"] + d["k"]
+    step = leaf(found, "1/step/value", "optimizer.step")
+    counts = {n: leaf(found, n, "the schedule's count") for n in saved if n.startswith("1/opt_state") and
+              n.endswith("count/value")}
+    moments = [n for n in saved if "/mu/" in n or "/nu/" in n]
+    zero_moments = all(not np.any(np.asarray(found[n]["value"])) for n in moments
+                       if found.get(n) is not None and found[n]["value"] is not None)
+    wrong_counts = {n: int(v) for n, v in counts.items() if int(v) != expected}
+    if int(step) != expected and wrong_counts:
+        only = (" Adam's moments came back zero too: only the parameters were saved, so the warmup schedule "
+                "restarts (its learning rate at step 0 is 0) and Adam forgets every gradient it saw."
+                if zero_moments else "")
+        fail(f"after restoring, optimizer.step is {int(step)} and the schedule's counts are "
+             f"{sorted(set(wrong_counts.values()))}; expected {expected} (the state was saved after {d['k']} steps "
+             f"from step {d['step0']}).{only} Hint: save nnx.state(optimizer) whole: opt_state (with its counts) and "
+             "step.")
+    if int(step) != expected:
+        fail(f"after restoring, optimizer.step is {int(step)}, expected {expected}, though the schedule's counts are "
+             "right: the step was not saved (nnx.state(optimizer) holds it beside opt_state), so anything that "
+             "reads optimizer.step (logging, the next checkpoint's number) restarts. Hint: save nnx.state(optimizer) "
+             "whole.")
+    if wrong_counts:
+        name, value = next(iter(wrong_counts.items()))
+        fail(f"after restoring, {show(name)} is {value}, expected {expected}: the learning-rate "
+             "schedule reads its position from the optimizer state's counts, so it restarts. Hint: save and restore "
+             "nnx.state(optimizer) whole.")
+    wrong = [n for n in moments if not same(leaf(found, n, "Adam's moment"), saved[n])]
+    if wrong:
+        fail(f"after restoring, Adam's moment {show(wrong[0])} is "
+             f"{fmt(found[wrong[0]]['value'])}, expected {fmt(saved[wrong[0]])}"
+             f"{' (zeros: a fresh optimizer state)' if zero_moments else ''}. Hint: save and restore "
+             "nnx.state(optimizer) whole.")
+
+
+@pytest.mark.points(1)
+def test_batchnorm_statistics_continue(worker, seed):
+    """The restored BatchNorm running mean and variance are those saved."""
+    found, _ = restored(worker, seed)
+    saved = own_runs(seed)["saved"]
+    for name in ("0/bn/mean/value", "0/bn/var/value"):
+        got = leaf(found, name, "BatchNorm's running statistic")
+        if same(got, saved[name]):
+            continue
+        fresh = np.zeros_like(got) if "mean" in name else np.ones_like(got)
+        why = (" These are BatchNorm's initial values (mean 0, variance 1): no BatchNorm statistics were saved. "
+               "They are not parameters: nnx.state(model, nnx.Param) leaves them out; save "
+               "nnx.state(model, nnx.BatchStat) too (or nnx.state(model) whole)." if same(got, fresh) else
+               " Hint: save nnx.state(model, nnx.BatchStat) and restore it as it was saved.")
+        fail(f"after restoring, BatchNorm's running {name.split('/')[2]} is {fmt(got)}, expected "
+             f"{fmt(saved[name])}.{why}")
+
+
+@pytest.mark.points(1)
+def test_dropout_stream_continues(worker, seed):
+    """The restored rngs hold the saved dropout key and count: the next masks are the uninterrupted run's."""
+    d = draw(seed)
+    found, _ = restored(worker, seed)
+    saved = own_runs(seed)["saved"]
+    key = leaf(found, "2/dropout/key/value", "the dropout stream's key")
+    count = int(leaf(found, "2/dropout/count/value", "the dropout stream's count"))
+    expected_count = int(saved["2/dropout/count/value"])
+    if not same(key, saved["2/dropout/key/value"]):
+        fail(f"after restoring, the dropout stream's key is {np.asarray(key).tolist()}, expected "
+             f"{saved['2/dropout/key/value'].tolist()}: the masks after resuming diverge from the uninterrupted "
+             "run's. Hint: save nnx.state(rngs) and restore it; do not make a new nnx.Rngs.")
+    if count != expected_count:
+        why = (f" It is {count}: the RNG was not saved, so the stream starts again and dropout repeats the masks it "
+               "drew before." if count < expected_count else " The stream was advanced past where it was saved.")
+        fail(f"after restoring, the dropout stream's count is {count}, expected {expected_count} (it was "
+             f"{d['count0']} before the {d['k']} steps, each of which draws one key).{why} Hint: save "
+             "nnx.state(rngs) (its key and its count) and restore it.")
+
+
+def misplaced(d: dict, found: dict) -> str | None:
+    """What is wrong with where restore put the leaves on the drawn target mesh, or None."""
+    target = mesh(d["target"])
+    config = d["config"]
+    for name, abstract in abstract_leaves(config):
+        got = found.get(name)
+        if got is None:
+            return (f"{show(name)} is absent from what restore returned. Hint: return the objects "
+                    "make_state builds, with every leaf restored.")
+        expected = NamedSharding(target, spec_for(config, abstract.shape))
+        if got["key"] == sharding_key(expected, len(abstract.shape)):
+            continue
+        ids = list(d["target"]["devices"])
+        return (f"{show(name)} comes back {got['shown']}; expected {expected.spec} on the mesh "
+                f"restore was given (devices {ids}). Hint: give each leaf of the template its sharding, "
+                "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)): Orbax restores every array "
+                "where its template leaf says (without one, where the checkpoint was saved from).")
+    return None
+
+
+@pytest.mark.points(1)
+def test_restored_leaves_have_the_requested_shardings(worker, seed):
+    """Every leaf restore returns is placed as shardings(leaf) says, on the mesh it was given."""
+    found, _ = restored(worker, seed)
+    wrong = misplaced(draw(seed), found)
+    if wrong:
+        fail(wrong)
+
+
+# --- checks: the checkpoint ----------------------------------------------------------------
+
+MAX_FILES, MAX_BYTES = 4000, 64 << 20  # far above a checkpoint of the grader's small model
+
+
+def unpack(files: dict, folder: str) -> None:
+    """Write the files a worker sent into folder: relative paths only, nothing outside it."""
+    if not isinstance(files, dict) or len(files) > MAX_FILES or sum(
+            len(d) for d in files.values() if isinstance(d, bytes)) > MAX_BYTES:
+        fail("save wrote far more files or bytes than a checkpoint of the grader's small model holds.")
+    for rel, data in files.items():
+        if not isinstance(rel, str) or not isinstance(data, bytes):
+            continue
+        parts = PurePosixPath(rel).parts
+        if not parts or PurePosixPath(rel).is_absolute() or any(p in ("..", "") for p in parts):
+            continue
+        target = os.path.join(folder, *parts)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(data)
+
+
+def item_folders(folder: str) -> list[str]:
+    """The folders holding an Orbax PyTree checkpoint (its _METADATA) under folder."""
+    return sorted(root for root, _, names in os.walk(folder) if "_METADATA" in names)
+
+
+def read_checkpoint(item: str) -> list:
+    """Every leaf of the checkpoint in item, read with the grader's own StandardCheckpointer onto
+    the host (NumPy), as (path, array)."""
+    checkpointer = ocp.StandardCheckpointer()
+    metadata = checkpointer.metadata(item)
+    tree = getattr(metadata, "item_metadata", metadata)
+    shapes = [leaf for leaf in jax.tree.leaves(tree) if hasattr(leaf, "shape")]
+    if sum(int(np.prod(leaf.shape)) for leaf in shapes) > MAX_CHECKPOINT_ELEMENTS:
+        fail("the checkpoint holds far more numbers than the training state has.")
+    target = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype) if hasattr(leaf, "shape") else leaf, tree)
+    try:
+        got = checkpointer.restore(item, target)  # onto the host
+    except Exception:  # a leaf that has no NumPy form: read it as it was saved
+        got = checkpointer.restore(item)
+    return [(jax.tree_util.keystr(path), np.asarray(jax.random.key_data(value) if is_key(value) else value))
+            for path, value in jax.tree_util.tree_flatten_with_path(got)[0] if hasattr(value, "shape")]
+
+
+def missing_parts(stored: list, saved: dict) -> list[str]:
+    """The parts of the saved state whose values the checkpoint does not hold."""
+    def holds(value) -> bool:
+        return any(same(v, value) for _, v in stored)
+
+    wrong = []
+    for group, belongs in GROUPS:
+        names = [n for n in saved if belongs(n)]
+        if group.startswith("the optimizer's step"):
+            names = [n for n in names if n.startswith("1/opt_state")]  # the step's number is the counts' number
+        if not all(holds(saved[n]) for n in names):
+            wrong.append(group)
+    return wrong
+
+
+@pytest.mark.points(1)
+def test_checkpoint_is_an_orbax_folder_holding_the_whole_state(worker, seed):
+    """The folder save writes is an Orbax checkpoint the grader's StandardCheckpointer reads, holding the whole state."""
+    d = draw(seed)
+    result = experiment(worker, seed)
+    stage(result, "save")
+    files = result["folder"] or {}
+    saved = own_runs(seed)["saved"]
+    with tempfile.TemporaryDirectory(prefix="ex10-judge-") as folder:
+        unpack(files, folder)
+        items = item_folders(folder)
+        if not items:
+            shown = ", ".join(sorted(files)[:6]) or "nothing"
+            fail(f"save wrote no Orbax checkpoint (the folder holds: {shown}): there is no _METADATA file, which "
+                 "every Orbax PyTree checkpoint has. Hint: ocp.StandardCheckpointer().save(path, state) (or a "
+                 "CheckpointManager), then wait_until_finished().")
+        stored = []  # a checkpoint may hold its state in several items (a CheckpointManager's Composite)
+        for item in items:
+            try:
+                stored += read_checkpoint(item)
+            except Exception as exc:  # a folder Orbax cannot read
+                text = " ".join(str(exc).split())[:300]
+                fail(f"the grader's StandardCheckpointer cannot read the checkpoint in "
+                     f"{os.path.relpath(item, folder)} ({type(exc).__name__}: {text}). Hint: save with "
+                     "ocp.StandardCheckpointer or a CheckpointManager, and wait for the write to finish.")
+        missing = missing_parts(stored, saved)
+    if missing:
+        only = ""
+        if "Adam's moments" in missing and "the optimizer's step and the schedule's counts" in missing:
+            only = (" With no optimizer state, resuming restarts the warmup schedule (its learning rate at step 0 is "
+                    "0) and Adam's moments from zero.")
+        if "the dropout stream (key and count)" in missing:
+            only += " With no RNG state, dropout repeats or changes its masks after resuming."
+        if "the BatchNorm statistics" in missing:
+            only += (" No BatchNorm statistics: BatchNorm's running mean and variance are state, not parameters "
+                     "(nnx.BatchStat).")
+        fail(f"the checkpoint, read with the grader's own StandardCheckpointer, does not hold {', '.join(missing)} as "
+             f"they were after {d['k']} steps.{only} Hint: save parameters, nnx.state(model, nnx.BatchStat), "
+             "nnx.state(optimizer) and nnx.state(rngs).")
+
+
+@pytest.mark.points(1)
+def test_save_returns_after_the_write_is_finished(worker, seed):
+    """When save returns, the Orbax checkpoint is complete: the folder holds every file it ends up with."""
+    result = experiment(worker, seed)
+    stage(result, "save")
+    final = {rel: len(data) for rel, data in (result["folder"] or {}).items()}
+    if not any(PurePosixPath(rel).name == "_METADATA" for rel in final):
+        fail("save wrote no Orbax checkpoint, so there is no asynchronous write to wait for (see "
+             "checkpoint_is_an_orbax_folder_holding_the_whole_state). Hint: save with ocp.StandardCheckpointer.")
+    at_return = result["at_return"] or {}
+    missing = sorted(rel for rel, size in final.items() if at_return.get(rel) != size)
+    if missing:
+        shown = ", ".join(PurePosixPath(rel).name for rel in missing[:4])
+        fail(f"save returned while Orbax was still writing the checkpoint: at that moment {len(missing)} of its "
+             f"{len(final)} files were missing or incomplete ({shown}{', ...' if len(missing) > 4 else ''}). A job "
+             "stopped then (or a restore started then) finds no checkpoint. Hint: Orbax saves in the background; "
+             "call checkpointer.wait_until_finished() (or manager.wait_until_finished()) before returning.")
+
+
+@pytest.mark.points(1)
+def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
+    """A second save to the same path raises an error saying so, or replaces the first checkpoint whole."""
+    result = experiment(worker, seed)
+    stage(result, "save", "saving twice")
+    first, second = own_runs(seed)["saved"], second_values(seed)
+    twice = result["twice"]
+    if twice["error"] is not None:
+        error = twice["error"]
+        if error["outcome"] == "not_attempted":
+            raise Verdict("not_attempted", error["message"])
+        if error["type"] == "FileExistsError" or error["names_the_path"] or any(
+                word in error["text"].lower() for word in SAYS_IT_EXISTS):
+            return
+        fail(f"the second save to the same path raised {error['type']}: {error['text']}, which does not say that a "
+             "checkpoint is already there. Hint: a second save to one path should fail saying it exists (as "
+             "StandardCheckpointer.save does), or replace the checkpoint when you choose to (force=True).")
+    stage(twice, "restore", "saving twice")
+    result = twice
+    got = result["restored"]
+    from_first = [n for n in first if n in got and same(got[n], first[n]) and not same(first[n], second[n])]
+    from_second = [n for n in second if n in got and same(got[n], second[n]) and not same(first[n], second[n])]
+    differing = [n for n in first if not same(first[n], second[n])]
+    if len(from_second) == len(differing):
+        return
+    if len(from_first) == len(differing):
+        fail("the second save to the same path returned without an error, yet restore still reads the first state: "
+             "the second state was silently dropped (a CheckpointManager asked to save a step it already has "
+             "returns False and writes nothing). Hint: raise an error saying the checkpoint exists, or replace it "
+             "(StandardCheckpointer.save(..., force=True); with a CheckpointManager, check what save returns or "
+             "delete the step first).")
+    fail(f"after two saves to the same path, restore reads a mix: {len(from_first)} leaves from the first state "
+         f"(e.g. {show(from_first[0]) if from_first else '-'}) and {len(from_second)} from the second. "
+         "Hint: one save writes one checkpoint; raise an error saying it exists, or replace it whole.")
+
+
+# --- checks: the technique of the restore ------------------------------------------------------
+
+def template_calls(worker, seed: int) -> list:
+    result = experiment(worker, seed)
+    stage(result, "save", "restore")
+    run = result["runs"][OTHER]
+    if not run["calls"]:
+        stage(run, "restore")
+    return run["calls"]
+
+
+@pytest.mark.points(1)
+def test_template_comes_from_eval_shape(worker, seed):
+    """restore builds its template by calling make_state only under nnx.eval_shape (shapes, no arrays)."""
+    calls = template_calls(worker, seed)
+    if not calls:
+        fail("restore never called make_state: Orbax then has no template saying each leaf's shape, dtype and "
+             "sharding, and restore has no objects to put the state in. Hint: "
+             "model, optimizer, rngs = nnx.eval_shape(make_state).")
+    concrete = [c for c in calls if c["concrete"]]
+    if concrete:
+        fail(f"make_state ran for real ({len(concrete)} of {len(calls)} calls): the template was built by "
+             "initialising a real model, which costs the memory of the whole model (on one device, or on each) "
+             "before a byte is read, and throws it away. Hint: nnx.eval_shape(make_state) gives the same objects "
+             "holding only shapes and dtypes.")
+    traced = [c for c in calls if not c["eval_shape"]]
+    if traced:
+        fail(f"make_state was traced outside jax.eval_shape ({len(traced)} of {len(calls)} calls), e.g. inside a "
+             "jit that then runs it: that still makes every array of a real model. Hint: "
+             "nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
+
+
+def split_leaves(d: dict) -> dict:
+    """global shape -> target shard shape, for each leaf the target mesh splits."""
+    config, target = d["config"], mesh(d["target"])
+    found = {}
+    for name, abstract in abstract_leaves(config):
+        shape = tuple(abstract.shape)
+        spec = spec_for(config, shape)
+        if len(spec):
+            found[shape] = tuple(NamedSharding(target, spec).shard_shape(shape))
+    return found
+
+
+def pieces(worker, seed: int) -> tuple[dict, list]:
+    run = run_of(worker, seed, OTHER, "restore")
+    return draw(seed), [p for p in run["pieces"] if len(p["shape"]) == 2]
+
+
+def whole_of(shape: tuple, split: dict) -> tuple | None:
+    """The split array a piece of this shape can be a block of (under any sharding), if any."""
+    for whole in split:
+        if len(whole) == len(shape) and all(n > 0 and w % n == 0 for n, w in zip(shape, whole)):
+            return whole
+    return None
+
+
+def _shapes(items) -> str:
+    return ", ".join(str(tuple(s)) for s in sorted(set(map(tuple, items))))
+
+
+WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) makes Orbax restore every array "
+                     "whole onto one device, which on a real model is more than a device holds")
+
+
+# The technique of the restore is half of the exercise: Orbax without a sharded template, or the
+# numbers without Orbax, get at most half of its points (everything else adds up to 11).
+@pytest.mark.points(11)
+def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
+    """While restore runs, each device of the target mesh receives only its own shards, read as shards from the checkpoint."""
+    d, placed = pieces(worker, seed)
+    note(f"while restore ran: {len(placed)} pieces of the split arrays placed, of shapes "
+         f"{_shapes(p['shape'] for p in placed) or 'none'}, on devices {sorted({p['device'] for p in placed})}")
+    split = split_leaves(d)
+    devices = set(d["target"]["devices"])
+    ids = sorted(devices)
+    template = ("Hint: build the template with nnx.eval_shape(make_state) and give each leaf "
+                "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); Orbax then reads each "
+                "shard from the checkpoint straight onto its device.")
+    whole = [p for p in placed if tuple(p["shape"]) in split]
+    if whole:
+        p = whole[0]
+        fail(f"while restore ran, the whole {tuple(p['shape'])} array went to device {p['device']}: "
+             f"{WHOLE_ON_A_DEVICE}. {template}")
+    outside = sorted({p["device"] for p in placed if p["device"] not in devices})
+    if outside:
+        shapes = _shapes(p["shape"] for p in placed if p["device"] not in devices)
+        fail(f"while restore ran, pieces of the split arrays ({shapes}) went to devices {outside}, which are not in "
+             f"the mesh restore was given (devices {ids}): the checkpoint was read onto the devices it was saved "
+             f"from, as happens when the template carries no shardings, and then moved. {template}")
+    moved = [p for p in placed if p["from_device"]]
+    if moved:
+        fail(f"while restore ran, {len(moved)} pieces of the split arrays were copied from one device to another "
+             f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
+             f"moved afterwards (a jax.device_put after restoring). {template}")
+    cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))]
+    if cut:
+        p = cut[0]
+        fail(f"while restore ran, the pieces sent to the devices were cut from larger host arrays (a "
+             f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
+             f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
+    wanted = set(split.values())
+    other = [p for p in placed if tuple(p["shape"]) not in wanted]
+    if other:
+        fail(f"while restore ran, pieces of shape {_shapes(p['shape'] for p in other)} were placed, where this mesh "
+             f"splits the arrays into {_shapes(wanted)} shards: the data was read in another layout than the "
+             f"target's (the one it was saved in). {template}")
+    per_shard = {shape: sum(1 for _, a in abstract_leaves(d["config"]) if tuple(a.shape) == glob)
+                 for glob, shape in split.items()}
+    for shape, leaves in per_shard.items():
+        for device in ids:
+            got = sum(1 for p in placed if tuple(p["shape"]) == shape and p["device"] == device)
+            if got < leaves:
+                fail(f"while restore ran, device {device} received {got} shards of shape {shape}; the "
+                     f"{leaves} split arrays of that shape (a kernel and its two Adam moments) each have one "
+                     f"there. Restore must read the checkpoint onto the mesh it is given, not hand back arrays "
+                     f"kept from before. {template}")
+
+
+@pytest.mark.points(1)
+def test_restore_never_holds_a_whole_array(worker, seed):
+    """No split array is ever whole on one device or on the host while restore runs."""
+    d, placed = pieces(worker, seed)
+    split = split_leaves(d)
+    for p in placed:
+        shape = tuple(p["shape"])
+        if shape in split:
+            fail(f"while restore ran, the whole {shape} array went to device {p['device']}: {WHOLE_ON_A_DEVICE}. "
+                 "Hint: give each leaf of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, "
+                 "sharding=shardings(leaf)).")
+        whole = whole_of(shape, split)
+        if whole and p["backing_size"] is not None and p["backing_size"] >= int(np.prod(whole)):
+            fail(f"while restore ran, the whole {whole} array was on the host (the {shape} piece sent to device "
+                 f"{p['device']} is a slice of it): restoring host arrays and placing them afterwards needs the "
+                 "whole model in host memory at once. Hint: give each leaf of the template its sharding; Orbax then "
+                 "reads only each device's shard.")

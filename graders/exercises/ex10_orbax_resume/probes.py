@@ -1,0 +1,481 @@
+"""Probes for Exercise 10: the learner's save and restore, tried on the grader's own training.
+
+The grader's model (BatchNorm, Dropout), its AdamW with a warmup schedule, its RNG stream and its
+training step are defined here, because both sides run them: the worker trains with them around
+the learner's `save` and `restore`, and the judge (graders/exercises/ex10_orbax_resume/checks.py) trains with
+them straight through to get the expected numbers. The judge draws the configuration, the
+starting state and the batches, and sends them; one probe, `experiment`, hands back what the
+learner's code made of them, as plain data: k steps on mesh A and the learner's `save` (the
+checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
+changing); for each target mesh, the learner's `restore` (what `make_state` was asked for, every
+piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
+m more steps from what came back; then a second save to the same path, and what it did.
+A stage that raised is reported as data ({"outcome", "message"}, classified as the runner would),
+so the checks that need only an earlier stage still judge it.
+"""
+
+import inspect
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax._src import api as jax_api
+from jax._src import core as jax_core
+from jax._src.interpreters import pxla
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from graders.kit import verdicts
+from graders.kit.verdicts import fail
+# What Sharding.is_equivalent_to compares, as one string: ex7's, which both sides of ex10 use too.
+from graders.kit.placement import sharding_key
+from graders.kit.probing import probe
+
+AXES = ("data", "model")
+# Mesh A, where the grader trains and the learner saves: all 8 devices.
+MESH_A = {"shape": (2, 4), "axes": AXES, "devices": tuple(range(8))}
+# While the learner's `save` runs, the interpreter switches threads this rarely (seconds): a save
+# that returns while Orbax's background thread is still writing returns to a folder that thread
+# has not finished, whatever the machine's load.
+SAVE_SWITCH_INTERVAL = 5.0
+# How long a save's folder must stay unchanged to count as written, and how long to wait for that.
+SETTLE_SECONDS, SETTLE_LIMIT = 0.1, 30.0
+MAX_FOLDER_BYTES = 64 << 20  # far above a checkpoint of the grader's small model
+MAX_PIECES = 4000  # data placements recorded during one restore
+
+
+# --- the grader's training, shared by both sides -----------------------------------------------
+
+class Net(nnx.Module):
+    """Linear -> BatchNorm -> relu -> Dropout -> Linear. The kernels carry where they go on a
+    (data, model) mesh as metadata (nnx.with_partitioning, not applied when made), the same
+    split as `spec_for` gives them."""
+
+    def __init__(self, din, dh, dout, rate, momentum, *, rngs):
+        init = nnx.initializers.lecun_normal()
+        self.l1 = nnx.Linear(din, dh, kernel_init=nnx.with_partitioning(init, (None, "model"), eager_sharding=False),
+                             rngs=rngs)
+        self.bn = nnx.BatchNorm(dh, momentum=momentum, rngs=rngs)
+        self.drop = nnx.Dropout(rate)
+        self.l2 = nnx.Linear(dh, dout, kernel_init=nnx.with_partitioning(init, ("model", None), eager_sharding=False),
+                             rngs=rngs)
+
+    def __call__(self, x, rngs):
+        return self.l2(self.drop(nnx.relu(self.bn(self.l1(x))), rngs=rngs))
+
+
+_txs: dict = {}
+
+
+def make_tx(config: dict):
+    """AdamW with a warmup-cosine schedule; one object per configuration, so that every state
+    built for it has the same graphdef and the training step is traced once per mesh."""
+    key = repr(sorted(config.items()))
+    if key not in _txs:
+        _txs[key] = _make_tx(config)
+    return _txs[key]
+
+
+def _make_tx(config: dict):
+    schedule = optax.warmup_cosine_decay_schedule(0.0, config["peak"], config["warmup"], config["decay_steps"],
+                                                  config["end"])
+    return optax.adamw(schedule, weight_decay=config["wd"])
+
+
+def fresh_state(config: dict):
+    """A new (model, optimizer, rngs), as a training job starts: initialised weights, an
+    optimizer at step 0, the dropout stream at its first key. What `make_state` builds."""
+    model = Net(config["din"], config["dh"], config["dout"], config["rate"], config["momentum"],
+                rngs=nnx.Rngs(params=config["init_seed"]))
+    optimizer = nnx.Optimizer(model, make_tx(config), wrt=nnx.Param)
+    key = jax.random.wrap_key_data(jnp.asarray(np.asarray(config["key"], np.uint32)))
+    return model, optimizer, nnx.Rngs(dropout=key)
+
+
+def spec_for(config: dict, shape) -> P:
+    """Where a leaf of the training state goes: the first kernel split by columns over "model",
+    the second by rows, their Adam moments alike; everything else replicated."""
+    shape = tuple(shape)
+    if shape == (config["din"], config["dh"]):
+        return P(None, "model")
+    if shape == (config["dh"], config["dout"]):
+        return P("model", None)
+    return P()
+
+
+_meshes: dict = {}
+
+
+def mesh(desc: dict) -> jax.sharding.Mesh:
+    """The mesh a description names: shape, axis names, device ids; Auto axes, so that the
+    grader's model compiles on any of them without stating output shardings."""
+    key = (tuple(desc["shape"]), tuple(desc["axes"]), tuple(desc["devices"]))
+    if key not in _meshes:
+        devices = np.array([jax.devices()[i] for i in key[2]]).reshape(key[0])
+        _meshes[key] = jax.sharding.Mesh(devices, key[1], axis_types=(AxisType.Auto,) * len(key[1]))
+    return _meshes[key]
+
+
+def path_name(path) -> str:
+    """A leaf's path in nnx.state((model, optimizer, rngs)) as one string, e.g.
+    "0/l1/kernel/value" or "1/opt_state/0/mu/l1/kernel/value"."""
+    parts = []
+    for k in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(k, attr):
+                parts.append(str(getattr(k, attr)))
+                break
+        else:
+            parts.append(str(k))
+    return "/".join(parts)
+
+
+def is_key(leaf) -> bool:
+    return jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key)
+
+
+def host_value(leaf) -> np.ndarray:
+    """A leaf's value on the host; a PRNG key as its key data (uint32)."""
+    return np.asarray(jax.random.key_data(leaf) if is_key(leaf) else leaf)
+
+
+def leaves_of(objects) -> list:
+    """(path name, leaf) of every array of nnx.state(objects)."""
+    return [(path_name(p), leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(nnx.state(objects))[0]]
+
+
+def values_of(objects) -> dict:
+    return {name: host_value(leaf) for name, leaf in leaves_of(objects)}
+
+
+def build(config: dict, values: dict, m) -> tuple:
+    """(model, optimizer, rngs) holding `values` (path name -> host array; keys as key data),
+    every leaf placed on mesh m where spec_for puts it."""
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: fresh_state(config)))
+    paths, treedef = jax.tree_util.tree_flatten_with_path(state)
+    placed = []
+    for path, leaf in paths:
+        value = np.asarray(values[path_name(path)])
+        if is_key(leaf):
+            value = jax.random.wrap_key_data(jnp.asarray(value, jnp.uint32))
+        placed.append(jax.device_put(value, NamedSharding(m, spec_for(config, leaf.shape))))
+    return nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, placed))
+
+
+_steps: dict = {}
+
+
+def train_step(config: dict):
+    """The grader's training step (one nnx.jit per configuration): the loss on (x, y), its
+    gradient, an AdamW update, one dropout key drawn from rngs; every leaf of the state kept
+    where spec_for puts it, so each step on a mesh compiles to one program."""
+    key = repr(sorted(config.items()))
+    if key not in _steps:
+        @nnx.jit
+        def step(model, optimizer, rngs, x, y):
+            def loss_fn(model, rngs):
+                return jnp.mean((model(x, rngs) - y) ** 2)
+
+            loss, grads = nnx.value_and_grad(loss_fn)(model, rngs)
+            optimizer.update(model, grads)
+            objects = (model, optimizer, rngs)
+            state = nnx.state(objects)
+            nnx.update(objects, jax.tree.map(
+                lambda a: jax.lax.with_sharding_constraint(a, spec_for(config, a.shape)), state))
+            return loss
+
+        _steps[key] = step
+    return _steps[key]
+
+
+def train(config: dict, objects, batches, m) -> list[float]:
+    """One grader step per (x, y) batch on mesh m, the batch split over "data": the losses."""
+    step = train_step(config)
+    data = NamedSharding(m, P("data", None))
+    losses = []
+    with jax.set_mesh(m):
+        for x, y in batches:
+            losses.append(step(*objects, jax.device_put(np.asarray(x, np.float32), data),
+                               jax.device_put(np.asarray(y, np.float32), data)))
+    return [float(loss) for loss in losses]
+
+
+# --- what the learner's code did, as data ---------------------------------------------------
+
+def stage_error(sol, exc: BaseException) -> dict:
+    """What the runner would say of an exception raised in the learner's code, as data."""
+    solutions_dir = Path(getattr(sol, "__file__", ".")).resolve().parent
+    timeout = float(os.environ.get("GRADERS_CHECK_TIMEOUT", "120"))
+    outcome, message = verdicts.classify(exc, sol, solutions_dir, timeout)
+    if isinstance(exc, AttributeError) and "device_put_replicated" in str(exc):
+        message = ("restore calls jax.device_put_replicated, which JAX 0.12 no longer has (AttributeError). "
+                   "Hint: nothing needs replicating by hand: give every leaf of the template its NamedSharding "
+                   "(jax.ShapeDtypeStruct(shape, dtype, sharding=shardings(leaf))) and Orbax puts each shard on its "
+                   "device as it reads it.")
+    return {"outcome": outcome, "message": message}
+
+
+def listing(folder: str) -> dict:
+    """relative path -> size of every file under folder."""
+    found = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            full = os.path.join(root, name)
+            try:
+                found[os.path.relpath(full, folder)] = os.stat(full).st_size
+            except OSError:
+                continue
+    return found
+
+
+def settled(folder: str) -> dict:
+    """The folder's files (relative path -> bytes) once its listing has stopped changing: a save
+    that returned early keeps writing after it returned."""
+    deadline = time.monotonic() + SETTLE_LIMIT
+    last, since = listing(folder), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        now = listing(folder)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= SETTLE_SECONDS:
+            break
+    files, total = {}, 0
+    for rel in sorted(last):
+        try:
+            data = Path(folder, rel).read_bytes()
+        except OSError:
+            continue
+        total += len(data)
+        if total > MAX_FOLDER_BYTES:
+            fail(f"save wrote more than {MAX_FOLDER_BYTES >> 20} MiB for a model of a few thousand numbers.")
+        files[rel] = data
+    return files
+
+
+def _backing(x):
+    """The host array a piece of data is a view of (itself if it is not a view), None for a
+    device array."""
+    base = x
+    while isinstance(getattr(base, "base", None), np.ndarray):
+        base = base.base
+    return base if isinstance(base, np.ndarray) else None
+
+
+class Placements:
+    """Every piece of data JAX places on a device while it is on (pxla.batched_device_put: a host
+    array, or a slice of one, going to a device, and a device array moved to another): its
+    shape, the shape and size of the host array it is a view of, whether it came from a device,
+    and the device it went to."""
+
+    def __init__(self):
+        self.pieces: list[dict] = []
+        self.original = None
+
+    def __enter__(self):
+        self.original = pxla.batched_device_put
+        original, pieces = self.original, self.pieces
+
+        def recorded(aval, sharding, xs, devices, *args, **kwargs):
+            for x, device in zip(xs, devices):
+                if len(pieces) < MAX_PIECES:
+                    base = _backing(x)
+                    pieces.append({"shape": tuple(int(d) for d in np.shape(x)),
+                                   "dtype": str(getattr(x, "dtype", "")),
+                                   "backing": None if base is None else tuple(int(d) for d in base.shape),
+                                   "backing_size": None if base is None else int(base.size),
+                                   "from_device": isinstance(x, jax.Array),
+                                   "device": int(device.id)})
+            return original(aval, sharding, xs, devices, *args, **kwargs)
+
+        pxla.batched_device_put = recorded
+        return self
+
+    def __exit__(self, *exc):
+        pxla.batched_device_put = self.original
+        return False
+
+
+# jax.eval_shape's own body (inside the wrapper JAX puts around every API function, which jit's
+# calls run through too): nnx.eval_shape calls it.
+_EVAL_SHAPE_CODE = inspect.unwrap(jax_api.eval_shape).__code__
+
+
+def _under_eval_shape() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is _EVAL_SHAPE_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def recorded_factory(config: dict, calls: list):
+    """The `make_state` the learner's restore gets: fresh_state, noting for each call whether it
+    ran under jax.eval_shape (nnx.eval_shape calls it) and whether it made real arrays."""
+    def make_state():
+        abstract = _under_eval_shape()
+        made = fresh_state(config)
+        kernel = made[0].l1.kernel.get_value()
+        calls.append({"eval_shape": abstract,
+                      "concrete": isinstance(kernel, jax.Array) and not isinstance(kernel, jax_core.Tracer)})
+        return made
+    return make_state
+
+
+def shardings_on(config: dict, m):
+    """The `shardings` the learner's restore gets: leaf -> the NamedSharding it goes to on m."""
+    def shardings(leaf):
+        shape = getattr(leaf, "shape", None)
+        if shape is None:
+            raise TypeError(f"shardings(leaf) takes a leaf with a .shape (a jax.ShapeDtypeStruct, a jax.Array or an "
+                            f"nnx.Variable), got {type(leaf).__name__}")
+        return NamedSharding(m, spec_for(config, shape))
+    return shardings
+
+
+def describe(objects) -> dict:
+    """Each leaf of nnx.state(objects): its value on the host (a key as its key data), shape,
+    dtype, and placement (sharding_key, and a text for the learner)."""
+    found = {}
+    for name, leaf in leaves_of(objects):
+        sharding = getattr(leaf, "sharding", None)
+        ndim = len(getattr(leaf, "shape", ()))
+        if sharding is None:
+            shown = f"a {type(leaf).__name__}, on no device"
+        elif isinstance(sharding, NamedSharding):
+            shown = f"{sharding.spec} on devices {[int(d.id) for d in sharding.mesh.devices.flat]}"
+        else:
+            shown = f"{type(sharding).__name__} on devices {sorted(int(d.id) for d in sharding.device_set)}"
+        try:
+            value = host_value(leaf)
+        except Exception:  # not an array (e.g. a ShapeDtypeStruct left in the state)
+            value = None
+        found[name] = {"value": value, "shape": tuple(int(d) for d in getattr(leaf, "shape", ())),
+                       "dtype": str(getattr(leaf, "dtype", type(leaf).__name__)),
+                       "key": sharding_key(sharding, ndim) if sharding is not None else None, "shown": shown}
+    return found
+
+
+def restored_objects(out):
+    """What restore returned as (model, optimizer, rngs), or a failed check saying what it was."""
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        fail(f"restore should return (model, optimizer, rngs), got {type(out).__name__}"
+             f"{f' of length {len(out)}' if isinstance(out, (tuple, list)) else ''}.")
+    model, optimizer, rngs = out
+    for what, value, kind in (("model", model, nnx.Module), ("optimizer", optimizer, nnx.Optimizer),
+                              ("rngs", rngs, nnx.Rngs)):
+        if not isinstance(value, kind):
+            fail(f"restore should return (model, optimizer, rngs) as NNX objects (the {what} an "
+                 f"{kind.__name__}, as make_state builds it), got a {type(value).__name__} for the {what}. "
+                 "Hint: write the restored state into the abstract objects from nnx.eval_shape(make_state) "
+                 "(nnx.update), or nnx.merge their graphdef with it.")
+    return tuple(out)
+
+
+# --- probes ----------------------------------------------------------------------------------
+
+_results: dict = {}
+
+
+@probe
+def experiment(sol, config, values, batches, k, targets, second):
+    """The whole experiment, once per arguments (every check reads it):
+      * train k steps on mesh A from `values`, and save with the learner's save: the folder's
+        listing the moment save returned, then every byte once it stops changing;
+      * for each target mesh in `targets`: restore with the learner's restore (what make_state was
+        asked for, every piece of data placed on a device meanwhile, each restored leaf), then
+        train on with the remaining batches (the losses and the final state);
+      * save the state `second` (same step, other values) to the same path: what the learner's save
+        raised, if anything; if nothing, what restore onto mesh A reads back.
+    A stage that raised is reported as data and ends what depends on it."""
+    key = (sol, repr(sorted(config.items())), repr(targets), k,
+           tuple((name, np.asarray(v).tobytes()) for name, v in sorted(values.items())),
+           tuple((name, np.asarray(v).tobytes()) for name, v in sorted(second.items())),
+           tuple(np.asarray(a).tobytes() for batch in batches for a in batch))
+    if key not in _results:
+        folder = tempfile.mkdtemp(prefix="ex10-")
+        try:
+            _results[key] = _experiment(sol, config, values, batches, k, targets, second, folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return _results[key]
+
+
+def _experiment(sol, config, values, batches, k, targets, second, folder) -> dict:
+    result = {"save": None, "at_return": None, "folder": None, "runs": [], "twice": None}
+    m_a = mesh(MESH_A)
+    objects = build(config, values, m_a)
+    train(config, objects, batches[:k], m_a)
+    path = os.path.join(folder, "checkpoint")
+    try:
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(SAVE_SWITCH_INTERVAL)
+        try:
+            sol.save(path, *objects)
+            at_return = listing(folder)
+        finally:
+            sys.setswitchinterval(before)
+    except Exception as exc:
+        result["save"] = stage_error(sol, exc)
+        return result
+    result["at_return"] = at_return
+    result["folder"] = settled(folder)
+    for target in targets:
+        result["runs"].append(_resumed(sol, config, batches[k:], target, path))
+    result["twice"] = _saved_again(sol, config, second, path)
+    return result
+
+
+def _resumed(sol, config, batches, target, path) -> dict:
+    """The learner's restore onto `target`, then the grader's steps on what it returned."""
+    run = {"restore": None, "calls": [], "pieces": [], "restored": None, "train": None, "losses": None,
+           "final": None}
+    m_t = mesh(target)
+    try:
+        with Placements() as placed:
+            out = sol.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
+        run["pieces"] = placed.pieces
+        restored = restored_objects(out)
+    except Exception as exc:
+        run["restore"] = stage_error(sol, exc)
+        return run
+    run["restored"] = describe(restored)
+    try:
+        run["losses"] = train(config, restored, batches, m_t)
+        run["final"] = values_of(restored)
+    except Exception as exc:  # the grader's step on what restore returned
+        text = " ".join(str(exc).split())[:400]
+        run["train"] = {"outcome": "failed", "message": (
+            f"the grader's training step could not run on what restore returned ({type(exc).__name__}: {text}). "
+            "Hint: return the model, optimizer and rngs that make_state builds, holding the restored arrays "
+            "placed where shardings says.")}
+    return run
+
+
+def _saved_again(sol, config, second, path) -> dict:
+    """A second save to the path that holds a checkpoint: what it raised, or what restore reads."""
+    twice = {"error": None, "restore": None, "restored": None}
+    m_a = mesh(MESH_A)
+    try:
+        sol.save(path, *build(config, second, m_a))
+    except Exception as exc:
+        error = stage_error(sol, exc)
+        twice["error"] = {"type": type(exc).__name__, "outcome": error["outcome"], "message": error["message"],
+                          "text": " ".join(str(exc).split())[:300], "names_the_path": path in str(exc)}
+        return twice
+    try:
+        out = restored_objects(sol.restore(path, lambda: fresh_state(config), m_a, shardings_on(config, m_a)))
+    except Exception as exc:
+        twice["restore"] = stage_error(sol, exc)
+        return twice
+    twice["restored"] = values_of(out)
+    return twice

@@ -1,0 +1,26 @@
+"""Writes the checkpoint, but restore hands back a copy of the arrays save kept in memory, moved
+onto the mesh: nothing is read from the checkpoint (a restarted job has no such copy).
+
+loses: restore_reads_each_shard_straight_onto_its_device: while restore ran
+"""
+import jax
+from flax import nnx
+
+from reference.ex10_orbax_resume import pack
+from reference.ex10_orbax_resume import save as write
+
+_kept = {}
+
+
+def save(path, model, optimizer, rngs):
+    write(path, model, optimizer, rngs)
+    _kept[path] = nnx.state((model, optimizer, rngs))
+
+
+def restore(path, make_state, mesh, shardings):
+    objects = nnx.eval_shape(make_state)
+    nnx.update(objects, jax.tree.map(lambda a: jax.device_put(a, shardings(a)), _kept[path]))
+    return objects
+
+
+__all__ = ["pack", "save", "restore"]

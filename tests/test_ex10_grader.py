@@ -1,0 +1,181 @@
+"""Exercise 10's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
+what else they lose and what they keep; the README's claim for the chapter's own code; the
+reference on every target mesh the grader draws; and the facts of JAX and Orbax the grader's
+probes and messages rest on, proven on the installed libraries."""
+
+import re
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from grading import ROOT, TEST_SEED, declared, grade, technique_free_cases
+from graders.exercises.ex10_orbax_resume import checks as ex10
+
+EX = "ex10"
+NUMBERS = {"resumed_on_the_same_mesh_equals_uninterrupted", "resumed_on_another_mesh_matches_uninterrupted",
+           "step_and_schedule_continue", "batchnorm_statistics_continue", "dropout_stream_continues",
+           "restored_leaves_have_the_requested_shardings", "saving_twice_is_an_error_or_an_overwrite"}
+ORBAX = {"checkpoint_is_an_orbax_folder_holding_the_whole_state", "save_returns_after_the_write_is_finished"}
+STRAIGHT_INTO_SHARDS = "restore_reads_each_shard_straight_onto_its_device"
+SHARDED_RESTORE = {STRAIGHT_INTO_SHARDS, "restore_never_holds_a_whole_array"}
+
+
+@pytest.mark.parametrize("case", technique_free_cases(EX))
+def test_right_numbers_without_the_technique_keep_the_numeric_points(corpus, case):
+    # ... and at most half of all points (tests/test_wrong_solutions.py).
+    lost = corpus(EX)[case].lost(EX)
+    assert not NUMBERS & set(lost), f"{case}: its numbers are right, yet it lost {sorted(NUMBERS & set(lost))}"
+    assert STRAIGHT_INTO_SHARDS in lost, (case, sorted(lost))
+
+
+def test_numbers_alone_are_at_most_half_of_the_points():
+    points = declared(EX)
+    assert sum(points[n] for n in NUMBERS) <= sum(points.values()) / 2
+
+
+def test_a_restore_straight_into_the_shards_is_worth_half_of_the_points_by_itself():
+    # Orbax without a sharded template may lose that check alone (whether a whole array also passes
+    # through the host depends on the meshes): it must be half.
+    points = declared(EX)
+    assert points[STRAIGHT_INTO_SHARDS] >= sum(points.values()) / 2
+
+
+def test_the_state_mistakes_keep_the_points_of_the_restore(corpus):
+    # A checkpoint missing part of the state is still an Orbax checkpoint, written before save
+    # returns and restored into its shards; the folder check names the part that is missing.
+    for case, missing in (("new_rng_seed", "the dropout stream"), ("rng_key_without_count", "the dropout stream"),
+                          ("step_not_saved", None)):
+        lost = corpus(EX)[case].lost(EX)
+        kept = SHARDED_RESTORE | {"template_comes_from_eval_shape", "save_returns_after_the_write_is_finished"}
+        assert not kept & set(lost), (case, sorted(lost))
+        folder = "checkpoint_is_an_orbax_folder_holding_the_whole_state"
+        assert (missing in lost[folder]) if missing else folder not in lost, (case, lost.get(folder))
+
+
+@pytest.mark.parametrize(("case", "check"), [
+    ("save_returns_before_the_write", "save_returns_after_the_write_is_finished"),
+    ("manager_drops_a_second_save", "saving_twice_is_an_error_or_an_overwrite"),
+    ("second_save_unclear_error", "saving_twice_is_an_error_or_an_overwrite"),
+    ("template_from_a_real_model", "template_comes_from_eval_shape"),
+    ("template_made_by_jit", "template_comes_from_eval_shape"),
+])
+def test_a_narrow_mistake_loses_only_its_check(corpus, case, check):
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == {check}, (case, lost)
+
+
+def test_device_put_replicated_is_named_wherever_restore_is_needed(corpus):
+    lost = corpus(EX)["device_put_replicated"].lost(EX)
+    needs_restore = set(declared(EX)) - ORBAX - {"saving_twice_is_an_error_or_an_overwrite",
+                                                 "template_comes_from_eval_shape"}
+    assert needs_restore <= set(lost), sorted(lost)
+    assert all("device_put_replicated" in lost[check] for check in needs_restore)
+
+
+def test_only_parameters_saved_is_named_as_such(corpus):
+    lost = corpus(EX)["only_parameters_saved"].lost(EX)
+    assert "only the parameters were saved" in lost["step_and_schedule_continue"]
+    assert "restarts" in lost["step_and_schedule_continue"]
+
+
+def test_readme_states_what_the_chapters_own_code_scores(corpus):
+    ex = corpus(EX)["chapter_code_fitted"].exercise(EX)
+    text = " ".join((ROOT / "README.md").read_text().split())
+    found = re.search(r"\*\*Exercise 10\*\*.*?The chapter's own code, fitted to the stubs .*? scores (\d+)/(\d+) here",
+                      text)
+    assert found, "README's Differences from the chapter has no score for Exercise 10's chapter code"
+    assert (int(found.group(1)), int(found.group(2))) == (ex["score"], ex["max_score"])
+
+
+def test_the_reference_gets_full_marks_on_every_target_mesh():
+    # The tests' own seed draws one target mesh; a seed for each of the others.
+    drawn = ex10.draw(TEST_SEED)["target"]
+    for target in ex10.TARGETS:
+        if target == drawn:
+            continue
+        seed = next(s for s in range(TEST_SEED + 1, TEST_SEED + 1000) if ex10.draw(s)["target"] == target)
+        run = grade(ROOT / "reference", [EX], "--seed", str(seed))
+        assert run.exercise(EX)["status"] == "passed", (seed, target, run.lost(EX))
+
+
+# --- what the probes and messages rest on -----------------------------------------------------
+
+def _mesh():
+    return jax.make_mesh((2, 4), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+
+
+def test_placements_see_a_host_array_that_device_put_splits():
+    # jax.device_put of a whole host array hands batched_device_put slices of it: the probe reads
+    # the whole array behind each piece (restore_never_holds_a_whole_array's "on the host").
+    from graders.exercises.ex10_orbax_resume.probes import Placements
+
+    whole = np.arange(8 * 12, dtype=np.float32).reshape(8, 12)
+    with Placements() as placed:
+        jax.device_put(whole, NamedSharding(_mesh(), P(None, "model")))
+    assert placed.pieces, "jax.device_put no longer goes through pxla.batched_device_put"
+    assert {tuple(p["shape"]) for p in placed.pieces} == {(8, 3)}
+    assert all(p["backing_size"] == whole.size and not p["from_device"] for p in placed.pieces)
+
+
+def test_placements_see_every_shard_orbax_reads_and_nothing_whole(tmp_path):
+    import orbax.checkpoint as ocp
+
+    from graders.exercises.ex10_orbax_resume.probes import Placements
+
+    mesh = _mesh()
+    split = NamedSharding(mesh, P(None, "model"))
+    value = jax.device_put(np.arange(8 * 12, dtype=np.float32).reshape(8, 12), split)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "c", {"w": value})
+    checkpointer.wait_until_finished()
+    target = {"w": jax.ShapeDtypeStruct((8, 12), np.float32, sharding=split)}
+    with Placements() as placed:
+        got = checkpointer.restore(tmp_path / "c", target)
+    assert np.array_equal(np.asarray(got["w"]), np.asarray(value))
+    assert sorted(p["device"] for p in placed.pieces) == list(range(8))
+    assert all(tuple(p["shape"]) == (8, 3) and p["backing_size"] == 24 for p in placed.pieces)
+
+
+def test_make_state_calls_are_told_apart():
+    from flax import nnx
+
+    from graders.exercises.ex10_orbax_resume.probes import recorded_factory
+
+    config = ex10.draw(TEST_SEED)["config"]
+    calls: list = []
+    make_state = recorded_factory(config, calls)
+    nnx.eval_shape(make_state)
+    jax.eval_shape(lambda: nnx.split(make_state())[1])
+    nnx.jit(make_state)()
+    make_state()
+    assert [(c["eval_shape"], c["concrete"]) for c in calls] == [(True, False), (True, False), (False, False),
+                                                                (False, True)]
+
+
+def test_orbax_refuses_a_second_save_and_a_manager_skips_a_step_it_has(tmp_path):
+    # What saving_twice_is_an_error_or_an_overwrite's messages say of Orbax.
+    import orbax.checkpoint as ocp
+
+    tree = {"w": np.ones(3, np.float32)}
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "c", tree)
+    checkpointer.wait_until_finished()
+    with pytest.raises(ValueError, match="already exists"):
+        checkpointer.save(tmp_path / "c", {"w": np.zeros(3, np.float32)})
+    checkpointer.save(tmp_path / "c", {"w": np.zeros(3, np.float32)}, force=True)
+    checkpointer.wait_until_finished()
+    assert np.array_equal(checkpointer.restore(tmp_path / "c")["w"], np.zeros(3))
+    with ocp.CheckpointManager(tmp_path / "m") as manager:
+        assert manager.save(1, args=ocp.args.StandardSave(tree))
+        manager.wait_until_finished()
+        assert manager.save(1, args=ocp.args.StandardSave({"w": np.zeros(3, np.float32)})) is False
+        manager.wait_until_finished()
+        assert np.array_equal(manager.restore(1, args=ocp.args.StandardRestore(tree))["w"], np.ones(3))
+
+
+def test_device_put_replicated_is_gone():
+    with pytest.raises(AttributeError, match="device_put_replicated"):
+        jax.device_put_replicated({"w": np.ones(3)}, jax.devices())
