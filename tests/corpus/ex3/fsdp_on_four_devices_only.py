@@ -1,7 +1,7 @@
 """FSDP on a mesh of 4 devices, where the grader once read the traced program, and weights resharded
 whole (replicated) onto every device on any other mesh: right numbers everywhere, FSDP on one mesh.
 
-loses: loss_is_computed_from_gathered_shards: made by `reshard` first
+loses: loss_is_computed_from_gathered_shards: made by jax.sharding.reshard first
 loses: gradient_all_gathers_and_reduce_scatters: sum a whole weight gradient
 technique: none (every number right, the technique not doing the work)
 """

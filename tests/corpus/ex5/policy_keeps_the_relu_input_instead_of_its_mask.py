@@ -4,7 +4,7 @@ mask again from it: something is recomputed, but more bytes of the MLP's activat
 saving everything would keep, so the checkpoint saves no memory.
 
 loses: forward_holds_remat2: saves as much
-loses: checkpoint_policy_saves_nothing: output of add
+loses: checkpoint_policy_saves_nothing: output of an addition (+)
 loses: output_and_gradient_go_through_nn_checkpoint: saves as much
 loses: nn_checkpoint_wraps_whole_mlp: saves as much
 technique: none (every number right, the technique not doing the work)

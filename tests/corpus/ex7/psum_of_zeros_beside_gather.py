@@ -1,6 +1,6 @@
 """Gathers the weights for the real work and keeps a psum of zeros so that one psum is there.
 
-loses: shard_map_psums_partial_sums_once_over_model: also moves data with all_gather
+loses: shard_map_psums_partial_sums_once_over_model: also moves data with lax.all_gather
 loses: shard_map_forward_communicates_once: that is FSDP's move
 """
 import jax
