@@ -14,6 +14,7 @@ EXPECTED_DIR = "GRADERS_EXPECTED_DIR"  # where the graders' own figures are kept
 NO_FORK = "GRADERS_NO_FORK"  # start each grading child as a new interpreter, not from a fork server
 NO_RESIDENT = "GRADERS_NO_RESIDENT"  # keep no fork server between runs (make grade KEEP_SERVER=0)
 RESIDENT_IDLE = "GRADERS_RESIDENT_IDLE"  # seconds a kept fork server waits for a run before it leaves
+SANDBOX_LEVEL = "GRADERS_SANDBOX_LEVEL"  # --sandbox at this level ("namespaces", "user") instead of the strongest
 SKIP_WARMUP = "GRADERS_SKIP_WARMUP"  # the autograder's setup.sh: skip grading the reference (its tests)
 
 DEFAULT_CHECK_TIMEOUT = 120.0
@@ -83,3 +84,7 @@ def resident_idle(env: dict[str, str], default: float) -> float:
     except ValueError:
         return default
     return seconds if 0 < seconds < float("inf") else default
+
+
+def sandbox_level() -> str | None:
+    return os.environ.get(SANDBOX_LEVEL) or None

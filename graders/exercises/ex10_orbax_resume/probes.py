@@ -33,6 +33,7 @@ from jax._src.interpreters import pxla
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from graders import settings
 from graders.kit import verdicts
 from graders.kit.verdicts import fail
 # What Sharding.is_equivalent_to compares, as one string: ex7's, which both sides of ex10 use too.
@@ -213,7 +214,7 @@ def train(config: dict, objects, batches, m) -> list[float]:
 def stage_error(sol, exc: BaseException) -> dict:
     """What the runner would say of an exception raised in the learner's code, as data."""
     solutions_dir = Path(getattr(sol, "__file__", ".")).resolve().parent
-    timeout = float(os.environ.get("GRADERS_CHECK_TIMEOUT", "120"))
+    timeout = settings.check_timeout()
     outcome, message = verdicts.classify(exc, sol, solutions_dir, timeout)
     if isinstance(exc, AttributeError) and "device_put_replicated" in str(exc):
         message = ("restore calls jax.device_put_replicated, which JAX 0.12 no longer has (AttributeError). "
