@@ -19,7 +19,7 @@ import notebook_hosts
 from grading import ROOT
 from graders import check
 from graders.app import notebook, report
-from graders.runner.grading import CheckResult, ExerciseResult
+from graders.runner.grading import UNGRADED, CheckResult, ExerciseResult
 
 WRONG_EX1 = ROOT / "tests" / "corpus" / "ex1" / "loss_mean_not_sum.py"  # loses loss_sum_counts_only_valid_tokens
 WRONG_EX2 = ROOT / "tests" / "corpus" / "ex2" / "groups_swapped.py"  # loses checks, and notes a bar chart
@@ -190,7 +190,7 @@ def failing_report(tmp_path_factory):
     shutil.copy(WRONG_EX2, folder / "ex2_sqrt_checkpointing.py")
     shutil.copy(ROOT / "exercises" / "ex7_megatron_tp.py", folder)
     result = check(["ex1", "ex2", "ex7", "quiz"], solutions=folder, seed=SEED, display=False)
-    assert [r.status for r in result.exercises] == ["partial", "partial", "not attempted", "error"]
+    assert [r.status for r in result.exercises] == ["partial", "partial", "not attempted", "missing"]
     assert any(n.count("#") > 20 for n in result.exercises[1].notes), "ex2 should note its bar chart"
     return result, f'check(["ex1", "ex2", "ex7", "quiz"], solutions="{folder}", seed={SEED})'
 
@@ -208,7 +208,7 @@ def test_the_report_holds_its_layout_in_every_notebook(failing_report, host):
         where = f"{host}, {seen['width']} px"
         assert call in seen["text"], f"{where}: the report does not say how to repeat the run"
         cells = seen["cells"]
-        tabled = [c for r in result.exercises if r.status not in ("error", "timed out") for c in r.checks]
+        tabled = [c for r in result.exercises if r.status not in UNGRADED for c in r.checks]
         assert len(cells) >= len(tabled) * 4, where
         assert not [c for c in cells if not c["text"]], f"{where}: empty cells"
         right = [c["text"][:30] for c in cells if c["align"] != "left"]
