@@ -48,7 +48,11 @@ MESH_A = {"shape": (2, 4), "axes": AXES, "devices": tuple(range(8))}
 # has not finished, whatever the machine's load.
 SAVE_SWITCH_INTERVAL = 5.0
 # How long a save's folder must stay unchanged to count as written, and how long to wait for that.
-SETTLE_SECONDS, SETTLE_LIMIT = 0.1, 30.0
+SETTLE_SECONDS, SETTLE_LIMIT = 0.3, 30.0
+# Orbax writes into a folder whose name holds this, and renames it when the write is finished: a
+# folder that holds one is still being written, however long it has been quiet (a loaded machine
+# can pause the background write for longer than SETTLE_SECONDS).
+ORBAX_TMP = ".orbax-checkpoint-tmp"
 MAX_FOLDER_BYTES = 64 << 20  # far above a checkpoint of the grader's small model
 MAX_PIECES = 4000  # data placements recorded during one restore
 
@@ -237,6 +241,11 @@ def listing(folder: str) -> dict:
     return found
 
 
+def _still_writing(folder: str) -> bool:
+    """Whether an Orbax write under folder has not been renamed into place yet."""
+    return any(ORBAX_TMP in name for _, dirs, files in os.walk(folder) for name in (*dirs, *files))
+
+
 def settled(folder: str) -> dict:
     """The folder's files (relative path -> bytes) once its listing has stopped changing: a save
     that returned early keeps writing after it returned."""
@@ -247,7 +256,7 @@ def settled(folder: str) -> dict:
         now = listing(folder)
         if now != last:
             last, since = now, time.monotonic()
-        elif time.monotonic() - since >= SETTLE_SECONDS:
+        elif time.monotonic() - since >= SETTLE_SECONDS and not _still_writing(folder):
             break
     files, total = {}, 0
     for rel in sorted(last):
