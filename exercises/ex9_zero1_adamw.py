@@ -41,8 +41,10 @@ What is checked (`make grade EX=ex9`):
     (params and losses); after every step the parameters are replicated and the moments still
     split as init_zero1_state placed them;
   * the compiled step (read from its HLO): the updated parameters are all-gathered, once each,
-    and nothing else is (not the moments, not the gradients); no gradient is summed whole by a
-    collective you wrote (lax.psum of a whole gradient, then a slice of it);
+    and nothing else is (not the moments, not the gradients);
+  * the traced step: no lax.psum you write (or shard_map adds) sums a whole gradient, in any shape,
+    to be sliced after (under jax.jit the compiler's own reduction is not judged: on CPU it is an
+    all-reduce and a slice even when written right);
   * per-device FLOPs of the optimizer's part of the compiled step are about 1/N of the grader's
     own single-device AdamW update: each device updates only its blocks.
 Right numbers with the optimizer state replicated (no ZeRO-1) score at most half of the points.

@@ -23,7 +23,8 @@ def test_numbers_alone_are_at_most_half_of_the_points():
     assert sum(points[n] for n in NUMBERS) <= sum(points.values()) / 2
 
 
-@pytest.mark.parametrize("case", ["gradient_psummed_whole_then_sliced", "gradient_of_replicated_params_in_shard_map"])
+@pytest.mark.parametrize("case", ["gradient_psummed_whole_then_sliced", "gradient_of_replicated_params_in_shard_map",
+                                  "gradient_psummed_with_its_split_axis_first", "gradient_psummed_as_a_flat_buffer"])
 def test_a_gradient_summed_whole_loses_only_the_collective_check(corpus, case):
     # Right numbers, moments split, parameters gathered once: only the whole psum is wrong.
     lost = corpus(EX)[case].lost(EX)

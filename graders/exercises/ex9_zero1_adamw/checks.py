@@ -749,30 +749,50 @@ def collectives_note(got, note):
     note(f"collectives of your compiled step on {FLOP_MESH} devices: {counts}")
 
 
+def whole_gradient_summed(cfg: Config, shape) -> str | None:
+    """What a psum of an operand of this shape sums whole on FLOP_MESH devices, in words, or None
+    when it may be right. Judged by how many values it sums, not by its shape: a gradient reshaped,
+    raveled or with its axes moved is summed whole all the same. A right step sums whole only the
+    leaves the mesh splits on no axis (all of them at once at most) and its loss, so anything
+    larger that holds a split leaf's worth of values (the smallest split leaf's, or more) is one."""
+    split = split_leaves(cfg, FLOP_MESH)
+    size = int(np.prod(shape))
+    kept = sum(int(np.prod(s)) for p, s in cfg.shapes().items() if split_axis(s, FLOP_MESH) is None)
+    if not split or size <= kept + 1 or size < min(int(np.prod(s)) for _, s in split):
+        return None
+    same = next((p for p, s in split if tuple(s) == tuple(shape)), None)
+    if same is not None:
+        return f"params{shown(same)}, whole"
+    alike = next((p for p, s in split if int(np.prod(s)) == size), None)
+    if alike is not None:
+        return f"the {size} values of params{shown(alike)}, whole, in another shape"
+    if size >= sum(int(np.prod(s)) for _, s in split):
+        return "all split leaves, flattened"
+    return f"{size} values, a split leaf's worth or more"
+
+
 @pytest.mark.points(2)
 def test_gradients_are_not_summed_whole(worker, note, seed):
-    """No collective the step's program asks for sums a whole gradient of a leaf ZeRO-1 splits (psum, then a slice)."""
+    """Your traced step psums no whole gradient of a leaf ZeRO-1 splits, in any shape (psum, then a slice)."""
     cfg = config(seed)
     got = compiled_run(worker, seed)
     collectives_note(got, note)
-    split = split_leaves(cfg, FLOP_MESH)
-    whole = {tuple(s) for _, s in split}
-    total = sum(int(np.prod(s)) for _, s in split)
     for row in got["psums"]:
         for shape in map(tuple, row["shapes"]):
-            if shape in whole or (len(shape) == 1 and shape[0] >= total):
-                leaf = next((shown(p) for p, s in split if tuple(s) == shape), "all split leaves, flattened")
-                fail(f"your step sums a whole gradient across devices: a {row['said']} over {row['axes']} of "
-                     f"shape {shape} (params{leaf}, whole) inside your shard_map. A gradient all-reduced whole "
-                     "and then sliced: every device receives and holds the whole sum, and an all-reduce moves "
-                     "twice the data of a reduce-scatter, though each device updates 1/N of it. JAX adds such a "
-                     "psum for you when you differentiate a replicated input of a shard_map. Hint: differentiate "
-                     "lax.pcast(params, 'data', to='varying'), then lax.psum_scatter(g, 'data', "
-                     "scatter_dimension=axis, tiled=True) for each split leaf.")
+            summed = whole_gradient_summed(cfg, shape)
+            if summed:
+                fail(f"your traced step sums a whole gradient across devices: a {row['said']} over {row['axes']} of "
+                     f"shape {shape} ({summed}) inside your shard_map. A gradient all-reduced whole and then sliced: "
+                     "every device receives and holds the whole sum, and an all-reduce moves twice the data of a "
+                     "reduce-scatter, though each device updates 1/N of it. JAX adds such a psum for you when you "
+                     "differentiate a replicated input of a shard_map. Hint: differentiate lax.pcast(params, "
+                     "'data', to='varying'), then lax.psum_scatter(g, 'data', scatter_dimension=axis, tiled=True) "
+                     "for each split leaf.")
     if got["collectives"]["reduce-scatter"] == 0 and not got["psums"]:
-        note("your step leaves the gradients' reduction to the compiler (shardings under jit): XLA on CPU writes "
-             "it as an all-reduce followed by each device's slice; GPU and TPU compilers turn that pair into a "
-             "reduce-scatter.")
+        note("your step leaves the gradients' reduction to the compiler (shardings under jit), which this check "
+             "does not judge: it reads the psums you write in a shard_map. XLA on CPU writes a reduce-scatter asked "
+             "for by shardings as an all-reduce followed by each device's slice; GPU and TPU compilers turn that "
+             "pair into a reduce-scatter.")
 
 
 @pytest.mark.points(2)
