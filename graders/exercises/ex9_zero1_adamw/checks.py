@@ -386,7 +386,7 @@ def own_optax_run(seed: int):
 
 @pytest.mark.points(2)
 def test_adamw_step_matches_optax_adamw(worker, seed):
-    """3 adamw_step calls from a fresh state equal optax.adamw(..., mask=...) on drawn hyper-parameters and a drawn mask."""
+    """3 adamw_step calls from a fresh state equal optax.adamw(..., mask=...) on drawn hyper-parameters and mask."""
     cfg = config(seed)
     params, grads_list, state = adamw_problem(seed + 1, cfg, saved=False)
     hp = adamw_hyper(seed)
@@ -450,6 +450,9 @@ def training_figure(seed: int, n: int) -> tuple:
             updates, s = tx.update(grads, s, p)
             return optax.apply_updates(p, updates), s, value
 
+        def as_lists(t):
+            return {"/".join(k): np.asarray(v, np.float64).tolist() for k, v in flat(t).items()}
+
         out = {}
         for name, carry in (("right", True), ("stale", False)):
             p, s, losses = tree, tx.init(tree), []
@@ -457,7 +460,6 @@ def training_figure(seed: int, n: int) -> tuple:
                 p, new, value = step(p, s)
                 s = new if carry else s
                 losses.append(float(value))
-            as_lists = lambda t: {"/".join(k): np.asarray(v, np.float64).tolist() for k, v in flat(t).items()}  # noqa: E731
             out[name] = {"params": as_lists(p), "losses": losses, "mu": as_lists(s[0].mu), "nu": as_lists(s[0].nu)}
         return out
 
@@ -563,7 +565,8 @@ def test_zero1_training_matches_single_device(worker, seed):
         assert_close(losses, own["right"]["losses"], f"the {STEPS} losses {where}", hint,
                      mistakes=[(own["stale"]["losses"], STALE)])
         if got["params"] is None:
-            fail(f"step should return params with the structure of the params passed in, got {got['params_structure']}.")
+            fail("step should return params with the structure of the params passed in, got "
+                 f"{got['params_structure']}.")
         for path in PATHS:
             key = "/".join(path)
             what = f"params{shown(path)} {where}"
@@ -643,8 +646,9 @@ def check_moment(placed, shape, n: int, what: str):
     if found == expected:
         return
     full = int(np.prod(shape)) * 4
-    rule = (f"expected {spec_text(shape, n)}: " + (f"axis {want} (size {shape[want]}) is the first that {n} divides"
-                                                    if want is not None else f"no axis of {shape} is a multiple of {n}"))
+    why = (f"axis {want} (size {shape[want]}) is the first that {n} divides" if want is not None
+           else f"no axis of {shape} is a multiple of {n}")
+    rule = f"expected {spec_text(shape, n)}: {why}"
     if found == ("replicated",):
         fail(f"{what} is replicated: every device holds all {full} bytes of it, as optax.adam().init gives for "
              f"replicated parameters, where ZeRO-1 keeps {full // n} bytes (1/{n}) on each device ({rule}). "
@@ -797,7 +801,7 @@ def test_gradients_are_not_summed_whole(worker, note, seed):
 
 @pytest.mark.points(2)
 def test_only_the_updated_parameters_are_all_gathered(worker, note, seed):
-    """The compiled step all-gathers each split parameter once, and nothing else (not the moments, not the gradients)."""
+    """The compiled step all-gathers each split parameter once and nothing else (not the moments or gradients)."""
     cfg = config(seed)
     got = compiled_run(worker, seed)
     collectives_note(got, note)
