@@ -65,6 +65,10 @@ _ALL = (
              "the chapter's section 6.7", cost=3.6, libraries=("jax", "optax"),
              edit=(("lambda g: g / scale", "lambda g: g / scale * 1.0"),
                    ("jnp.maximum(ls.scale / factor, min_scale)", "jnp.maximum(ls.scale / factor * 1.0, min_scale)"))),
+    Exercise("ex9", "ex9_zero1_adamw", "ZeRO-1 with AdamW by hand",
+             "the chapter's section 6.9", cost=5.5, libraries=("jax", "optax"),
+             edit=(("return jnp.mean((mlp(params, x) - y) ** 2)", "return jnp.mean((mlp(params, x) - y) ** 2) * 1.0"),
+                   ("(jnp.sqrt(v / c2) + eps)", "(jnp.sqrt(v / c2) + eps) * 1.0"))),
     # ex10's learner code compiles nothing of its own (save and restore only move the grader's state),
     # so its edit changes the reference's copy of the stub's training step, which no grading compiles:
     # its edit loop is a warm run.

@@ -24,8 +24,7 @@ import pytest
 
 from graders.kit.verdicts import NotAttempted, fail
 
-# Question 14 is section 6.9's (ex9's), written beside this one.
-QUESTIONS = (*range(1, 14), 15)
+QUESTIONS = range(1, 16)
 KEY_FILE = Path(__file__).resolve().parent / "key.json"
 
 # What the learner reads after answering, right or wrong: the fact behind the answer, never its letter.
@@ -82,6 +81,13 @@ EXPLANATIONS = {
         "ambiguous how the output should be sharded). Writing jnp.matmul(h, w2, out_sharding=P('data', "
         "None)) settles it, and the compiler then adds the partial sums with one all-reduce "
         "(section 6.8).",
+    14: "AdamW's decay is decoupled from the gradient: after the Adam step it subtracts lr * wd * theta_{t-1} "
+        "from the weights, so every decayed weight shrinks by the same factor whatever its gradients. An L2 "
+        "penalty puts wd * theta into the gradient instead, where it goes through the moments and is divided by "
+        "sqrt(v_hat): a weight whose past gradients were large is decayed less, and the two optimizers follow "
+        "different paths. Which leaves are decayed is the mask's business (optax.adamw decays every leaf "
+        "unless given mask=...), and the decay is multiplied by the learning rate, so at a learning rate of 0 "
+        "nothing decays (section 6.9).",
     15: "A step after resuming reads every piece of state the step before it left behind, so the checkpoint "
         "must hold all of them. The parameters. BatchNorm's running mean and variance, which are state and "
         "not parameters (nnx.BatchStat: nnx.state(model, nnx.Param) leaves them out). The optimizer state "
@@ -117,7 +123,7 @@ def digest(salt: str, question: int, letter: str) -> str:
 CALLABLE = {"dict": dict, "zip": zip, "range": range, "enumerate": enumerate, "list": list,
             "tuple": tuple, "str": str, "int": int, "len": len, "sorted": sorted, "reversed": reversed}
 STR_METHODS = frozenset({"upper", "lower", "strip", "lstrip", "rstrip", "split", "casefold"})
-# Bounds on what a text may build: the quiz needs thirteen entries.
+# Bounds on what a text may build: the quiz needs fifteen entries.
 MOST_STEPS = 100_000
 MOST_ITEMS = 10_000
 
@@ -464,6 +470,12 @@ def test_question_12(sol, explain):
 def test_question_13(sol, explain):
     """A matmul over a sharded contracting dim on Explicit axes."""
     grade_question(sol, explain, 13)
+
+
+@pytest.mark.points(1)
+def test_question_14(sol, explain):
+    """AdamW's decoupled decay against Adam with L2."""
+    grade_question(sol, explain, 14)
 
 
 @pytest.mark.points(1)
