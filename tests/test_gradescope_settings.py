@@ -219,3 +219,15 @@ def test_gradebook_notes_name_exercises_the_run_did_not_reach():
 
     results = json.loads(json.dumps(report.results_json([grading.not_graded("ex4", grading.OUT_OF_TIME)], "", 0, 1)))
     assert _notes(results) == "ex4 not graded (out of time)"
+
+
+def test_the_fallback_results_list_every_test_of_the_assignment(tmp_path):
+    """Written before the runner starts: a submission whose grading cannot run still has the
+    same test names as every other one."""
+    out = bundle.build_autograder(tmp_path / "ag.zip", ids=["ex4", "quiz"])
+    with zipfile.ZipFile(out) as zf:
+        run = zf.read("run_autograder").decode()
+    text = run[run.index("<<'JSON'\n") + 8:run.index("\nJSON\n")]
+    data = json.loads(text)
+    assert [t["name"] for t in data["tests"]] == [f"ex4: {n}" for n in EX4_CHECKS] + [f"quiz: {n}" for n in QUIZ_CHECKS]
+    assert data["score"] == 0 and {t["score"] for t in data["tests"]} == {0}

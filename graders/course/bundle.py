@@ -194,9 +194,10 @@ PY="$ROOT/venv/bin/python"
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
 
-# Written first, so a crash below still leaves Gradescope something true to show.
+# Written first, so a crash below still leaves Gradescope something true to show: every test of
+# the assignment, as in every other submission, with 0.
 cat > "$RESULTS" <<'JSON'
-{"score": 0, "output": "The autograder could not run on this submission. Please tell your instructor.", "tests": []}
+@FALLBACK@
 JSON
 
 # The runner's arguments, in one place. The exercises of this assignment; @BUDGET@ s shared among
@@ -266,6 +267,21 @@ def parse_ids(items) -> list[str]:
     return [i for i in catalog.available() if i in named] or catalog.available()
 
 
+COULD_NOT_RUN = "The autograder could not run on this submission. Please tell your instructor."
+
+
+def fallback_results(ids: list[str]) -> str:
+    """run_autograder's results.json until the runner writes one: each check of `ids` with 0."""
+    import json
+
+    from graders.runner.points import read_checks
+
+    tests = [{"name": f"{i}: {c.name}", "tags": [i], "score": 0, "max_score": c.points, "status": "failed",
+              "output": COULD_NOT_RUN, "visibility": "visible"}
+             for i in ids for c in read_checks(catalog.grader_file(i))]
+    return json.dumps({"score": 0, "output": COULD_NOT_RUN, "tests": tests}, separators=(",", ":"))
+
+
 def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINUTES, ids: list[str] | None = None,
                      after_due=DEFAULT_AFTER_DUE, seed_per_submission: bool = False) -> Path:
     """`ids`: the assignment's exercises (default all); `after_due`: exercises (`ex7`) or checks
@@ -279,7 +295,8 @@ def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINU
     run = (RUN_AUTOGRADER.replace("@BUDGET@", str(budget)).replace("@MINUTES@", f"{minutes:g}")
            .replace("@IDS@", " ".join(ids)).replace("@AFTER_DUE@", f" --after-due{hidden}" if hidden else "")
            .replace("@HARD@", str(budget + HARD_STOP_AFTER))
-           .replace("@SEED_PER_SUBMISSION@", "1" if seed_per_submission else "0"))
+           .replace("@SEED_PER_SUBMISSION@", "1" if seed_per_submission else "0")
+           .replace("@FALLBACK@", fallback_results(ids)))
     setup = SETUP_SH.replace("@IDS@", " ".join(ids)).replace("@SEED_PER_SUBMISSION@", "1" if seed_per_submission else "0")
     skip = set(JUNK)
     with zipfile.ZipFile(out, "w") as zf:
