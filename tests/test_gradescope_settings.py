@@ -231,3 +231,12 @@ def test_the_fallback_results_list_every_test_of_the_assignment(tmp_path):
     data = json.loads(text)
     assert [t["name"] for t in data["tests"]] == [f"ex4: {n}" for n in EX4_CHECKS] + [f"quiz: {n}" for n in QUIZ_CHECKS]
     assert data["score"] == 0 and {t["score"] for t in data["tests"]} == {0}
+
+
+def test_a_hidden_quiz_left_as_the_stub_still_reads_not_attempted():
+    r = grading.new_result("quiz")
+    for c in r.checks:
+        c.outcome, c.message = "not_attempted", f"ANSWERS[{c.name}] is still None"
+    r.status = grading.status_of(r.checks)
+    shown = report.before_due([r], {("quiz", n) for n in QUIZ_CHECKS})
+    assert shown[0].status == "not attempted" and "quiz.py" in report.body(shown)

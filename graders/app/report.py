@@ -106,15 +106,15 @@ def before_due(results: list[ExerciseResult], after_due: set[tuple[str, str]]) -
     """The results as students may see them before the due date: the checks in `after_due`
     ((exercise, check) pairs) left out, with their points counted in `later`, the exercise's
     status taken from the checks left, and its notes dropped (they may speak of the checks left
-    out). An exercise that could not be graded keeps its status and reason: they tell nothing of
-    the answers. Every check whose outcome is left out here is in results.json's tests, shown
+    out). An exercise that could not be graded, or whose hidden checks all found the stub, keeps
+    its status and reason: they tell nothing of the answers. Every check whose outcome is left out here is in results.json's tests, shown
     after the due date."""
     from dataclasses import replace
 
     shown = []
     for r in results:
         hidden = [c for c in r.checks if (r.ex_id, c.name) in after_due]
-        if not hidden or r.status in UNGRADED:
+        if not hidden or r.status in UNGRADED or {c.outcome for c in hidden} == {"not_attempted"}:
             shown.append(r)
             continue
         kept = [c for c in r.checks if c not in hidden]
