@@ -154,6 +154,7 @@ def test_an_exercise_the_run_has_no_time_left_for_is_not_graded_and_lists_each_c
     assert result.status == "not graded" and result.score == 0
     assert [c.name for c in result.checks] == EX4_CHECKS
     assert all(c.message.startswith("not graded: the run's time ran out") for c in result.checks)
+    assert grading.not_graded("quiz", grading.OUT_OF_TIME).reason == grading.OUT_OF_TIME
     data = report.results_json([result], "", 0.0, 1)
     assert [t["name"] for t in data["tests"]] == [f"ex4: {n}" for n in EX4_CHECKS]
     assert {t["output"] for t in data["tests"]} == {result.reason}

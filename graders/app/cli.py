@@ -69,8 +69,10 @@ def grade_command(argv: list[str]) -> int:
     done: dict[str, grading.ExerciseResult] = {}
 
     def so_far() -> list[grading.ExerciseResult]:
-        """Every exercise: graded, or not (yet): what results.json says if the run is stopped now."""
-        return [done.get(i) or grading.not_graded(i, grading.OUT_OF_TIME) for i in ids]
+        """Every exercise: graded, missing, or not graded (yet): what results.json says if the run is
+        stopped now. (A missing module is found without starting anything.)"""
+        return [done.get(i) or (grading.grade_exercise(i, solutions, options) if f"{catalog.module_name(i)}.py" in missing
+                                else grading.not_graded(i, grading.OUT_OF_TIME)) for i in ids]
 
     lock = threading.Lock()
 

@@ -157,7 +157,9 @@ def new_result(ex_id: str) -> ExerciseResult:
 
 def not_graded(ex_id: str, reason: str) -> ExerciseResult:
     """An exercise the run did not reach: each check with 0 and `reason`."""
-    return _finish(new_result(ex_id), time.monotonic(), reason, status="not graded")
+    result = new_result(ex_id)
+    result.reason = reason
+    return _finish(result, time.monotonic(), reason, status="not graded")
 
 
 def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
