@@ -9,6 +9,9 @@
 # make bench                                  cold/warm/edit-loop grading times of the reference
 # make release                                the students' copy in dist/student/ (no solutions, no quiz key)
 # make autograder [MINUTES=10]                dist/autograder.zip for Gradescope (MINUTES: the assignment's timeout)
+#                 [EX="ex1 ex2 quiz"]          the assignment's exercises (default: all)
+#                 [AFTER_DUE="quiz ex7:name"]  results students see only after the due date (default: quiz; none)
+#                 [SEED=per-submission]        each submission's own seed (default: one per image)
 # make clean                                  remove .venv and caches; stop the kept fork servers
 SHELL := /bin/bash
 SOLUTIONS ?= exercises
@@ -19,11 +22,12 @@ NO_CACHE ?=
 SEED ?=
 VERBOSE ?=
 MINUTES ?=
+AFTER_DUE ?=
 KEEP_SERVER ?=
 # make puts variables given on its command line into every recipe's environment; the runner
 # reads them as arguments, and in its environment they would make each EX=... a kept fork
 # server of its own (graders/runner/kept_server.py).
-unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES KEEP_SERVER
+unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES AFTER_DUE KEEP_SERVER
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -68,7 +72,9 @@ release: $(STAMP)
 
 autograder: $(STAMP)
 	$(FULL_PACKAGE)
-	$(PY) -m graders.course.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES))
+	$(PY) -m graders.course.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES)) \
+	  $(if $(EX),--ex "$(EX)") $(if $(AFTER_DUE),--after-due "$(AFTER_DUE)") \
+	  $(if $(filter per-submission,$(SEED)),--seed-per-submission,$(if $(SEED),$(error SEED for make autograder: per-submission, or leave it out)))
 
 $(STAMP): pyproject.toml
 	@set -e; found=""; \

@@ -126,10 +126,16 @@ def quiz_key_file() -> Path:
     return exercise_dir("quiz") / "key.json"
 
 
+def submission_secret_file() -> Path:
+    """The autograder's secret (made by its setup.sh when seeds are drawn per submission): with a
+    hash of the submission, it makes each submission's seed (graders/course/bundle.py)."""
+    return ROOT / ".cache" / "submission_secret"
+
+
 def secrets() -> tuple[Path, ...]:
     """Files only the trusted side may read: a release leaves them out, and a sandboxed grading
     process sees them empty."""
-    return (quiz_key_file(),)
+    return (quiz_key_file(), submission_secret_file())
 
 
 def hidden_from_worker() -> list[Path]:

@@ -45,6 +45,13 @@ def grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=positive(float), default=None, metavar="SECONDS",
                         help="instead of --timeout: split this many seconds among the exercises by their typical "
                              "cost (with --jobs 1, the whole run ends within it; the autograder uses it)")
+    parser.add_argument("--deadline", type=positive(float), default=None, metavar="SECONDS",
+                        help="the whole run ends within this many seconds: an exercise cut short reads 'timed out', "
+                             "one not reached 'not graded', each check with 0 (default with --budget: the budget)")
+    parser.add_argument("--after-due", nargs="+", default=[], metavar="ID[:CHECK]",
+                        help="in --json's results.json, these exercises (or single checks) are shown to students "
+                             "only after the due date (Gradescope's visibility after_due_date), and the report "
+                             "shown before it says nothing of them")
     parser.add_argument("--no-cache", action="store_true", help="do not use the persistent compilation cache")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the configurations drawn at grading time (default: this installation's; the report prints it)")
@@ -62,3 +69,21 @@ def options_from(args) -> grading.Options:
     seed = grading.installation_seed() if args.seed is None else args.seed
     return grading.Options(timeout=args.timeout, cache=not args.no_cache, seed=seed, jobs=args.jobs,
                            sandbox=getattr(args, "sandbox", False), keep_server=True)
+
+
+def after_due(ids: list[str], specs: list[str]) -> set[tuple[str, str]]:
+    """(exercise, check) pairs named by --after-due's `ID` (every check of it) or `ID:CHECK`
+    items (also given as one string, spaces or commas between them); ValueError on a name that
+    is not one of the graded exercises' checks."""
+    from graders.runner.points import read_checks
+
+    chosen = set()
+    for spec in (part for item in specs for part in item.replace(",", " ").split()):
+        ex_id, _, check = spec.partition(":")
+        if ex_id not in ids:
+            raise ValueError(f"--after-due {spec}: {ex_id} is not an exercise of this run ({' '.join(ids)})")
+        names = [c.name for c in read_checks(catalog.grader_file(ex_id))]
+        if check and check not in names:
+            raise ValueError(f"--after-due {spec}: {ex_id} has no check {check}; its checks: {', '.join(names)}")
+        chosen |= {(ex_id, name) for name in names if not check or name == check}
+    return chosen

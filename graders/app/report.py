@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from graders import catalog
-from graders.runner.grading import UNGRADED, CheckResult, ExerciseResult
+from graders.runner.grading import UNGRADED, CheckResult, ExerciseResult, status_of
 
 MARK = {"passed": "✓", "failed": "✗", "not_attempted": "·", "not_run": "·"}
 
@@ -36,9 +36,12 @@ def header(solutions: Path, seed: int, isolation: str = "", missing=()) -> str:
 TABLE_HEAD = f"  {'id':<5} {'exercise':<38} {'status':<14} {'points':>7} {'time':>7}"
 
 
+AFTER_DUE = "after due date"  # the status shown, before the due date, of an exercise shown only after it
+
+
 def row(r: ExerciseResult) -> str:
-    return (f"  {r.ex_id:<5} {catalog.title(r.ex_id):<38} {r.status:<14} "
-            f"{f'{r.score}/{r.max_score}':>7} {r.seconds:6.1f}s")
+    points = f"{r.score}/{r.max_score}" if r.status != AFTER_DUE else f"?/{r.later}"
+    return f"  {r.ex_id:<5} {catalog.title(r.ex_id):<38} {r.status:<14} {points:>7} {r.seconds:6.1f}s"
 
 
 def body(results: list[ExerciseResult], verbose: bool = False) -> str:
@@ -46,6 +49,9 @@ def body(results: list[ExerciseResult], verbose: bool = False) -> str:
     lines = [TABLE_HEAD, *map(row, results)]
     total, most = sum(r.score for r in results), sum(r.max_score for r in results)
     lines.append(f"  {'total':<5} {'':<38} {'':<14} {f'{total}/{most}':>7}")
+    later = sum(r.later for r in results)
+    if later:
+        lines.append(f"  (and {_pts(later)} of checks whose results are shown after the due date)")
     for r in results:
         detail = _detail(r, verbose)
         if detail:
@@ -96,8 +102,33 @@ def _check_lines(c: CheckResult, previous: str | None) -> list[str]:
     return [f"{head}: {c.message}"]
 
 
+def before_due(results: list[ExerciseResult], after_due: set[tuple[str, str]]) -> list[ExerciseResult]:
+    """The results as students may see them before the due date: the checks in `after_due`
+    ((exercise, check) pairs) left out, with their points counted in `later`, the exercise's
+    status taken from the checks left, and its notes dropped (they may speak of the checks left
+    out). An exercise that could not be graded, or whose hidden checks all found the stub, keeps
+    its status and reason: they tell nothing of the answers. Every check whose outcome is left out here is in results.json's tests, shown
+    after the due date."""
+    from dataclasses import replace
+
+    shown = []
+    for r in results:
+        hidden = [c for c in r.checks if (r.ex_id, c.name) in after_due]
+        if not hidden or r.status in UNGRADED or {c.outcome for c in hidden} == {"not_attempted"}:
+            shown.append(r)
+            continue
+        kept = [c for c in r.checks if c not in hidden]
+        status = status_of(kept) if kept else AFTER_DUE
+        shown.append(replace(r, checks=kept, status=status, notes=[], later=sum(c.points for c in hidden)))
+    return shown
+
+
 def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
     head = f"{r.ex_id} ({r.module}): {r.status}, {r.score}/{r.max_score}"
+    if r.later:
+        head += f" (and {_pts(r.later)} shown after the due date)"
+    if r.status == AFTER_DUE:
+        return []
     out: list[str] = []
     if r.status in UNGRADED:
         out = [head, _indent(r.reason, "  ")]
@@ -122,10 +153,15 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
 # ---------------------------------------------------------------- results.json
 
 def results_json(results: list[ExerciseResult], report: str, seconds: float, seed: int,
-                 extra: dict | None = None) -> dict:
-    """Gradescope's results.json. An exercise that could not be graded is one failing entry
-    with its reason, worth the exercise's points; extra_data (a field Gradescope stores and
-    does not show) keeps what batch grading and `check()` read back."""
+                 extra: dict | None = None, after_due: set[tuple[str, str]] = frozenset()) -> dict:
+    """Gradescope's results.json. An exercise that could not be graded lists each check with 0
+    and its reason; extra_data (a field Gradescope stores and does not show) keeps what batch
+    grading and `check()` read back. The checks in `after_due` ((exercise, check) pairs) have
+    Gradescope's visibility "after_due_date"; `report` (the visible "output") must then be the
+    before_due() view."""
+    def seen(ex_id: str, name: str) -> str:
+        return "after_due_date" if (ex_id, name) in after_due else "visible"
+
     tests = []
     for r in results:
         if r.status in UNGRADED:
@@ -135,12 +171,12 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
                 tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": 0,
                               "max_score": c.points, "status": "failed",
                               "output": r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}",
-                              "visibility": "visible"})
+                              "visibility": seen(r.ex_id, c.name)})
             continue
         for c in r.checks:
             tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": c.score,
                           "max_score": c.points, "status": "passed" if c.outcome == "passed" else "failed",
-                          "output": c.message, "visibility": "visible"})
+                          "output": c.message, "visibility": seen(r.ex_id, c.name)})
     return {
         "score": sum(r.score for r in results),
         "execution_time": round(seconds, 2),
@@ -149,6 +185,7 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
         "output_format": "md",
         "test_output_format": "text",
         "visibility": "visible",
+        "stdout_visibility": "hidden",  # the runner's own printout holds every check's message
         "tests": tests,
         "extra_data": {"seed": seed, **(extra or {}), "exercises": {r.ex_id: {
             "status": r.status, "score": r.score, "max_score": r.max_score,

@@ -73,7 +73,24 @@ def available() -> str:
     if os.geteuid() != 0:
         return ("--sandbox needs root: it creates namespaces, builds a read-only root and switches "
                 "to the user nobody. Run it as root (the Gradescope autograder does), or grade without it")
+    if not (_mapped("uid_map", NOBODY) and _mapped("gid_map", NOBODY)):
+        return (f"--sandbox switches to the user nobody ({NOBODY}), which this user namespace does not map (only "
+                "root is mapped, as by `unshare --map-root-user`): run it where uids up to 65535 are mapped, "
+                "as a container runtime maps them, or as root outside any user namespace")
     return ""
+
+
+def _mapped(table: str, inner: int) -> bool:
+    """Whether id `inner` exists in this process's user namespace (/proc/self/uid_map or gid_map)."""
+    try:
+        lines = Path(f"/proc/self/{table}").read_text().split("\n")
+    except OSError:
+        return True  # no such table: no user namespaces here, every id exists
+    for line in lines:
+        fields = line.split()
+        if len(fields) == 3 and int(fields[0]) <= inner < int(fields[0]) + int(fields[2]):
+            return True
+    return False
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -39,6 +39,12 @@ JUNK = ("__pycache__", "*.pyc", ".pytest_cache", ".cache")
 # Gradescope's default limits: 10 minutes for one submission, 768 MB, a fraction of a CPU.
 DEFAULT_MINUTES = 10
 MARGIN_SECONDS = 60  # starting Python, finding the modules, writing results.json
+# Seconds past the runner's budget after which run_autograder stops it (a runner that does not end
+# on time); what is left of the margin then moves its last results.json into place.
+HARD_STOP_AFTER = 25
+# Shown to students only after the due date unless `make autograder AFTER_DUE=...` says otherwise:
+# a quiz check's message explains the right answer, so one visible submission would give the key.
+DEFAULT_AFTER_DUE = ("quiz",)
 
 
 def student_readme(text: str, drops=STUDENT_README_DROPS) -> str:
@@ -155,12 +161,21 @@ cd "$SRC"
 # The sandbox's level on this image: "namespaces", or "user" where they cannot be made (a default
 # container); graders/child/sandbox.py and the README say what each promises.
 echo "Sandbox isolation on this image: $("$VENV/bin/python" -c 'from graders.child import sandbox; print(sandbox.available() or sandbox.level())')"
+# The exercises this assignment grades (make autograder EX=...): the reference is graded on these.
+IDS=(@IDS@)
+SEED_PER_SUBMISSION=@SEED_PER_SUBMISSION@  # make autograder SEED=per-submission
+if [ "$SEED_PER_SUBMISSION" = 1 ]; then
+  # Each submission's seed is drawn from a hash of its modules and this secret, made here, in
+  # the image: readable by root only, and hidden from the sandboxed worker (catalog.secrets()).
+  mkdir -p "$SRC/.cache"
+  (umask 077; "$VENV/bin/python" -c 'import secrets; print(secrets.token_hex(32))' > "$SRC/.cache/submission_secret")
+fi
 if [ "${GRADERS_SKIP_WARMUP:-0}" != 1 ]; then
   # The reference is graded as students will be, under --sandbox: an image whose sandbox cannot
   # grade fails here, not on every submission. It also fills the compilation cache
   # (source/.cache/jax) with the graders' own programs and draws this image's grading seed
   # (source/.cache/seed). A sandboxed run never keeps a grading server: none is left running.
-  GRADERS_NO_RESIDENT=1 "$VENV/bin/python" -m graders --solutions reference --jobs 1 --sandbox \
+  GRADERS_NO_RESIDENT=1 "$VENV/bin/python" -m graders "${IDS[@]}" --solutions reference --jobs 1 --sandbox \
       --json "$ROOT/warmup.json" > "$ROOT/warmup.txt" \
     || { cat "$ROOT/warmup.txt"; echo "The reference solutions did not get full marks under --sandbox: see above." >&2; exit 1; }
   head -20 "$ROOT/warmup.txt"
@@ -179,15 +194,22 @@ PY="$ROOT/venv/bin/python"
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
 
-# Written first, so a crash below still leaves Gradescope something true to show.
+# Written first, so a crash below still leaves Gradescope something true to show: every test of
+# the assignment, as in every other submission, with 0.
 cat > "$RESULTS" <<'JSON'
-{"score": 0, "output": "The autograder could not run on this submission. Please tell your instructor.", "tests": []}
+@FALLBACK@
 JSON
 
-# The runner's arguments, in one place. @BUDGET@ s shared among the exercises by their typical
-# cost, one exercise at a time: a submission that loops in every exercise still ends within
-# @MINUTES@ minutes. --sandbox: the submission's code runs confined (see the README).
-RUNNER_ARGS=(--jobs 1 --budget @BUDGET@ --sandbox)
+# The runner's arguments, in one place. The exercises of this assignment; @BUDGET@ s shared among
+# them by their typical cost, one at a time, and the whole run ends within them: a submission that
+# loops in every exercise still ends within @MINUTES@ minutes, and an exercise the run does not
+# reach lists each check with 0, "not graded: the run's time ran out". --sandbox: the
+# submission's code runs confined (see the README). --after-due: results shown after the due date.
+RUNNER_ARGS=(@IDS@ --jobs 1 --budget @BUDGET@ --sandbox@AFTER_DUE@)
+# The last resort, if the runner itself outlives its budget: it is stopped, and the results.json
+# it rewrote after each exercise stands.
+HARD_LIMIT=@HARD@
+SEED_PER_SUBMISSION=@SEED_PER_SUBMISSION@
 
 cd "$SRC" || exit 0
 # The modules may sit at the top or inside a folder; with none, every exercise reads "missing".
@@ -195,7 +217,13 @@ cd "$SRC" || exit 0
 SOLUTIONS="$("$PY" -m graders.course.bundle locate "$ROOT/submission")"
 SOLUTIONS="${SOLUTIONS:-$ROOT/submission}"
 LABEL="submission${SOLUTIONS#"$ROOT/submission"}"
-"$PY" -m graders --solutions "$SOLUTIONS" --label "$LABEL" --json "$RESULTS.new" "${RUNNER_ARGS[@]}"
+SEED_ARGS=()
+if [ "$SEED_PER_SUBMISSION" = 1 ]; then
+  # This submission's seed: a hash of its modules and the image's secret (setup.sh).
+  SEED_ARGS=(--seed "$("$PY" -m graders.course.bundle seed "$SOLUTIONS" @IDS@)") || SEED_ARGS=()
+fi
+timeout --kill-after=5 "$HARD_LIMIT" \
+  "$PY" -m graders --solutions "$SOLUTIONS" --label "$LABEL" --json "$RESULTS.new" "${SEED_ARGS[@]}" "${RUNNER_ARGS[@]}"
 # Only a complete results.json replaces the fallback.
 if "$PY" -c 'import json, sys; json.load(open(sys.argv[1]))["tests"]' "$RESULTS.new" 2>/dev/null; then
   mv "$RESULTS.new" "$RESULTS"
@@ -215,13 +243,64 @@ def _add(zf: zipfile.ZipFile, path: Path, arcname: str, executable: bool = False
     zf.writestr(info, path.read_bytes() if isinstance(path, Path) else path)
 
 
-def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINUTES) -> Path:
+def submission_seed(solutions: Path, ids: list[str], secret: bytes) -> int:
+    """A submission's seed (`--seed-per-submission`): a hash of the secret and the modules of
+    `ids` that `solutions` holds, in the range of an installation's seed. The same files give the
+    same seed (a re-run reproduces a grading); without the secret it cannot be foreseen."""
+    import hashlib
+
+    h = hashlib.sha256(secret + b"\0")
+    for ex_id in ids:
+        path = Path(solutions) / f"{catalog.module_name(ex_id)}.py"
+        if path.is_file() and not path.is_symlink():
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return int.from_bytes(h.digest()[:8], "big") % 1_000_000
+
+
+def parse_ids(items) -> list[str]:
+    """Exercise ids given as one string or several (spaces or commas between them), in the
+    catalog's order; ValueError on an unknown one. None or nothing: every exercise."""
+    named = [part for item in (items or []) for part in item.replace(",", " ").split()]
+    unknown = [i for i in named if i not in catalog.available()]
+    if unknown:
+        raise ValueError(f"unknown exercise id(s): {' '.join(unknown)}; choose from {' '.join(catalog.available())}")
+    return [i for i in catalog.available() if i in named] or catalog.available()
+
+
+COULD_NOT_RUN = "The autograder could not run on this submission. Please tell your instructor."
+
+
+def fallback_results(ids: list[str]) -> str:
+    """run_autograder's results.json until the runner writes one: each check of `ids` with 0."""
+    import json
+
+    from graders.runner.points import read_checks
+
+    tests = [{"name": f"{i}: {c.name}", "tags": [i], "score": 0, "max_score": c.points, "status": "failed",
+              "output": COULD_NOT_RUN, "visibility": "visible"}
+             for i in ids for c in read_checks(catalog.grader_file(i))]
+    return json.dumps({"score": 0, "output": COULD_NOT_RUN, "tests": tests}, separators=(",", ":"))
+
+
+def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINUTES, ids: list[str] | None = None,
+                     after_due=DEFAULT_AFTER_DUE, seed_per_submission: bool = False) -> Path:
+    """`ids`: the assignment's exercises (default all); `after_due`: exercises (`ex7`) or checks
+    (`ex7:name`) shown to students after the due date; `seed_per_submission`: each submission's
+    seed drawn from a hash of its modules and a secret setup.sh makes, instead of one per image."""
+    ids = ids or catalog.available()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    run = RUN_AUTOGRADER.replace("@BUDGET@", str(grading_budget(minutes))).replace("@MINUTES@", f"{minutes:g}")
+    budget = grading_budget(minutes)
+    hidden = "".join(f" {spec}" for spec in after_due if spec.partition(":")[0] in ids)
+    run = (RUN_AUTOGRADER.replace("@BUDGET@", str(budget)).replace("@MINUTES@", f"{minutes:g}")
+           .replace("@IDS@", " ".join(ids)).replace("@AFTER_DUE@", f" --after-due{hidden}" if hidden else "")
+           .replace("@HARD@", str(budget + HARD_STOP_AFTER))
+           .replace("@SEED_PER_SUBMISSION@", "1" if seed_per_submission else "0")
+           .replace("@FALLBACK@", fallback_results(ids)))
+    setup = SETUP_SH.replace("@IDS@", " ".join(ids)).replace("@SEED_PER_SUBMISSION@", "1" if seed_per_submission else "0")
     skip = set(JUNK)
     with zipfile.ZipFile(out, "w") as zf:
-        _add(zf, SETUP_SH.encode(), "setup.sh", executable=True)
+        _add(zf, setup.encode(), "setup.sh", executable=True)
         _add(zf, run.encode(), "run_autograder", executable=True)
         _add(zf, requirements(root).encode(), "requirements.txt")
         _add(zf, root / "pyproject.toml", "pyproject.toml")
@@ -235,6 +314,23 @@ def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINU
 
 # ---------------------------------------------------------------- command line
 
+def check_after_due(ids: list[str], specs) -> list[str]:
+    """--after-due's items (`ID` or `ID:CHECK`, one string or several), each naming an exercise of
+    `ids` or one of its checks; ValueError otherwise."""
+    from graders.runner.points import read_checks
+
+    out = []
+    for spec in (part for item in specs for part in item.replace(",", " ").split()):
+        ex_id, _, check = spec.partition(":")
+        if ex_id not in ids:
+            raise ValueError(f"--after-due {spec}: {ex_id} is not an exercise of this assignment ({' '.join(ids)})")
+        names = [c.name for c in read_checks(catalog.grader_file(ex_id))]
+        if check and check not in names:
+            raise ValueError(f"--after-due {spec}: {ex_id} has no check {check}; its checks: {', '.join(names)}")
+        out.append(spec)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graders.course.bundle", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -244,8 +340,19 @@ def main(argv: list[str] | None = None) -> int:
     ag.add_argument("--out", default=str(ROOT / "dist" / "autograder.zip"))
     ag.add_argument("--minutes", type=float, default=DEFAULT_MINUTES,
                     help="the assignment's autograder timeout on Gradescope (default: 10)")
+    ag.add_argument("--ex", nargs="*", default=None, metavar="ID",
+                    help="the assignment's exercises (default: all), e.g. --ex \"ex1 ex2 quiz\"")
+    ag.add_argument("--after-due", nargs="*", default=None, metavar="ID[:CHECK]",
+                    help="exercises or single checks whose results students see only after the due date "
+                         f"(default: {' '.join(DEFAULT_AFTER_DUE)}; 'none': every result shown at once)")
+    ag.add_argument("--seed-per-submission", action="store_true",
+                    help="draw each submission's seed from a hash of its modules and a secret made by setup.sh "
+                         "(default: one seed per image, drawn by setup.sh)")
     loc = sub.add_parser("locate", help="print the folder holding a submission's modules")
     loc.add_argument("folder")
+    seed = sub.add_parser("seed", help="print a submission's seed (run_autograder, --seed-per-submission)")
+    seed.add_argument("folder")
+    seed.add_argument("ids", nargs="*")
     args = parser.parse_args(argv)
 
     if args.what == "release":
@@ -253,17 +360,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out}/ (stubs, graders without the quiz key, Makefile, pyproject.toml, README.md)")
     elif args.what == "autograder":
         try:
-            limits = budget_limits(catalog.available(), grading_budget(args.minutes))
+            ids = parse_ids(args.ex)
+            wanted = DEFAULT_AFTER_DUE if args.after_due is None else [a for a in args.after_due if a.strip() != "none"]
+            after_due = check_after_due(ids, [a for a in wanted if a.partition(":")[0] in ids or args.after_due])
+        except ValueError as exc:
+            parser.error(str(exc))
+        try:
+            limits = budget_limits(ids, grading_budget(args.minutes))
         except ValueError:
-            parser.error("--minutes is too small to grade every exercise")
-        out = build_autograder(Path(args.out), minutes=args.minutes)
+            parser.error(f"--minutes {args.minutes:g} is too small to grade {' '.join(ids)}")
+        out = build_autograder(Path(args.out), minutes=args.minutes, ids=ids, after_due=after_due,
+                               seed_per_submission=args.seed_per_submission)
         shares = ", ".join(f"{i} {s:.0f} s" for i, s in limits.items())
-        print(f"wrote {out} ({grading_budget(args.minutes)} s of grading: {shares}); upload it on Gradescope's "
-              "'Configure Autograder' page")
+        print(f"wrote {out} ({grading_budget(args.minutes)} s of grading: {shares}); "
+              f"results after the due date: {' '.join(after_due) or 'none'}; "
+              f"seed: {'one per submission' if args.seed_per_submission else 'one per image'}. "
+              "Upload it on Gradescope's 'Configure Autograder' page")
     elif args.what == "locate":
         found = find_solutions(Path(args.folder))
         if found is not None:
             print(found)
+    elif args.what == "seed":
+        secret = catalog.submission_secret_file().read_bytes()
+        print(submission_seed(Path(args.folder), parse_ids(args.ids), secret))
     return 0
 
 
