@@ -164,8 +164,20 @@ def _referenced(texts: list[str]) -> set[str]:
     return names
 
 
+# Decorators that register a function with something that calls it by name (pytest, the probes'
+# channel) or mark it (@expected): such a function is never "unused".
+REGISTERING = ("fixture", "mark", "probe", "expected", "hookimpl")
+
+
+def _plain(node) -> bool:
+    """A function only the folder's code calls: not a check, and no registering decorator
+    (jax.jit, functools.cache and the like do not count)."""
+    return not node.name.startswith(("test_", "pytest_")) and not any(
+        word in ast.unparse(d) for d in node.decorator_list for word in REGISTERING)
+
+
 def drop_unused(texts: dict[Path, str]) -> dict[Path, str]:
-    """Leave out the plain module-level functions (no decorator, not a check) that no file of the
+    """Leave out the plain module-level functions (not a check, no registering decorator) that no file of the
     folder uses any more: what only the removed bodies called (ex6's NumPy block, ex2's forward pass)."""
     texts = dict(texts)
     while True:
@@ -173,13 +185,13 @@ def drop_unused(texts: dict[Path, str]) -> dict[Path, str]:
         dropped = False
         for path, text in texts.items():
             tree = ast.parse(text)
-            dead = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.decorator_list
-                    and not n.name.startswith("test_") and n.name not in used]
+            dead = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _plain(n)
+                    and n.name not in used]
             if not dead:
                 continue
             lines = text.splitlines(keepends=True)
             for node in sorted(dead, key=lambda n: -n.lineno):
-                start = node.lineno - 1
+                start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
                 while start > 0 and lines[start - 1].lstrip().startswith("#"):  # the comment above it
                     start -= 1
                 end = node.end_lineno
