@@ -170,23 +170,24 @@ REGISTERING = ("fixture", "mark", "probe", "expected", "hookimpl")
 
 
 def _plain(node) -> bool:
-    """A function only the folder's code calls: not a check, and no registering decorator
+    """A function or class only the folder's code uses: not a check, and no registering decorator
     (jax.jit, functools.cache and the like do not count)."""
     return not node.name.startswith(("test_", "pytest_")) and not any(
         word in ast.unparse(d) for d in node.decorator_list for word in REGISTERING)
 
 
 def drop_unused(texts: dict[Path, str]) -> dict[Path, str]:
-    """Leave out the plain module-level functions (not a check, no registering decorator) that no file of the
-    folder uses any more: what only the removed bodies called (ex6's NumPy block, ex2's forward pass)."""
+    """Leave out the plain module-level functions and classes (not a check, no registering decorator)
+    that no file of the folder uses any more: what only the removed bodies used (ex6's NumPy block,
+    ex2's own program, ex5's unwrapped MLP)."""
     texts = dict(texts)
     while True:
         used = _referenced(list(texts.values()))
         dropped = False
         for path, text in texts.items():
             tree = ast.parse(text)
-            dead = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _plain(n)
-                    and n.name not in used]
+            dead = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and _plain(n) and n.name not in used]
             if not dead:
                 continue
             lines = text.splitlines(keepends=True)
