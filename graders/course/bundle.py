@@ -199,7 +199,7 @@ def drop_unused(texts: dict[Path, str]) -> dict[Path, str]:
                 while end < len(lines) and not lines[end].strip() and end + 1 < len(lines) and not lines[end + 1].strip():
                     end += 1  # no run of blank lines left behind
                 del lines[start:end]
-            texts[path] = "".join(lines)
+            texts[path] = re.sub(r"\n{4,}", "\n\n\n", "".join(lines))  # two blank lines between what is left
             dropped = True
         if not dropped:
             return texts
