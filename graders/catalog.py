@@ -156,6 +156,8 @@ def hidden_from_worker() -> list[Path]:
         checks = grader_file(ex_id)
         if checks.is_file():
             hidden.append(checks)
+        if public_data_file(ex_id).is_file():  # the students' copy: the checks' recorded expected values
+            hidden.append(public_data_file(ex_id))
         hidden.append(checks.parent / "__pycache__")
     return hidden
 
