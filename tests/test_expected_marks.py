@@ -88,6 +88,15 @@ def test_recorded_calls_answer_the_students_copy_and_others_are_deferred(tmp_pat
     assert marks.or_else(lambda: student.own_value(np.arange(5.0)), "unnamed") == "unnamed"
 
 
+def test_work_only_a_wrong_answer_asks_for_is_done_ahead_only_when_recording(monkeypatch):
+    done = []
+    monkeypatch.delenv(settings.RECORD_EXPECTED, raising=False)
+    marks.recorded_ahead(lambda: done.append("full package"))
+    monkeypatch.setenv(settings.RECORD_EXPECTED, "/nonexistent")
+    marks.recorded_ahead(lambda: done.append("recording"))
+    assert done == ["recording"]
+
+
 def test_the_copy_keeps_every_line_but_the_marked_bodies_and_what_only_they_used():
     text, _ = strip_expected(MODULE, "checks.py")
     stripped = drop_unused({Path("checks.py"): text})[Path("checks.py")]

@@ -175,3 +175,11 @@ def or_else(compute, default):
         return compute()
     except Deferred:
         return default
+
+
+def recorded_ahead(compute) -> None:
+    """When the release records (and only then), compute() now: marked work that only a wrong
+    answer asks for (naming a mistake), so that the students' copy can name it too. The full
+    package and the autograder do nothing here, and compute it only when they need it."""
+    if os.environ.get(settings.RECORD_EXPECTED):
+        compute()

@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from graders.kit.expected import expected, or_else
+from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar
 
@@ -240,6 +240,7 @@ def test_chapter_case_values(worker):
     w_bf16 = as_scalar(worker.module_value("w_bf16"), "w_bf16")
     w_master = as_scalar(worker.module_value("w_master"), "w_master")
     expected_master = min(fp32_steps(1.0, 1e-3, 1.0, 100))
+    recorded_ahead(lambda: bf16_steps_rounded(1.0, 1e-3, 1.0, 100, "zero"))
     if w_bf16 != 1.0:
         fail(f"w_bf16 = {w_bf16:.8g}, expected 1.0: each 1e-3 step is under half the bf16 spacing just below 1.0 "
              "(2**-8), so it is rounded away. "
@@ -259,6 +260,7 @@ def test_bf16_matches_step_by_step_rounding(worker, seed):
     cases = GRID + edge_cases(seed)
     got = {case: as_scalar(worker.sgd_bf16(*case), "sgd_bf16({!r}, {!r}, {!r}, {})".format(*case)) for case in cases}
     accepted = {case: bf16_steps(*case) for case in cases}
+    recorded_ahead(lambda: [bf16_steps_rounded(*case, mode) for case in cases for mode in (*ROUNDINGS, "old spacing")])
     wrong = [case for case in cases if got[case] not in accepted[case]]
     if not wrong:
         return
@@ -295,6 +297,7 @@ def test_master_matches_float32_simulation(worker):
         call = f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})"
         got = as_scalar(worker.sgd_fp32_master(w0, lr, grad, steps), call)
         accepted = fp32_steps(w0, lr, grad, steps)
+        recorded_ahead(lambda: (bf16_steps(w0, lr, grad, steps), fp32_closed_forms(w0, lr, grad, steps)))
         if got in accepted:
             continue
         expected = min(accepted)
@@ -344,6 +347,7 @@ def threshold_mistake(got: dict, ws) -> str:
 def check_thresholds(worker, ws, note=None):
     got = {w: as_scalar(worker.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w!r})") for w in ws}
     wrong = [w for w in ws if not np.isclose(got[w], threshold(w), rtol=THRESHOLD_RTOL, atol=0)]
+    recorded_ahead(lambda: [threshold_rounded(w, mode) for w in ws for mode in ROUNDINGS] + [threshold(1.0)])
     if wrong:
         w = wrong[0]
         fail(f"bf16_rounding_threshold({w!r}) = {got[w]:.6g}, expected {threshold(w):.6g} "

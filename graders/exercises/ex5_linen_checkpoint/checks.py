@@ -165,6 +165,7 @@ def check_output(worker, seed, d, f, seed_arg, features_arg, floats: str = ""):
     x = make_x(int(seed), d)
     what = f"output for seed={seed_arg!r}, D={d}, features={features_arg!r}"
     want = expected(int(seed), x, f)
+    marks.recorded_ahead(lambda: mistakes(int(seed), x, f))
     got = output_of(call(worker, seed_arg, x, features_arg, what, floats), f, what)
     if not is_close(got, want):  # the known mistakes cost four more inits: only for a wrong answer
         assert_close(got, want, what, NAME_HINT, mistakes=marks.or_else(lambda: mistakes(int(seed), x, f), []))

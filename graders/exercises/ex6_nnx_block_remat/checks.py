@@ -33,7 +33,7 @@ import pytest
 
 from graders.kit import figure_store, jaxpr
 from graders.exercises.ex6_nnx_block_remat import plain_stack
-from graders.kit.expected import expected
+from graders.kit.expected import expected, recorded_ahead
 from graders.kit.verdicts import Verdict, fail
 from graders.kit.numeric import as_int, assert_close, is_close
 from graders.exercises.ex6_nnx_block_remat.probes import (
@@ -931,6 +931,7 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
         for (c, layout), g, s in zip(stacks, got, stats)))
     for (c, layout), what, g, stat in zip(stacks, models, got, stats):
         expected = stat["temp_size_in_bytes"]
+        recorded_ahead(lambda: own_stack_forward_temp(c, layout))
         # The gradient measured alone, or beside the loss (jax.value_and_grad): both are right.
         right = {expected, own_stack_memory(c, layout, with_loss=True)["temp_size_in_bytes"]}
         where = (f"temp_memory_bytes returned {g:,} bytes for {what}; the gradient of the mean squared error of that "

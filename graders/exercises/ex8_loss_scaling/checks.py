@@ -18,7 +18,7 @@ import optax
 import pytest
 
 from graders.kit import figure_store
-from graders.kit.expected import expected, or_else
+from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.exercises.ex8_loss_scaling.probes import KEYS, read_value
@@ -854,6 +854,7 @@ def compare_run(training, name, start, check_losses=True):
     run = run_of(training, name)
     lr = training["lr"]
     exp = simulate_training(TRAIN_SEED, lr, *start, STEPS)
+    recorded_ahead(lambda: start[1] and simulate_training(TRAIN_SEED, lr, start[0], 0, STEPS))
     what = f"train_fp16_dynamic(..., {describe(start)}, steps={STEPS}, tx=optax.adam({lr}))"
     scales, finites, losses = per_step(run, what)
     dtype_hint = scale_dtype_problem(run)
@@ -911,6 +912,8 @@ def compare_with_simulation(training, start, got, key, what, rtol, hint=""):
     """assert_close against the simulation; the named mistakes are simulated only when it fails.
     No absolute floor: the losses are ~1e-5 (the loss weight), below numeric.ATOL."""
     expected = simulate_training(TRAIN_SEED, training["lr"], *start, STEPS)[key]
+    recorded_ahead(lambda: [simulate_training(TRAIN_SEED, training["lr"], *start, STEPS, mistake)
+                            for mistake, _ in TRAINING_MISTAKES])
     if is_close(got, expected, rtol, atol=0.0):
         return
     mistakes = [(or_else(lambda m=mistake: simulate_training(TRAIN_SEED, training["lr"], *start, STEPS, m)[key], None),
