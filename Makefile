@@ -7,7 +7,8 @@
 # make test-course                            the slow course tests (release, autograder, batch); CI runs both
 # make watch [SOLUTIONS=dir] [EX="ex2"]       grade, then re-grade each exercise when its file is saved
 # make bench                                  cold/warm/edit-loop grading times of the reference
-# make release                                the students' copy in dist/student/ (no solutions, no quiz key)
+# make release [SELF_STUDY=1]                 the students' copy in dist/student/: public checks, no solutions, no quiz key
+#                                             or explanations (SELF_STUDY=1: the full checks, for self-study)
 # make autograder [MINUTES=10]                dist/autograder.zip for Gradescope (MINUTES: the assignment's timeout)
 #                 [EX="ex1 ex2 quiz"]          the assignment's exercises (default: all)
 #                 [AFTER_DUE="quiz ex7:name"]  results students see only after the due date (default: quiz; none)
@@ -23,11 +24,12 @@ SEED ?=
 VERBOSE ?=
 MINUTES ?=
 AFTER_DUE ?=
+SELF_STUDY ?=
 KEEP_SERVER ?=
 # make puts variables given on its command line into every recipe's environment; the runner
 # reads them as arguments, and in its environment they would make each EX=... a kept fork
 # server of its own (graders/runner/kept_server.py).
-unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES AFTER_DUE KEEP_SERVER
+unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES AFTER_DUE KEEP_SERVER SELF_STUDY
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -68,7 +70,7 @@ venv: $(STAMP)
 
 release: $(STAMP)
 	$(FULL_PACKAGE)
-	$(PY) -m graders.course.bundle release --out dist/student
+	$(PY) -m graders.course.bundle release --out dist/student $(if $(filter 1,$(SELF_STUDY)),--self-study)
 
 autograder: $(STAMP)
 	$(FULL_PACKAGE)

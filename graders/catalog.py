@@ -132,6 +132,25 @@ def submission_secret_file() -> Path:
     return ROOT / ".cache" / "submission_secret"
 
 
+def public_data_file(ex_id: str) -> Path:
+    """The students' copy only: the expected values its checks need, recorded on the public seed
+    when the copy was made (graders/kit/expected.py; the name is that module's PUBLIC_FILE)."""
+    return exercise_dir(ex_id) / "public.wire"
+
+
+def public_seed_file() -> Path:
+    """The students' copy only: the seed its expected values were recorded on, which it grades with."""
+    return GRADERS_DIR / "public_seed"
+
+
+def public_seed() -> int | None:
+    """The students' copy's public seed; None in the full package."""
+    try:
+        return int(public_seed_file().read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def secrets() -> tuple[Path, ...]:
     """Files only the trusted side may read: a release leaves them out, and a sandboxed grading
     process sees them empty."""
@@ -147,6 +166,8 @@ def hidden_from_worker() -> list[Path]:
         checks = grader_file(ex_id)
         if checks.is_file():
             hidden.append(checks)
+        if public_data_file(ex_id).is_file():  # the students' copy: the checks' recorded expected values
+            hidden.append(public_data_file(ex_id))
         hidden.append(checks.parent / "__pycache__")
     return hidden
 

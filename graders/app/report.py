@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from graders import catalog
-from graders.runner.grading import UNGRADED, CheckResult, ExerciseResult, status_of
+from graders.runner.grading import ON_SUBMISSION, UNGRADED, CheckResult, ExerciseResult, status_of
 
-MARK = {"passed": "✓", "failed": "✗", "not_attempted": "·", "not_run": "·"}
+MARK = {"passed": "✓", "failed": "✗", "not_attempted": "·", "not_run": "·", "deferred": "…"}
 
 
 def _pts(n: int) -> str:
@@ -24,6 +24,10 @@ def header(solutions: Path, seed: int, isolation: str = "", missing=()) -> str:
     """`isolation`: the sandbox's level (graders/child/sandbox.py), when there is one; `missing`:
     the modules the graded folder does not hold."""
     text = f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)"
+    public = catalog.public_seed()
+    if public is not None:
+        text += (f"\n  the students' copy: its checks grade on the public seed {public}, with the graders' expected "
+                 "values recorded for it when the copy was made; the rest is graded when you submit")
     if missing:
         text += f"\n  missing from {solutions}/: {', '.join(missing)}"
     if isolation:
@@ -95,7 +99,7 @@ def _check_lines(c: CheckResult, previous: str | None) -> list[str]:
     head = f"  {MARK[c.outcome]} {c.name} ({_pts(c.points)})"
     if c.outcome == "passed":
         return [head] + ([_indent(c.message, "      ")] if c.message else [])
-    if c.outcome == "failed":
+    if c.outcome in ("failed", "deferred"):
         # one error met by every check is shown once
         shown = "(the same as above)" if c.message == previous else c.message
         return [head, _indent(shown, "      ")]
@@ -134,7 +138,10 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
         out = [head, _indent(r.reason, "  ")]
         if r.output:
             out += ["  output from your code:", _indent(r.output, "  | ")]
-    elif verbose or r.status == "partial" or any(c.outcome == "passed" and c.message for c in r.checks):
+    elif r.status == ON_SUBMISSION and len({c.message for c in r.checks}) == 1:
+        out = [head, f"  {MARK['deferred']} every check: {r.checks[0].message}"]
+    elif (verbose or r.status in ("partial", ON_SUBMISSION) or any(c.outcome == "passed" and c.message for c in r.checks)
+          or any(c.outcome == "deferred" for c in r.checks)):
         if r.status == "not attempted" and not verbose:
             return []
         out, previous = [head], None
@@ -142,7 +149,7 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
             # a passing check that explains itself (a quiz answer) is always shown
             if verbose or c.outcome != "passed" or c.message:
                 out += _check_lines(c, previous)
-            if c.outcome == "failed":
+            if c.outcome in ("failed", "deferred"):
                 previous = c.message
     if r.notes:
         out = out or [head]
@@ -174,6 +181,10 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
                               "visibility": seen(r.ex_id, c.name)})
             continue
         for c in r.checks:
+            if c.outcome == "deferred":  # the students' copy: graded when submitted, neither way here
+                tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": 0, "max_score": 0,
+                              "output": c.message, "visibility": "visible"})
+                continue
             tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": c.score,
                           "max_score": c.points, "status": "passed" if c.outcome == "passed" else "failed",
                           "output": c.message, "visibility": seen(r.ex_id, c.name)})
@@ -237,7 +248,8 @@ _STYLE = {
             "font-size:100%;line-height:1.35;overflow-x:auto",
 }
 _COLOUR = {"passed": "#2da44e", "failed": "#e5534b"}  # readable on a light and on a dark theme
-OUTCOME = {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "not_run": "not run"}
+OUTCOME = {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "not_run": "not run",
+           "deferred": "graded when you submit"}
 
 
 def _tag(name: str, style: str, text: str, raw: bool = False, colour: str | None = None, **attrs: str) -> str:

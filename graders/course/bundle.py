@@ -1,8 +1,12 @@
 """What an instructor hands out: the students' copy and the Gradescope autograder.
 
-    python -m graders.course.bundle release [--out dist/student]
+    python -m graders.course.bundle release [--out dist/student] [--self-study] [--public-seed N]
         exercises/ (the stubs), graders/ without the quiz key, Makefile, pyproject.toml and a
         README without the instructors' and maintainers' sections. No reference/, no tests/.
+        A course's copy (the default) holds public checks: the graders' own expected-value code
+        (@expected, graders/kit/expected.py) is replaced by its values on a public seed, recorded
+        by grading the reference once, and the quiz has no explanations. --self-study keeps the
+        full checks.
     python -m graders.course.bundle autograder [--out dist/autograder.zip] [--minutes 10]
         setup.sh and run_autograder at the root of the zip, following Gradescope's autograder
         contract; the package (with the quiz key and, until setup.sh deletes it, reference/) beside them.
@@ -14,6 +18,7 @@ Nothing here imports JAX; run_autograder and graders.course.batch call the runne
 """
 
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -23,7 +28,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from graders import catalog
+from graders import catalog, settings
 from graders.runner.grading import budget_limits
 
 ROOT = catalog.ROOT
@@ -35,6 +40,10 @@ STUDENT_README_DROPS = ("For instructors", "For maintainers")
 QUIZ_KEY = catalog.quiz_key_file().relative_to(catalog.ROOT)
 RELEASE_TOP = ("exercises", "graders", "Makefile", "pyproject.toml")
 JUNK = ("__pycache__", "*.pyc", ".pytest_cache", ".cache")
+
+# A course's students' copy grades on this seed, with the expected values recorded for it
+# (`--public-seed` picks another). The autograder draws its own: the hidden draws stay hidden.
+PUBLIC_SEED = 2026
 
 # Gradescope's default limits: 10 minutes for one submission, 768 MB, a fraction of a CPU.
 DEFAULT_MINUTES = 10
@@ -66,7 +75,10 @@ def _copytree(src: Path, dst: Path, skip=()) -> None:
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(*JUNK, *skip))
 
 
-def build_release(out: Path, root: Path = ROOT) -> Path:
+def build_release(out: Path, root: Path = ROOT, self_study: bool = False, public_seed: int = PUBLIC_SEED) -> Path:
+    """The students' copy. Course mode (the default): public checks, whose expected values are
+    recorded as data by grading the reference once on `public_seed` (record_public), with no
+    solution code (publish) and no quiz explanation. `self_study`: the full checks, as they are."""
     out = Path(out)
     if out.exists():
         shutil.rmtree(out)
@@ -76,7 +88,181 @@ def build_release(out: Path, root: Path = ROOT) -> Path:
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy2(root / name, out / name)
     (out / "README.md").write_text(student_readme((root / "README.md").read_text()))
+    if not self_study:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="graders-public-") as folder:
+            recorded = record_public(root, Path(folder), public_seed)
+            publish(out / "graders", recorded, public_seed)
     return out
+
+
+# ---------------------------------------------------------------- course mode: public checks
+
+def record_public(root: Path, folder: Path, seed: int) -> dict[str, bytes]:
+    """Grade the reference with the full graders on `seed`, recording every @expected call
+    (graders/kit/expected.py): {exercise folder name: its public.wire}. The graders' own figures
+    are computed afresh (an empty store), so that every one is recorded; fails unless the
+    reference gets full marks."""
+    import subprocess
+
+    from graders.kit import expected
+
+    calls, figures, results = folder / "calls", folder / "figures", folder / "results.json"
+    env = dict(os.environ, **{settings.RECORD_EXPECTED: str(calls), settings.EXPECTED_DIR: str(figures),
+                              settings.NO_RESIDENT: "1"})
+    run = subprocess.run([sys.executable, "-m", "graders", "--solutions", str(root / "reference"), "--seed", str(seed),
+                          "--jobs", "2", "--json", str(results)], cwd=root, env=env, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError("recording the public checks' expected values: the reference did not get full marks on "
+                           f"seed {seed}:\n{run.stdout[-3000:]}{run.stderr[-2000:]}")
+    return expected.collect(calls) if calls.is_dir() else {}
+
+
+def _marked(node) -> bool:
+    return any((isinstance(d, ast.Name) and d.id == "expected") or (isinstance(d, ast.Attribute) and d.attr == "expected")
+               for d in node.decorator_list)
+
+
+def _body_start(node) -> int:
+    """The first line (1-based) of a function's body after its docstring."""
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first.end_lineno + 1
+    return first.lineno
+
+
+def strip_expected(text: str, path: str = "") -> tuple[str, list[str]]:
+    """text with the body of every @expected function replaced by expected.BODY (its signature,
+    decorators and docstring kept, every other line verbatim), and the names of those functions."""
+    from graders.kit.expected import BODY
+
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _marked(node) and node not in tree.body:
+            raise ValueError(f"{path}: @expected {node.name} is not at the module's top level: a closure's values "
+                             "would not be part of what a call is recorded under")
+    for node in sorted((n for n in tree.body if isinstance(n, ast.FunctionDef) and _marked(n)),
+                       key=lambda n: -n.lineno):
+        start, end = _body_start(node), node.end_lineno
+        indent = " " * (node.col_offset + 4)
+        body = f"{indent}{BODY}\n"
+        if start > end:  # a docstring alone
+            lines.insert(end, body)
+        else:
+            lines[start - 1:end] = [body]
+        names.append(node.name)
+    return "".join(lines), sorted(names)
+
+
+def _referenced(texts: list[str]) -> set[str]:
+    names = set()
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.name.rpartition(".")[2])
+    return names
+
+
+# Decorators that register a function with something that calls it by name (pytest, the probes'
+# channel) or mark it (@expected): such a function is never "unused".
+REGISTERING = ("fixture", "mark", "probe", "expected", "hookimpl")
+
+
+def _plain(node) -> bool:
+    """A function or class only the folder's code uses: not a check, and no registering decorator
+    (jax.jit, functools.cache and the like do not count)."""
+    return not node.name.startswith(("test_", "pytest_")) and not any(
+        word in ast.unparse(d) for d in node.decorator_list for word in REGISTERING)
+
+
+def drop_unused(texts: dict[Path, str]) -> dict[Path, str]:
+    """Leave out the plain module-level functions and classes (not a check, no registering decorator)
+    that no file of the folder uses any more: what only the removed bodies used (ex6's NumPy block,
+    ex2's own program, ex5's unwrapped MLP)."""
+    texts = dict(texts)
+    while True:
+        used = _referenced(list(texts.values()))
+        dropped = False
+        for path, text in texts.items():
+            tree = ast.parse(text)
+            dead = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and _plain(n) and n.name not in used]
+            if not dead:
+                continue
+            lines = text.splitlines(keepends=True)
+            for node in sorted(dead, key=lambda n: -n.lineno):
+                start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
+                while start > 0 and lines[start - 1].lstrip().startswith("#"):  # the comment above it
+                    start -= 1
+                end = node.end_lineno
+                while end < len(lines) and not lines[end].strip() and end + 1 < len(lines) and not lines[end + 1].strip():
+                    end += 1  # no run of blank lines left behind
+                del lines[start:end]
+            texts[path] = re.sub(r"\n{4,}", "\n\n\n", "".join(lines))  # two blank lines between what is left
+            dropped = True
+        if not dropped:
+            return texts
+
+
+def _assignment(tree, name: str):
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return node
+    return None
+
+
+def without_explanations(text: str) -> str:
+    """The quiz's checks without EXPLANATIONS' text: they ship with the autograder only."""
+    node = _assignment(ast.parse(text), "EXPLANATIONS")
+    lines = text.splitlines(keepends=True)
+    lines[node.lineno - 1:node.end_lineno] = [
+        "EXPLANATIONS: dict[int, str] = {}  # the students' copy: the explanations ship with the autograder only\n"]
+    return "".join(lines)
+
+
+def without_bench_edits(text: str) -> str:
+    """catalog.py without the exercises' `edit` pairs, which quote lines of the reference
+    (make bench's edit loop needs the reference, which the students' copy has not)."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    spans = [kw.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+             for kw in node.keywords if kw.arg == "edit"]
+    for value in sorted(spans, key=lambda v: (-v.lineno, -v.col_offset)):
+        first, last = value.lineno - 1, value.end_lineno - 1
+        head, tail = lines[first][:value.col_offset], lines[last][value.end_col_offset:]
+        lines[first:last + 1] = [head + "()" + tail]
+    return "".join(lines)
+
+
+def publish(graders: Path, recorded: dict[str, bytes], seed: int) -> None:
+    """Turn the copied graders/ into public checks: each exercise's recorded values beside it,
+    no @expected body, nothing that only those bodies used, no quiz explanation, no reference
+    line in the catalog, and the public seed."""
+    from graders.kit.expected import PUBLIC_FILE
+
+    exercises = graders / catalog.EXERCISES_DIR.relative_to(catalog.GRADERS_DIR)
+    for folder in sorted(p for p in exercises.iterdir() if p.is_dir()):
+        texts = {}
+        for path in sorted(folder.glob("*.py")):
+            text, names = strip_expected(path.read_text(), str(path))
+            texts[path] = text
+        for path, text in drop_unused(texts).items():
+            path.write_text(text)
+        if folder.name in recorded:
+            (folder / PUBLIC_FILE).write_bytes(recorded[folder.name])
+    quiz = graders / catalog.grader_file("quiz").relative_to(catalog.GRADERS_DIR)
+    quiz.write_text(without_explanations(quiz.read_text()))
+    catalog_file = graders / "catalog.py"
+    catalog_file.write_text(without_bench_edits(catalog_file.read_text()))
+    (graders / catalog.public_seed_file().relative_to(catalog.GRADERS_DIR)).write_text(f"{seed}\n")
 
 
 # ---------------------------------------------------------------- finding a submission's modules
@@ -336,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     rel = sub.add_parser("release", help="write the students' copy")
     rel.add_argument("--out", default=str(ROOT / "dist" / "student"))
+    rel.add_argument("--self-study", action="store_true",
+                     help="the full checks, with the graders' own expected-value code (default: a course's public checks)")
+    rel.add_argument("--public-seed", type=int, default=PUBLIC_SEED,
+                     help=f"the seed the course copy's checks grade with (default: {PUBLIC_SEED})")
     ag = sub.add_parser("autograder", help="write the Gradescope autograder zip")
     ag.add_argument("--out", default=str(ROOT / "dist" / "autograder.zip"))
     ag.add_argument("--minutes", type=float, default=DEFAULT_MINUTES,
@@ -356,8 +546,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.what == "release":
-        out = build_release(Path(args.out))
-        print(f"wrote {out}/ (stubs, graders without the quiz key, Makefile, pyproject.toml, README.md)")
+        out = build_release(Path(args.out), self_study=args.self_study, public_seed=args.public_seed)
+        if args.self_study:
+            print(f"wrote {out}/ (self-study: stubs, the full graders without the quiz key, Makefile, pyproject.toml, "
+                  "README.md)")
+        else:
+            print(f"wrote {out}/ (a course's copy: stubs, public checks with their expected values recorded on seed "
+                  f"{args.public_seed}, no quiz key or explanations, Makefile, pyproject.toml, README.md)")
     elif args.what == "autograder":
         try:
             ids = parse_ids(args.ex)

@@ -7,8 +7,9 @@ anyway). So the local key serves self-study. A course hides it: `make release` l
 key.json out of the students' copy, and only the autograder holds it.
 
 Without the key this grader checks only the form of ANSWERS (one letter, A to D, per question) and
-says the answers are graded on submission: every well-formed answer gets the same result, so the
-students' copy cannot tell a right answer from a wrong one.
+says the answers are graded on submission (neither passed nor failed): every well-formed answer gets
+the same result, so the students' copy cannot tell a right answer from a wrong one. Nor does it
+hold the explanations: the release leaves EXPLANATIONS empty.
 
 tests/test_quiz_key.py checks the hashes against reference/quiz.py and proves each answer, and
 each fact the explanations state, on the installed JAX, Flax and Optax.
@@ -22,12 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from graders.kit.verdicts import NotAttempted, fail
+from graders.kit.verdicts import Deferred, NotAttempted, fail
 
 QUESTIONS = range(1, 16)
 KEY_FILE = Path(__file__).resolve().parent / "key.json"
 
+# The students' copy (no key): every well-formed answer reads this.
+ANSWER_RECORDED = "answers recorded; graded when you submit (this copy of the package holds no answer key)"
+
 # What the learner reads after answering, right or wrong: the fact behind the answer, never its letter.
+# `make release` leaves them out of the students' copy (graders/course/bundle.py): they ship with the
+# autograder only.
 EXPLANATIONS = {
     1: "Each parameter costs 4 bytes for its fp32 value, 4 for its gradient and 8 for Adam's two "
        "moments: 16 bytes, so 10^9 parameters need 16 GB before a single activation (section 6.1).",
@@ -384,9 +390,9 @@ def grade_question(sol, explain, question: int) -> None:
     letter = read_answer(sol, question)
     key = load_key()
     if key is None:
-        # The same words for every letter: this copy must not tell right from wrong.
-        fail("answered with one letter, as required; this copy of the package has no answer key, "
-             "so the quiz is graded when you submit it.")
+        # The same words for every letter: this copy must not tell right from wrong, and counts
+        # the answer neither way (make grade does not fail on a fully answered quiz).
+        raise Deferred(ANSWER_RECORDED)
     explanation = EXPLANATIONS[question]
     if digest(key["salt"], question, letter) != key["hashes"][question]:
         fail(f"ANSWERS[{question}] = {letter!r} is not right. {explanation}")
