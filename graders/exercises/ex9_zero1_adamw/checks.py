@@ -88,9 +88,9 @@ def adamw_hyper(seed: int) -> dict:
 
 # ---------------------------------------------------------------- trees
 
-def nest(flat: dict) -> dict:
+def nest(leaves: dict) -> dict:
     tree: dict = {}
-    for (layer, name), value in flat.items():
+    for (layer, name), value in leaves.items():
         tree.setdefault(layer, {})[name] = value
     return tree
 
