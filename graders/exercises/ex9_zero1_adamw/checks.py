@@ -2,7 +2,9 @@
 
 Expected values come from the grader's own computation: optax.adamw(..., mask=...) and NumPy
 float64 AdamW for the step, a single-device optax.adamw training for the ZeRO-1 runs, and
-single-device programs compiled here for the FLOP budget. The sizes and hyper-parameters are drawn
+single-device programs compiled here for the FLOP budget, each a function of the seed marked
+@expected (graders/kit/expected.py), as are the rules of init_zero1_state and decay_mask: the
+students' copy holds their values on its public seed, not their code. The sizes and hyper-parameters are drawn
 from the grading seed, so that some leaves have an axis the mesh divides and some do not, on
 meshes of 8, 4 and 2 devices. The learner's functions run in graders/exercises/ex9_zero1_adamw/probes.py:
 these checks never call them; they send the probes the inputs drawn here and get back plain data
