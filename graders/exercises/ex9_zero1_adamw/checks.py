@@ -2,7 +2,9 @@
 
 Expected values come from the grader's own computation: optax.adamw(..., mask=...) and NumPy
 float64 AdamW for the step, a single-device optax.adamw training for the ZeRO-1 runs, and
-single-device programs compiled here for the FLOP budget. The sizes and hyper-parameters are drawn
+single-device programs compiled here for the FLOP budget, each a function of the seed marked
+@expected (graders/kit/expected.py), as are the rules of init_zero1_state and decay_mask: the
+students' copy holds their values on its public seed, not their code. The sizes and hyper-parameters are drawn
 from the grading seed, so that some leaves have an axis the mesh divides and some do not, on
 meshes of 8, 4 and 2 devices. The learner's functions run in graders/exercises/ex9_zero1_adamw/probes.py:
 these checks never call them; they send the probes the inputs drawn here and get back plain data
@@ -22,8 +24,9 @@ import pytest
 from jax import lax
 
 from graders.kit import costs, figure_store
+from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.numeric import as_array, as_scalar, assert_close, fmt, is_close, rng
-from graders.kit.verdicts import Verdict, fail
+from graders.kit.verdicts import Deferred, Verdict, fail
 from graders.exercises.ex9_zero1_adamw.probes import HYPER, UNSENDABLE
 
 MESHES = (8, 4, 2)
@@ -87,9 +90,9 @@ def adamw_hyper(seed: int) -> dict:
 
 # ---------------------------------------------------------------- trees
 
-def nest(flat: dict) -> dict:
+def nest(leaves: dict) -> dict:
     tree: dict = {}
-    for (layer, name), value in flat.items():
+    for (layer, name), value in leaves.items():
         tree.setdefault(layer, {})[name] = value
     return tree
 
@@ -116,6 +119,7 @@ def draw_params(cfg: Config, r: np.random.Generator) -> dict:
     return out
 
 
+@expected
 def split_axis(shape, n: int):
     """The rule of init_zero1_state: the first axis n divides, or None (replicated)."""
     return next((i for i, d in enumerate(shape) if d % n == 0), None)
@@ -128,8 +132,10 @@ def spec_text(shape, n: int) -> str:
     return "P(" + ", ".join(["None"] * axis + ["'data'"]) + ")"
 
 
-def rule_mask(tree):
-    return jax.tree.map(lambda p: np.ndim(p) >= 2, tree)
+@expected
+def own_mask(tree) -> list:
+    """The rule of decay_mask on a tree of NumPy arrays: each leaf's bool, in jax.tree's order."""
+    return [bool(np.ndim(p) >= 2) for p in jax.tree.leaves(tree)]
 
 
 # ---------------------------------------------------------------- the grader's own AdamW
@@ -196,14 +202,58 @@ ADAMW_MISTAKES = {
 }
 
 
-def adamw_mistakes(params, grads_list, state, hp, mask) -> list:
-    """(final (params, state), message) of every known wrong idea, from the same start."""
-    rows = [(run_np(params, grads_list, state, hp, mask, mistake), message)
-            for mistake, message in ADAMW_MISTAKES.items()]
-    rows.append((run_np(params, grads_list, state, hp, mask, carry=False),
-                 "That is what AdamW gives when the state is not carried: every step starts from the state "
-                 "passed to the first. Return the new {'mu', 'nu', 'count'}, and the grader passes it back."))
-    return rows
+ADAMW_STALE = ("That is what AdamW gives when the state is not carried: every step starts from the state passed "
+               "to the first. Return the new {'mu', 'nu', 'count'}, and the grader passes it back.")
+
+
+def adamw_start(seed: int, saved: bool):
+    """The start of an adamw_step check: params, gradients and state (float32, flat trees), the
+    hyper-parameters and the mask. From a fresh state, or (saved) from one with count > 0."""
+    params, grads_list, state = adamw_problem(seed + (2 if saved else 1), config(seed), saved)
+    return params, grads_list, state, adamw_hyper(seed), drawn_mask(seed)
+
+
+def float64_start(params, grads_list, state):
+    return (as64(params), [as64(g) for g in grads_list],
+            {"mu": as64(state["mu"]), "nu": as64(state["nu"]), "count": state["count"]})
+
+
+def as_named(params, state) -> dict:
+    """A run's (params, state) of flat trees, as data the students' copy can hold."""
+    named = lambda t: {"/".join(p): np.asarray(t[p], np.float64) for p in PATHS}  # noqa: E731
+    return {"params": named(params), "mu": named(state["mu"]), "nu": named(state["nu"]), "count": int(state["count"])}
+
+
+def from_named(run: dict):
+    back = lambda t: {p: np.asarray(t["/".join(p)], np.float64) for p in PATHS}  # noqa: E731
+    return back(run["params"]), {"mu": back(run["mu"]), "nu": back(run["nu"]), "count": run["count"]}
+
+
+@expected
+def own_saved_run(seed: int) -> dict:
+    """The grader's own float64 AdamW from the saved state of the adamw_step check (as_named)."""
+    params, grads_list, state, hp, mask = adamw_start(seed, saved=True)
+    return as_named(*run_np(*float64_start(params, grads_list, state), hp, mask))
+
+
+@expected
+def own_adamw_mistakes(seed: int, saved: bool) -> dict:
+    """{mistake: the final (params, state) of that known wrong idea (as_named)}, every one of
+    ADAMW_MISTAKES and "stale" (the state not carried), from the start of an adamw_step check: what
+    names a wrong answer."""
+    params, grads_list, state, hp, mask = adamw_start(seed, saved)
+    start = float64_start(params, grads_list, state)
+    out = {mistake: as_named(*run_np(*start, hp, mask, mistake)) for mistake in ADAMW_MISTAKES}
+    out["stale"] = as_named(*run_np(*start, hp, mask, carry=False))
+    return out
+
+
+def adamw_mistakes(seed: int, saved: bool) -> list:
+    """[(final (params, state), message)] of every known wrong idea, from the check's start (none
+    where the students' copy holds no recorded value for it: the verdict stands, unnamed)."""
+    runs = or_else(lambda: own_adamw_mistakes(seed, saved), {})
+    messages = {**ADAMW_MISTAKES, "stale": ADAMW_STALE}
+    return [(from_named(runs[mistake]), message) for mistake, message in messages.items() if mistake in runs]
 
 
 def received(value, what: str, shape=None):
@@ -239,12 +289,11 @@ def drawn_tree(seed: int):
 
 def check_mask(worker, tree, where: str):
     got = worker.decay_mask(tree)
-    expected = rule_mask(tree)
     if not got["same_structure"]:
         fail(f"decay_mask on {where} should return a tree with the structure of params "
-             f"({jax.tree.structure(expected)}), got {got['structure']}. Hint: jax.tree.map(lambda p: "
+             f"({jax.tree.structure(tree)}), got {got['structure']}. Hint: jax.tree.map(lambda p: "
              "p.ndim >= 2, params) keeps the structure; a None leaf removes it.")
-    wanted = [bool(v) for v in jax.tree.leaves(expected)]
+    wanted = own_mask(tree)
     leaves = got["leaves"]
     bad = [row for row in leaves if row["value"] is None]
     if bad:
@@ -315,17 +364,16 @@ def as64(tree) -> dict:
     return {p: np.asarray(v, np.float64) for p, v in tree.items()}
 
 
-def check_adamw(runs, params, grads_list, state, hp, mask, expected, where: str):
+def check_adamw(runs, seed: int, saved: bool, expected, where: str):
     """The learner's final params (as steps from the initial ones), moments and count against
     `expected` (params, state). A wrong result is named by the known mistake that explains every
     leaf at once (one leaf alone cannot tell "decays nothing" from "decays by ndim")."""
     final = runs[-1]
     if not final["structure_ok"]:
         fail(f"adamw_step's state: mu and nu should have the structure of params. {where}")
-    p64, s64 = as64(params), {"mu": as64(state["mu"]), "nu": as64(state["nu"]), "count": state["count"]}
-    g64 = [as64(g) for g in grads_list]
+    params = adamw_start(seed, saved)[0]
+    p64 = as64(params)
     exp_params, exp_state = expected
-    wrong = adamw_mistakes(p64, g64, s64, hp, mask)
     # The step itself (new - old) is compared for the params: the decay's timing changes it by
     # lr * wd relative, far beyond float32's rounding of the step, far below the parameters' size.
     parts = [("params", lambda tree, path: tree[path] - p64[path], "Hint: follow the five steps of the module "
@@ -341,6 +389,7 @@ def check_adamw(runs, params, grads_list, state, hp, mask, expected, where: str)
         bad = [path for path in PATHS if not is_close(got[path], want[path])]
         if not bad:
             continue
+        wrong = adamw_mistakes(seed, saved)
         for value, message in wrong:
             ideas = {path: view(value[0] if key == "params" else value[1][key], path) for path in PATHS}
             if all(is_close(got[path], ideas[path]) or (np.isnan(got[path]).any() and np.isnan(ideas[path]).any())
@@ -357,57 +406,50 @@ def check_adamw(runs, params, grads_list, state, hp, mask, expected, where: str)
 def optax_figure(seed: int) -> tuple:
     """(name, key, compute) of the grader's own ADAMW_STEPS steps of optax.adamw(..., mask=...)
     from a fresh state, float32, for graders/kit/figure_store.py."""
-    def compute():
-        cfg = config(seed)
-        params, grads_list, _ = adamw_problem(seed + 1, cfg, saved=False)
-        hp = adamw_hyper(seed)
-        tree = nest({p: jnp.asarray(v) for p, v in params.items()})
-        tx = optax.adamw(hp["lr"], b1=hp["b1"], b2=hp["b2"], eps=hp["eps"], weight_decay=hp["wd"],
-                         mask=nest(drawn_mask(seed)))
-        state = tx.init(tree)
-        update = jax.jit(tx.update)
-        for grads in grads_list:
-            updates, state = update(nest({p: jnp.asarray(v) for p, v in grads.items()}), state, tree)
-            tree = optax.apply_updates(tree, updates)
-        adam = state[0]  # ScaleByAdamState of optax's chain
-        as_lists = lambda t: {"/".join(k): v.tolist() for k, v in flat(t).items()}  # noqa: E731
-        return {"params": as_lists(tree), "mu": as_lists(adam.mu), "nu": as_lists(adam.nu), "count": int(adam.count)}
+    return "ex9 own optax.adamw", (seed,), functools.partial(own_optax_adamw, seed)
 
-    return "ex9 own optax.adamw", (seed,), compute
+
+@expected
+def own_optax_adamw(seed: int) -> dict:
+    params, grads_list, _ = adamw_problem(seed + 1, config(seed), saved=False)
+    hp = adamw_hyper(seed)
+    tree = nest({p: jnp.asarray(v) for p, v in params.items()})
+    tx = optax.adamw(hp["lr"], b1=hp["b1"], b2=hp["b2"], eps=hp["eps"], weight_decay=hp["wd"],
+                     mask=nest(drawn_mask(seed)))
+    state = tx.init(tree)
+    update = jax.jit(tx.update)
+    for grads in grads_list:
+        updates, state = update(nest({p: jnp.asarray(v) for p, v in grads.items()}), state, tree)
+        tree = optax.apply_updates(tree, updates)
+    adam = state[0]  # ScaleByAdamState of optax's chain
+    as_lists = lambda t: {"/".join(k): v.tolist() for k, v in flat(t).items()}  # noqa: E731
+    return {"params": as_lists(tree), "mu": as_lists(adam.mu), "nu": as_lists(adam.nu), "count": int(adam.count)}
 
 
 def own_optax_run(seed: int):
     """The grader's own optax.adamw run: (params, state) as flat trees. It depends on the draw
     alone, so it is kept between runs (graders/kit/figure_store.py)."""
-    got = figure_store.stored(*optax_figure(seed))
-    back = lambda t: {p: np.asarray(t["/".join(p)], np.float64) for p in PATHS}  # noqa: E731
-    return back(got["params"]), {"mu": back(got["mu"]), "nu": back(got["nu"]), "count": got["count"]}
+    return from_named(figure_store.stored(*optax_figure(seed)))
 
 
 @pytest.mark.points(2)
 def test_adamw_step_matches_optax_adamw(worker, seed):
     """3 adamw_step calls from a fresh state equal optax.adamw(..., mask=...) on drawn hyper-parameters and mask."""
-    cfg = config(seed)
-    params, grads_list, state = adamw_problem(seed + 1, cfg, saved=False)
-    hp = adamw_hyper(seed)
-    mask = drawn_mask(seed)
+    params, grads_list, state, hp, mask = adamw_start(seed, saved=False)
+    recorded_ahead(lambda: own_adamw_mistakes(seed, False))
     runs = worker.adamw_run(nest(params), [nest(g) for g in grads_list], send_state(state), hp, nest(mask))
     where = f"after {ADAMW_STEPS} steps from a fresh state (lr {hp['lr']:.3g}, wd {hp['wd']:.3g})"
-    check_adamw(runs, params, grads_list, state, hp, mask, own_optax_run(seed), where)
+    check_adamw(runs, seed, False, own_optax_run(seed), where)
 
 
 @pytest.mark.points(1)
 def test_adamw_step_continues_from_a_saved_state(worker, seed):
     """2 adamw_step calls from a state with count > 0 and non-zero moments equal float64 AdamW."""
-    cfg = config(seed)
-    params, grads_list, state = adamw_problem(seed + 2, cfg, saved=True)
-    hp = adamw_hyper(seed)
-    mask = drawn_mask(seed)
+    params, grads_list, state, hp, mask = adamw_start(seed, saved=True)
+    recorded_ahead(lambda: own_adamw_mistakes(seed, True))
     runs = worker.adamw_run(nest(params), [nest(g) for g in grads_list], send_state(state), hp, nest(mask))
-    p64, s64 = as64(params), {"mu": as64(state["mu"]), "nu": as64(state["nu"]), "count": state["count"]}
-    expected = run_np(p64, [as64(g) for g in grads_list], s64, hp, mask)
     where = f"after 2 steps from a saved state (count {state['count']}, the grader's mask)"
-    check_adamw(runs, params, grads_list, state, hp, mask, expected, where)
+    check_adamw(runs, seed, True, from_named(own_saved_run(seed)), where)
 
 
 # ---------------------------------------------------------------- ZeRO-1 training
@@ -432,38 +474,41 @@ def own_loss(params, x, y):
 
 
 def own_tx(hp: dict, tree):
-    return optax.adamw(hp["lr"], b1=hp["b1"], b2=hp["b2"], eps=hp["eps"], weight_decay=hp["wd"], mask=rule_mask(tree))
+    mask = jax.tree.map(lambda p: np.ndim(p) >= 2, tree)
+    return optax.adamw(hp["lr"], b1=hp["b1"], b2=hp["b2"], eps=hp["eps"], weight_decay=hp["wd"], mask=mask)
 
 
 def training_figure(seed: int, n: int) -> tuple:
     """(name, key, compute) of STEPS steps of the grader's own single-device optax.adamw training
     on the data of the run on n devices, and the same with the state not carried: final params and
     moments ({"layer/name": values}) and losses, for graders/kit/figure_store.py."""
-    def compute():
-        cfg, params, x, y = training_problem(seed, n)
-        tree = nest({p: jnp.asarray(v) for p, v in params.items()})
-        tx = own_tx(cfg.hyper(), tree)
+    return "ex9 own training", (seed, n), functools.partial(own_training_run, seed, n)
 
-        @jax.jit
-        def step(p, s):
-            value, grads = jax.value_and_grad(own_loss)(p, x, y)
-            updates, s = tx.update(grads, s, p)
-            return optax.apply_updates(p, updates), s, value
 
-        def as_lists(t):
-            return {"/".join(k): np.asarray(v, np.float64).tolist() for k, v in flat(t).items()}
+@expected
+def own_training_run(seed: int, n: int) -> dict:
+    cfg, params, x, y = training_problem(seed, n)
+    tree = nest({p: jnp.asarray(v) for p, v in params.items()})
+    tx = own_tx(cfg.hyper(), tree)
 
-        out = {}
-        for name, carry in (("right", True), ("stale", False)):
-            p, s, losses = tree, tx.init(tree), []
-            for _ in range(STEPS):
-                p, new, value = step(p, s)
-                s = new if carry else s
-                losses.append(float(value))
-            out[name] = {"params": as_lists(p), "losses": losses, "mu": as_lists(s[0].mu), "nu": as_lists(s[0].nu)}
-        return out
+    @jax.jit
+    def step(p, s):
+        value, grads = jax.value_and_grad(own_loss)(p, x, y)
+        updates, s = tx.update(grads, s, p)
+        return optax.apply_updates(p, updates), s, value
 
-    return "ex9 own training", (seed, n), compute
+    def as_lists(t):
+        return {"/".join(k): np.asarray(v, np.float64).tolist() for k, v in flat(t).items()}
+
+    out = {}
+    for name, carry in (("right", True), ("stale", False)):
+        p, s, losses = tree, tx.init(tree), []
+        for _ in range(STEPS):
+            p, new, value = step(p, s)
+            s = new if carry else s
+            losses.append(float(value))
+        out[name] = {"params": as_lists(p), "losses": losses, "mu": as_lists(s[0].mu), "nu": as_lists(s[0].nu)}
+    return out
 
 
 def own_training(seed: int, n: int) -> dict:
@@ -506,8 +551,8 @@ def steps_ahead(worker, seed, own_figures_ahead):
     by the checks that read the run, not here."""
     try:
         worker.start_steps(*train_request(seed))
-    except Exception:  # a Verdict about the learner's code: the checks of the step report it
-        pass
+    except (Exception, Deferred):  # a Verdict about the learner's code, or (the students' copy, another
+        pass                        # seed) no recorded rule: the checks of the step report it
     yield
 
 
@@ -835,28 +880,30 @@ def flops_figure(seed: int) -> tuple:
     """(name, key, compute) of the per-device FLOPs of the grader's own programs for the run on
     FLOP_MESH devices: the forward and backward pass on one device's rows, and optax.adamw's
     update of the split leaves and of the replicated ones on one device, for graders/kit/figure_store.py."""
-    def compute():
-        cfg, params, x, y = training_problem(seed, FLOP_MESH)
-        rows = cfg.batch // FLOP_MESH
-        tree = nest({p: jnp.asarray(v) for p, v in params.items()})
-        grad = costs.flops(costs.compile_fn(jax.value_and_grad(own_loss), tree, x[:rows], y[:rows]))
-        out = {"grad": grad}
-        for name, keep in (("split", True), ("replicated", False)):
-            part = nest({p: jnp.asarray(params[p]) for p in PATHS
-                         if (split_axis(params[p].shape, FLOP_MESH) is not None) == keep})
-            if not part:
-                out[name] = 0.0
-                continue
-            tx = own_tx(cfg.hyper(), part)
+    return "ex9 own flops", (seed,), functools.partial(own_flop_figures, seed)
 
-            def update(p, g, s, tx=tx):
-                updates, s = tx.update(g, s, p)
-                return optax.apply_updates(p, updates), s
 
-            out[name] = costs.flops(costs.compile_fn(update, part, part, tx.init(part)))
-        return out
+@expected
+def own_flop_figures(seed: int) -> dict:
+    cfg, params, x, y = training_problem(seed, FLOP_MESH)
+    rows = cfg.batch // FLOP_MESH
+    tree = nest({p: jnp.asarray(v) for p, v in params.items()})
+    grad = costs.flops(costs.compile_fn(jax.value_and_grad(own_loss), tree, x[:rows], y[:rows]))
+    out = {"grad": grad}
+    for name, keep in (("split", True), ("replicated", False)):
+        part = nest({p: jnp.asarray(params[p]) for p in PATHS
+                     if (split_axis(params[p].shape, FLOP_MESH) is not None) == keep})
+        if not part:
+            out[name] = 0.0
+            continue
+        tx = own_tx(cfg.hyper(), part)
 
-    return "ex9 own flops", (seed,), compute
+        def update(p, g, s, tx=tx):
+            updates, s = tx.update(g, s, p)
+            return optax.apply_updates(p, updates), s
+
+        out[name] = costs.flops(costs.compile_fn(update, part, part, tx.init(part)))
+    return out
 
 
 def own_flops(seed: int) -> dict:
