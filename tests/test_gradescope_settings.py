@@ -80,7 +80,7 @@ def test_an_exercise_that_could_not_be_graded_still_says_why_before_the_due_date
 def test_after_due_names_must_be_exercises_and_checks_of_the_run():
     with pytest.raises(ValueError, match="has no check"):
         parse_after_due(["ex4"], ["ex4:no_such_check"])
-    with pytest.raises(ValueError, match="not an exercise of this run"):
+    with pytest.raises(ValueError, match="not an exercise graded here"):
         parse_after_due(["ex4"], ["quiz"])
     assert parse_after_due(["ex4", "quiz"], ["quiz,ex4:chapter_case_values"]) == (
         {("quiz", n) for n in QUIZ_CHECKS} | {("ex4", "chapter_case_values")})

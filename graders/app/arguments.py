@@ -72,18 +72,7 @@ def options_from(args) -> grading.Options:
 
 
 def after_due(ids: list[str], specs: list[str]) -> set[tuple[str, str]]:
-    """(exercise, check) pairs named by --after-due's `ID` (every check of it) or `ID:CHECK`
-    items (also given as one string, spaces or commas between them); ValueError on a name that
-    is not one of the graded exercises' checks."""
-    from graders.runner.points import read_checks
+    """--after-due's (exercise, check) pairs (graders/runner/points.py reads them)."""
+    from graders.runner.points import after_due as chosen
 
-    chosen = set()
-    for spec in (part for item in specs for part in item.replace(",", " ").split()):
-        ex_id, _, check = spec.partition(":")
-        if ex_id not in ids:
-            raise ValueError(f"--after-due {spec}: {ex_id} is not an exercise of this run ({' '.join(ids)})")
-        names = [c.name for c in read_checks(catalog.grader_file(ex_id))]
-        if check and check not in names:
-            raise ValueError(f"--after-due {spec}: {ex_id} has no check {check}; its checks: {', '.join(names)}")
-        chosen |= {(ex_id, name) for name in names if not check or name == check}
-    return chosen
+    return chosen(ids, specs)

@@ -501,20 +501,13 @@ def build_autograder(out: Path, root: Path = ROOT, minutes: float = DEFAULT_MINU
 # ---------------------------------------------------------------- command line
 
 def check_after_due(ids: list[str], specs) -> list[str]:
-    """--after-due's items (`ID` or `ID:CHECK`, one string or several), each naming an exercise of
-    `ids` or one of its checks; ValueError otherwise."""
-    from graders.runner.points import read_checks
+    """--after-due's items (`ID` or `ID:CHECK`), each checked to name an exercise of `ids` or one
+    of its checks (ValueError otherwise), as the runner will read them."""
+    from graders.runner.points import after_due
 
-    out = []
-    for spec in (part for item in specs for part in item.replace(",", " ").split()):
-        ex_id, _, check = spec.partition(":")
-        if ex_id not in ids:
-            raise ValueError(f"--after-due {spec}: {ex_id} is not an exercise of this assignment ({' '.join(ids)})")
-        names = [c.name for c in read_checks(catalog.grader_file(ex_id))]
-        if check and check not in names:
-            raise ValueError(f"--after-due {spec}: {ex_id} has no check {check}; its checks: {', '.join(names)}")
-        out.append(spec)
-    return out
+    items = [part for item in specs for part in item.replace(",", " ").split()]
+    after_due(ids, items)
+    return items
 
 
 def main(argv: list[str] | None = None) -> int:

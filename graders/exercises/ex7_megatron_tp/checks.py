@@ -19,11 +19,12 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from graders.kit import hlo, jaxpr, figure_store, costs
+from graders.kit.replies import received
 from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, as_scalar, assert_close, rng
 from graders.exercises.ex7_megatron_tp.probes import (
-    PARAM_SPECS, UNSENDABLE, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,
+    PARAM_SPECS, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,
 )
 
 MESH_SHAPES = ((2, 4), (4, 2), (1, 8), (8, 1))
@@ -126,15 +127,6 @@ def same_sharding(shape, spec, placed, ndim: int) -> bool:
     the learner's code runs) is the key of NamedSharding(spec) on this mesh, computed here."""
     key = placed.get("key") if isinstance(placed, dict) else None
     return key is not None and key == sharding_key(NamedSharding(mesh(shape), spec), ndim)
-
-
-def received(value, what: str, shape=None):
-    """A value a probe sent back, or a failed check naming what came back if it could not be sent."""
-    if isinstance(value, dict) and set(value) == {UNSENDABLE}:
-        expected = "" if shape is None else f" of shape {tuple(shape)}"
-        fail(f"{what}: expected an array{expected}, got {value[UNSENDABLE]}. "
-             "Hint: return the value itself, not a description of it.")
-    return value
 
 
 def source_of(program: dict, key: str):

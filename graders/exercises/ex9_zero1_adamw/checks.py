@@ -24,10 +24,11 @@ import pytest
 from jax import lax
 
 from graders.kit import costs, figure_store
+from graders.kit.replies import received
 from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.numeric import as_array, as_scalar, assert_close, fmt, is_close, rng
 from graders.kit.verdicts import Deferred, Verdict, fail
-from graders.exercises.ex9_zero1_adamw.probes import HYPER, UNSENDABLE
+from graders.exercises.ex9_zero1_adamw.probes import HYPER
 
 MESHES = (8, 4, 2)
 FLOP_MESH = 8  # the widest gap between a 1/N share and a whole update
@@ -254,15 +255,6 @@ def adamw_mistakes(seed: int, saved: bool) -> list:
     runs = or_else(lambda: own_adamw_mistakes(seed, saved), {})
     messages = {**ADAMW_MISTAKES, "stale": ADAMW_STALE}
     return [(from_named(runs[mistake]), message) for mistake, message in messages.items() if mistake in runs]
-
-
-def received(value, what: str, shape=None):
-    """A value a probe sent back, or a failed check naming what came back if it could not be sent."""
-    if isinstance(value, dict) and set(value) == {UNSENDABLE}:
-        expected = "" if shape is None else f" of shape {tuple(shape)}"
-        fail(f"{what}: expected an array{expected}, got {value[UNSENDABLE]}. "
-             "Hint: return the value itself, not a description of it.")
-    return value
 
 
 def learner_leaf(tree, path, what: str, shape):

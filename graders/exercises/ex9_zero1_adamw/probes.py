@@ -18,15 +18,15 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import costs, hlo, jaxpr, verdicts, wire
+from graders.kit import costs, hlo, jaxpr, verdicts
 from graders.kit.probing import probe
+from graders.kit.replies import sendable
 from graders.kit.verdicts import fail
 
 AXIS = "data"
 STATE_KEYS = ("mu", "nu", "count")
 HYPER = ("lr", "b1", "b2", "eps", "wd")
 # What a probe sends in place of a value the wire cannot carry (the judge says what it was).
-UNSENDABLE = "__unsendable__"
 # Every primitive lax.psum (and pmean) binds in JAX 0.12: psum_invariant under shard_map's default
 # check_vma=True (also the transpose of making a replicated input varying), psum without it.
 PSUM = frozenset({"psum", "psum_invariant", "psum2"})
@@ -49,17 +49,6 @@ def placed(m, value, spec):
     """A host array put on the mesh as `spec` says. From NumPy, device_put only copies each
     device's block; from a JAX array on one device it would compile a program to move it."""
     return jax.device_put(np.asarray(value), NamedSharding(m, spec))
-
-
-def sendable(value):
-    """value as a NumPy array (or as it is) if the wire can carry it, else {UNSENDABLE: its type's name}."""
-    try:
-        if isinstance(value, jax.Array):
-            value = np.asarray(value)
-        wire.encode(value)
-    except Exception:  # WireError, or a learner object that fails to convert
-        return {UNSENDABLE: type(value).__name__}
-    return value
 
 
 def placement(value) -> dict:
