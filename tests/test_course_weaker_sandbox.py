@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -24,15 +25,39 @@ pytestmark = [pytest.mark.course, pytest.mark.timeout(3600),
 CAPSH = shutil.which("capsh")
 
 
-def dropped(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+def dropped(command: list[str], cwd_=ROOT, **kwargs) -> subprocess.CompletedProcess:
     """`command` as root without CAP_SYS_ADMIN (as in a default container)."""
     if CAPSH is None:
         if os.environ.get("CI"):
             pytest.fail("capsh is missing (libcap2-bin): .ci/run installs it")
         pytest.skip("no capsh here (apt-get install libcap2-bin)")
     line = " ".join(subprocess.list2cmdline([c]) for c in command)
-    return subprocess.run([CAPSH, "--drop=cap_sys_admin", "--", "-c", line], cwd=ROOT, capture_output=True,
+    return subprocess.run([CAPSH, "--drop=cap_sys_admin", "--", "-c", line], cwd=cwd_, capture_output=True,
                           text=True, **kwargs)
+
+
+@pytest.fixture
+def open_tmp():
+    """A folder every user may enter, as /autograder is: pytest's own tmp_path sits under
+    /tmp/pytest-of-root (0700), where nobody reaches nothing."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="graders-open-"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_package_nobody_can_reach_is_refused_with_the_reason(tmp_path):
+    # pytest's tmp_path is under a 0700 folder: the user level could not read the graders there.
+    package = tmp_path / "package"
+    shutil.copytree(ROOT, package, symlinks=True,
+                    ignore=shutil.ignore_patterns(".git", ".cache", "dist", "__pycache__", "tests"))
+    run = dropped([sys.executable, "-m", "graders", "quiz", "--solutions", "reference", "--sandbox"],
+                  timeout=300, cwd_=package)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "nobody, who cannot enter" in run.stderr and "chmod o+x" in run.stderr, run.stderr[-2000:]
 
 
 def test_the_reference_gets_full_marks_at_the_user_level(tmp_path):
@@ -66,3 +91,37 @@ def test_the_sandbox_promises_hold_at_the_user_level(tests):
     run = dropped([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests], timeout=3000)
     assert run.returncode == 0, run.stdout[-4000:]
     assert " passed" in run.stdout and "skipped" not in run.stdout.splitlines()[-1], run.stdout[-500:]
+
+
+def test_the_autograder_built_and_run_without_cap_sys_admin_gives_the_reference_full_marks(open_tmp):
+    """The whole Gradescope path in a default container: setup.sh (its warm-up grades the reference
+    under --sandbox and fails the build otherwise) and run_autograder, both without CAP_SYS_ADMIN.
+    An assignment of two exercises keeps it to a few minutes."""
+    tmp_path = open_tmp
+    from graders.course.bundle import build_autograder
+    from test_course_autograder import BASE_PYTHON, assert_gradescope_shape
+
+    if not BASE_PYTHON.is_file():
+        pytest.skip(f"no Python at {BASE_PYTHON} (set GRADERS_TEST_PYTHON)")
+    ids = ["ex4", "quiz"]
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(build_autograder(tmp_path / "autograder.zip", minutes=5, ids=ids)) as zf:
+        zf.extractall(root / "source")
+    for name in ("setup.sh", "run_autograder"):
+        os.chmod(root / "source" / name, 0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "GRADERS_SKIP_WARMUP"))}
+    env.update(AUTOGRADER_ROOT=str(root), PYTHON=str(BASE_PYTHON), PIP_CACHE_DIR=str(ROOT / ".cache" / "pip"))
+    setup = dropped(["bash", str(root / "source" / "setup.sh")], env=env, timeout=2400)
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    assert "Sandbox isolation on this image: user" in setup.stdout, setup.stdout[-2000:]
+
+    (root / "submission").mkdir()
+    for ex_id in ids:
+        shutil.copy(ROOT / "reference" / f"{catalog.module_name(ex_id)}.py", root / "submission")
+    env = {k: v for k, v in env.items() if k != "PYTHON"}
+    dropped([str(root / "source" / "run_autograder")], env=env, timeout=600)
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert_gradescope_shape(results)
+    assert results["extra_data"]["isolation"] == "user"
+    assert set(results["extra_data"]["exercises"]) == set(ids)
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0

@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,6 +34,10 @@ def grade_command(argv: list[str]) -> int:
     isolation = ""
     if args.sandbox:
         isolation = sandbox.level()  # the strongest this machine allows
+        # The submission is staged in the temporary folder (grading.grade_many): nobody must reach both.
+        why_not = sandbox.unreachable(catalog.ROOT, Path(tempfile.gettempdir())) if isolation == "user" else ""
+        if why_not:
+            parser.error(why_not)
     if args.budget is not None:
         try:
             options.limits = grading.budget_limits(ids, args.budget)

@@ -268,6 +268,37 @@ def _others_reach(path: str) -> bool:
         return False
 
 
+def blocked_for_others(path) -> str:
+    """The folder, `path` or one above it, that keeps a user who owns nothing (nobody, at the "user"
+    level) from entering `path`; '' when none does. A package under /root or under pytest's
+    /tmp/pytest-of-root (both 0700) is such a case: the worker could not read the graders' files."""
+    import stat
+
+    here = os.path.realpath(path)
+    try:
+        if (os.stat(here).st_mode & (stat.S_IROTH | stat.S_IXOTH)) != (stat.S_IROTH | stat.S_IXOTH):
+            return here
+        while here != "/":
+            here = os.path.dirname(here)
+            if not os.stat(here).st_mode & stat.S_IXOTH:
+                return here
+    except OSError:
+        return here
+    return ""
+
+
+def unreachable(package_root: Path, solutions: Path) -> str:
+    """Why the "user" level cannot grade here, or '': nobody must reach the package's files and the
+    submission's copy (the "namespaces" level mounts them where it can)."""
+    for what, path in (("the package", package_root), ("the submission's copy", solutions)):
+        folder = blocked_for_others(path)
+        if folder:
+            return (f"--sandbox runs the learner's code as nobody, who cannot enter {folder} (its mode lets no "
+                    f"other user in), so {what} at {path} is out of its reach: put the package where every user "
+                    "may enter (as /autograder is on Gradescope), or `chmod o+x` the folders above it")
+    return ""
+
+
 def reach_imports() -> None:
     """Before the switch to nobody: every import folder nobody could not reach (an interpreter
     under root's home) is opened now and named /proc/self/fd/N from here on, in sys.path and in
@@ -453,6 +484,8 @@ def confine_user(package_root: Path, solutions: Path) -> None:
     reach_imports()
     home = Path(solutions).parent / "home"
     become_nobody(package_root)
+    if not os.access(package_root / "graders", os.R_OK | os.X_OK):
+        raise SandboxError(unreachable(package_root, solutions) or f"nobody cannot read {package_root / 'graders'}")
     _no_network()
     # Killed with its holder (cleared by the switch of user, so set after it).
     if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
