@@ -71,8 +71,10 @@ def honest(tmp_path_factory):
     return out
 
 
-CASES = [pytest.param(ex_id, way, marks=() if ex_id in REACHED else
-                      pytest.mark.xfail(reason="issue 31: not yet", strict=False))
+# A plain replacement is caught by the worker's guard for every exercise; a swapped __code__ only
+# where the judge reads the program itself.
+CASES = [pytest.param(ex_id, way, marks=() if ex_id in REACHED or way == "plain" else
+                      pytest.mark.xfail(reason="issue 31: not yet", strict=True))
          for ex_id in FORGED for way in INSTALL]
 
 
