@@ -26,6 +26,7 @@ compiles it. A malformed program is a ProgramError, which a check turns into a f
 """
 
 import enum
+import functools
 import math
 
 import jax
@@ -60,17 +61,15 @@ _ENUMS = {cls.__name__: cls for cls in (slicing.GatherScatterMode, jax.lax.Preci
 _TUPLES = {cls.__name__: cls for cls in (slicing.GatherDimensionNumbers, slicing.ScatterDimensionNumbers)}
 
 
+@functools.cache
 def _jit_defaults():
     """The enum of jit's `inline` parameter and the empty mesh a jit outside any mesh runs in,
-    found where this JAX keeps them."""
+    found where this JAX keeps them (traced once, when first needed)."""
     params = jax.make_jaxpr(jax.jit(lambda x: x))(np.float32(0)).eqns[0].params
     cls = type(params.get("inline"))
     if isinstance(cls, type) and issubclass(cls, enum.Enum):
         _ENUMS[cls.__name__] = cls
     return cls, params.get("ctx_mesh")
-
-
-_INLINE, _EMPTY_MESH = _jit_defaults()
 
 
 class ProgramError(ValueError):
@@ -192,6 +191,7 @@ class _Encoder:
         if isinstance(value, (np.generic, np.ndarray)):
             return {"np": value}
         if isinstance(value, enum.Enum):
+            _jit_defaults()
             if type(value).__name__ not in _ENUMS:
                 raise ProgramError(f"a parameter of kind {type(value).__name__}")
             return {"enum": [type(value).__name__, value.name]}
@@ -245,9 +245,18 @@ def _as_jit(params, n_in, n_out) -> dict:
     body = params["call_jaxpr"]
     return {"jaxpr": body, "in_shardings": (UNSPECIFIED,) * n_in, "out_shardings": (UNSPECIFIED,) * n_out,
             "in_layouts": (None,) * n_in, "out_layouts": (None,) * n_out, "donated_invars": (False,) * n_in,
-            "ctx_mesh": _EMPTY_MESH, "name": "custom_primal",
-            "keep_unused": False, "inline": _INLINE.AUTO if isinstance(_INLINE, type) else False,
+            "ctx_mesh": _jit_defaults()[1], "name": "custom_primal",
+            "keep_unused": False, "inline": _jit_defaults()[0].AUTO,
             "compiler_options_kvs": ()}
+
+
+def encode_or_reason(closed, filename: str = "", forward: bool = False) -> dict:
+    """encode's result, or {"unreadable": why} for a program that holds what is not sent (the
+    judge's check then fails saying so)."""
+    try:
+        return encode(closed, filename, forward)
+    except ProgramError as exc:
+        return {"unreadable": str(exc)}
 
 
 def encode(closed, filename: str = "", forward: bool = False) -> dict:
@@ -397,7 +406,7 @@ class _Decoder:
             if not (isinstance(data, int) and not isinstance(data, bool) and 0 <= data < len(self.built)):
                 raise ProgramError("a program that refers to one not sent before it")
             return self.built[data]
-        if kind == "enum" and isinstance(data, list) and len(data) == 2 and data[0] in _ENUMS:
+        if kind == "enum" and isinstance(data, list) and len(data) == 2 and _jit_defaults() and data[0] in _ENUMS:
             try:
                 return _ENUMS[data[0]][data[1]]
             except (KeyError, TypeError):
@@ -416,7 +425,7 @@ class _Decoder:
             from jax._src.sharding_impls import UNSPECIFIED
             return UNSPECIFIED
         if kind == "mesh" and data == "Mesh":
-            return _EMPTY_MESH
+            return _jit_defaults()[1]
         if kind == "mesh" and data == "AbstractMesh":
             return jax.sharding.AbstractMesh((), ())
         if kind == "policy" and isinstance(data, str) and data in _policies():
@@ -453,6 +462,8 @@ def _list(value) -> list:
 def decode(message) -> Program:
     """The program a worker sent (encode's result after the wire), rebuilt and type-checked; a
     ProgramError for anything else."""
+    if isinstance(message, dict) and set(message) == {"unreadable"} and isinstance(message["unreadable"], str):
+        raise ProgramError(f"your program holds {message['unreadable'][:300]}")
     if not (isinstance(message, dict) and set(message) == {"program"}):
         raise ProgramError("no program came back")
     try:
