@@ -25,9 +25,12 @@ pytestmark = [pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.avail
               pytest.mark.timeout(900)]
 
 DESCRIBED = Path(__file__).resolve().parent / "attacks" / "described"
-# Exercises whose forges are written; the others are what issue 31 leaves to do.
-FORGED = sorted(p.stem.removeprefix("forge_") for p in DESCRIBED.glob("forge_*.py"))
-REACHED: list[str] = []  # the forges that already hold
+# The forges written: forge_<ex>.py describes the technique (the old probes' replies);
+# forge_<ex>_program.py sends the program of another function, with the technique's every mark,
+# that does not compute the right values. The exercises without one are what issue 31 leaves to do.
+FORGES = sorted(p.stem.removeprefix("forge_") for p in DESCRIBED.glob("forge_*.py"))
+FORGED = sorted({f.split("_")[0] for f in FORGES})
+REACHED = ["ex1", "ex2"]  # exercises whose technique checks read the program (graders/kit/program.py)
 SEED = 31_031
 
 INSTALL = {
@@ -43,15 +46,15 @@ def _install(name, fn):
 }
 
 
-def submission(ex_id: str, into: Path, way: str | None) -> Path:
-    """notech_<ex>.py, preceded (for a forge) by the attack kit, _install and forge_<ex>.py."""
+def submission(ex_id: str, into: Path, way: str | None, forge: str | None = None) -> Path:
+    """notech_<ex>.py, preceded (for a forge) by the attack kit, _install and forge_<forge>.py."""
     into.mkdir(parents=True, exist_ok=True)
     module = catalog.module_name(ex_id)
     text = (DESCRIBED / f"notech_{ex_id}.py").read_text()
     if way is not None:
         kit = (ROOT / "tests" / "attacks" / "kit.py").read_text().replace(
             "{checks!r}", repr({module: list(declared(ex_id))}))
-        text = kit + INSTALL[way] + (DESCRIBED / f"forge_{ex_id}.py").read_text() + "\n" + text
+        text = kit + INSTALL[way] + (DESCRIBED / f"forge_{forge or ex_id}.py").read_text() + "\n" + text
     (into / f"{module}.py").write_text(text)
     return into
 
@@ -73,15 +76,16 @@ def honest(tmp_path_factory):
 
 # A plain replacement is caught by the worker's guard for every exercise; a swapped __code__ only
 # where the judge reads the program itself.
-CASES = [pytest.param(ex_id, way, marks=() if ex_id in REACHED or way == "plain" else
+CASES = [pytest.param(forge, way, marks=() if forge.split("_")[0] in REACHED or way == "plain" else
                       pytest.mark.xfail(reason="issue 31: not yet", strict=True))
-         for ex_id in FORGED for way in INSTALL]
+         for forge in FORGES for way in INSTALL]
 
 
-@pytest.mark.parametrize(("ex_id", "way"), CASES)
-def test_a_forged_description_earns_no_technique_points_under_the_sandbox(ex_id, way, honest, tmp_path):
-    run = grade(submission(ex_id, tmp_path, way), [ex_id], "--sandbox", "--seed", str(SEED))
+@pytest.mark.parametrize(("forge", "way"), CASES)
+def test_a_forged_description_or_program_earns_no_technique_points_under_the_sandbox(forge, way, honest, tmp_path):
+    ex_id = forge.split("_")[0]
+    run = grade(submission(ex_id, tmp_path, way, forge), [ex_id], "--sandbox", "--seed", str(SEED))
     most = sum(declared(ex_id).values())
     got = score(run, ex_id)
-    assert got <= most // 2, (ex_id, way, got, most, run.exercise(ex_id)["reason"], run.lost(ex_id))
-    assert got <= honest[ex_id], (ex_id, way, got, honest[ex_id], run.lost(ex_id))
+    assert got <= most // 2, (forge, way, got, most, run.exercise(ex_id)["reason"], run.lost(ex_id))
+    assert got <= honest[ex_id], (forge, way, got, honest[ex_id], run.lost(ex_id))
