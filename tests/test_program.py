@@ -82,6 +82,9 @@ def mutations(message):
     change(lambda t: t[top]["eqns"][0][2][0].__setitem__(0, [[7, 7], "float32", False]))  # a wrong type
     change(lambda t: t[top]["in"].__setitem__(0, [[-1], "float32", False]))   # a negative shape
     change(lambda t: t[top]["in"].__setitem__(0, [[3], "object", False]))     # a dtype not allowed
+    change(lambda t: t[top]["eqns"][0][2][0].__setitem__(0, [[1 << 20, 1 << 20], "float32", False]))  # too big to run
+    change(lambda t: t[top]["out"].__setitem__(0, {"lit": np.zeros(1 << 10, np.float32),
+                                                   "aval": [[1 << 10], "float32", False]}))  # a literal array
     change(lambda t: t[top]["eqns"][0][3].__setitem__("jaxpr", {"jaxpr": top}))  # a program refers to itself
     change(lambda t: t[top]["eqns"][0][3].__setitem__("policy", {"policy": "os.system"}))
     change(lambda t: t[top]["eqns"][0][3].__setitem__("x", {"pickle": "gASV"}))

@@ -38,6 +38,9 @@ from jax._src.lax import slicing
 MAX_EQUATIONS = 40_000  # in all, nested programs included: far above any exercise's program
 MAX_CONST_BYTES = 64 << 20
 MAX_NESTING = 24
+# Elements of any one value: the judge runs what it rebuilds, so a program may not make an array
+# that would exhaust its memory (the exercises' largest arrays hold a few thousand numbers).
+MAX_ELEMENTS = 1 << 24
 
 # Primitives a program may hold: what the exercises' programs are made of (elementwise math,
 # shapes, indexing, reductions, products, control flow, calls, checkpoints). Nothing with effects
@@ -317,6 +320,8 @@ class _Decoder:
                 and all(isinstance(n, int) and 0 <= n < 2**31 for n in data[0])
                 and data[1] in _DTYPES and isinstance(data[2], bool)):
             raise ProgramError("a malformed abstract value")
+        if math.prod(data[0]) > MAX_ELEMENTS:
+            raise ProgramError(f"an array of shape {tuple(data[0])}, more than {MAX_ELEMENTS} numbers")
         return core.ShapedArray(tuple(data[0]), np.dtype(data[1]) if data[1] != "bfloat16"
                                 else np.dtype(jax.numpy.bfloat16), weak_type=data[2])
 
@@ -345,7 +350,7 @@ class _Decoder:
             if isinstance(a, dict) and set(a) == {"lit", "aval"}:
                 aval = self.aval(a["aval"])
                 val = a["lit"]
-                if not isinstance(val, np.ndarray) or val.shape != aval.shape:
+                if not isinstance(val, np.ndarray) or val.shape != aval.shape or val.ndim:
                     raise ProgramError("a malformed literal")
                 return core.Literal(val[()] if val.ndim == 0 else val, aval)
             raise ProgramError("a malformed operand")
@@ -487,5 +492,8 @@ def line_of(eqn) -> int:
         return 0
 
 
-def size_of(closed) -> int:
-    return sum(math.prod(v.aval.shape) for v in closed.invars)
+def primitive_sequence(closed) -> list[str]:
+    """The names of a program's equations, nested programs included, in order: the same for two
+    traces of one function at different sizes (what a check compares to tie them together)."""
+    from graders.kit import jaxpr
+    return [e.primitive.name for e in jaxpr.walk(closed)]

@@ -274,6 +274,10 @@ def learner_programs(worker, seed) -> dict:
     w, x = make_inputs(seed, *config)
     closed = rebuilt(worker, [(L, B, D, k) for k in ks] + [(L, B + WIDER, D, k) for k in ks])
     at_b, wider = dict(zip(ks, closed[:len(ks)])), dict(zip(ks, closed[len(ks):]))
+    for k in ks:  # the memory's growth per row is read from two traces of one function
+        if program_data.primitive_sequence(at_b[k]) != program_data.primitive_sequence(wider[k]):
+            fail(f"the programs sent for grouped_loss(k={k}) at B={B} and B={B + WIDER} rows are not the same "
+                 "program at two sizes. Hint: grouped_loss should do the same operations whatever the batch size.")
     programs = {}
     for p in measure_all(at_b, *to_f32(w, x), list(ks), wider):
         k = p["k"]
