@@ -7,8 +7,12 @@
 # make test-course                            the slow course tests (release, autograder, batch); CI runs both
 # make watch [SOLUTIONS=dir] [EX="ex2"]       grade, then re-grade each exercise when its file is saved
 # make bench                                  cold/warm/edit-loop grading times of the reference
-# make release                                the students' copy in dist/student/ (no solutions, no quiz key)
+# make release [SELF_STUDY=1]                 the students' copy in dist/student/: public checks, no solutions, no quiz key
+#                                             or explanations (SELF_STUDY=1: the full checks, for self-study)
 # make autograder [MINUTES=10]                dist/autograder.zip for Gradescope (MINUTES: the assignment's timeout)
+#                 [EX="ex1 ex2 quiz"]          the assignment's exercises (default: all)
+#                 [AFTER_DUE="quiz ex7:name"]  results students see only after the due date (default: quiz; none)
+#                 [SEED=per-submission]        each submission's own seed (default: one per image)
 # make clean                                  remove .venv and caches; stop the kept fork servers
 SHELL := /bin/bash
 SOLUTIONS ?= exercises
@@ -19,11 +23,13 @@ NO_CACHE ?=
 SEED ?=
 VERBOSE ?=
 MINUTES ?=
+AFTER_DUE ?=
+SELF_STUDY ?=
 KEEP_SERVER ?=
 # make puts variables given on its command line into every recipe's environment; the runner
 # reads them as arguments, and in its environment they would make each EX=... a kept fork
 # server of its own (graders/runner/kept_server.py).
-unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES KEEP_SERVER
+unexport EX SOLUTIONS JOBS TIMEOUT NO_CACHE SEED VERBOSE MINUTES AFTER_DUE KEEP_SERVER SELF_STUDY
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -64,11 +70,13 @@ venv: $(STAMP)
 
 release: $(STAMP)
 	$(FULL_PACKAGE)
-	$(PY) -m graders.course.bundle release --out dist/student
+	$(PY) -m graders.course.bundle release --out dist/student $(if $(filter 1,$(SELF_STUDY)),--self-study)
 
 autograder: $(STAMP)
 	$(FULL_PACKAGE)
-	$(PY) -m graders.course.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES))
+	$(PY) -m graders.course.bundle autograder --out dist/autograder.zip $(if $(MINUTES),--minutes $(MINUTES)) \
+	  $(if $(EX),--ex "$(EX)") $(if $(AFTER_DUE),--after-due "$(AFTER_DUE)") \
+	  $(if $(filter per-submission,$(SEED)),--seed-per-submission,$(if $(SEED),$(error SEED for make autograder: per-submission, or leave it out)))
 
 $(STAMP): pyproject.toml
 	@set -e; found=""; \

@@ -97,6 +97,16 @@ Q13. mesh = jax.make_mesh((2, 4), ("data", "model")) (Explicit axes, the default
       D. it raises ShardingTypeError: the contracting dimension of the second matmul is sharded, so
          the output sharding is ambiguous; it must be given with jnp.matmul(..., out_sharding=...)
 
+Q14. optax.adamw(lr, weight_decay=wd) against optax.adam(lr) fed the gradient g + wd * theta
+    (an L2 penalty (wd / 2) * ||theta||^2 added to the loss). Which is right?
+      A. they give the same update: the gradient of the L2 penalty is wd * theta, and that is all
+         AdamW adds
+      B. AdamW subtracts lr * wd * theta from the weights outside the moments; with L2, wd * theta
+         goes through m and v and is divided by sqrt(v_hat), so weights with large past gradients
+         are decayed less
+      C. AdamW decays only the biases and norm scales, L2 only the weight matrices
+      D. AdamW multiplies the learning rate by (1 - wd) at every step; L2 leaves it as it is
+
 Q15. A job trains an NNX model with BatchNorm and Dropout, an nnx.Optimizer (AdamW with a warmup
     schedule) and an nnx.Rngs for dropout. It is stopped at step k and resumed from a checkpoint.
     What must the checkpoint hold for steps k+1, k+2, ... to be exactly those of the run that never
@@ -123,5 +133,6 @@ ANSWERS: dict[int, str | None] = {
     11: None,
     12: None,
     13: None,
+    14: None,
     15: None,
 }

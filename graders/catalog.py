@@ -65,6 +65,10 @@ _ALL = (
              "the chapter's section 6.7", cost=3.6, libraries=("jax", "optax"),
              edit=(("lambda g: g / scale", "lambda g: g / scale * 1.0"),
                    ("jnp.maximum(ls.scale / factor, min_scale)", "jnp.maximum(ls.scale / factor * 1.0, min_scale)"))),
+    Exercise("ex9", "ex9_zero1_adamw", "ZeRO-1 with AdamW by hand",
+             "the chapter's section 6.9", cost=5.5, libraries=("jax", "optax"),
+             edit=(("return jnp.mean((mlp(params, x) - y) ** 2)", "return jnp.mean((mlp(params, x) - y) ** 2) * 1.0"),
+                   ("(jnp.sqrt(v / c2) + eps)", "(jnp.sqrt(v / c2) + eps) * 1.0"))),
     # ex10's learner code compiles nothing of its own (save and restore only move the grader's state),
     # so its edit changes the reference's copy of the stub's training step, which no grading compiles:
     # its edit loop is a warm run.
@@ -122,10 +126,35 @@ def quiz_key_file() -> Path:
     return exercise_dir("quiz") / "key.json"
 
 
+def submission_secret_file() -> Path:
+    """The autograder's secret (made by its setup.sh when seeds are drawn per submission): with a
+    hash of the submission, it makes each submission's seed (graders/course/bundle.py)."""
+    return ROOT / ".cache" / "submission_secret"
+
+
+def public_data_file(ex_id: str) -> Path:
+    """The students' copy only: the expected values its checks need, recorded on the public seed
+    when the copy was made (graders/kit/expected.py; the name is that module's PUBLIC_FILE)."""
+    return exercise_dir(ex_id) / "public.wire"
+
+
+def public_seed_file() -> Path:
+    """The students' copy only: the seed its expected values were recorded on, which it grades with."""
+    return GRADERS_DIR / "public_seed"
+
+
+def public_seed() -> int | None:
+    """The students' copy's public seed; None in the full package."""
+    try:
+        return int(public_seed_file().read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def secrets() -> tuple[Path, ...]:
     """Files only the trusted side may read: a release leaves them out, and a sandboxed grading
     process sees them empty."""
-    return (quiz_key_file(),)
+    return (quiz_key_file(), submission_secret_file())
 
 
 def hidden_from_worker() -> list[Path]:
@@ -137,6 +166,8 @@ def hidden_from_worker() -> list[Path]:
         checks = grader_file(ex_id)
         if checks.is_file():
             hidden.append(checks)
+        if public_data_file(ex_id).is_file():  # the students' copy: the checks' recorded expected values
+            hidden.append(public_data_file(ex_id))
         hidden.append(checks.parent / "__pycache__")
     return hidden
 

@@ -15,6 +15,7 @@ NO_FORK = "GRADERS_NO_FORK"  # start each grading child as a new interpreter, no
 NO_RESIDENT = "GRADERS_NO_RESIDENT"  # keep no fork server between runs (make grade KEEP_SERVER=0)
 RESIDENT_IDLE = "GRADERS_RESIDENT_IDLE"  # seconds a kept fork server waits for a run before it leaves
 SANDBOX_LEVEL = "GRADERS_SANDBOX_LEVEL"  # --sandbox at this level ("namespaces", "user") instead of the strongest
+RECORD_EXPECTED = "GRADERS_RECORD_EXPECTED"  # make release: where @expected computations record their calls (kit/expected.py)
 SKIP_WARMUP = "GRADERS_SKIP_WARMUP"  # the autograder's setup.sh: skip grading the reference (its tests)
 
 DEFAULT_CHECK_TIMEOUT = 120.0

@@ -16,5 +16,6 @@ ANSWERS: dict[int, str | None] = {
     11: "D",  # jax.remat(policy=...) without the function raises TypeError
     12: "C",  # bf16 keeps fp32's exponent range, so small gradients do not underflow
     13: "D",  # a sharded contracting dim leaves the output sharding ambiguous: ShardingTypeError
+    14: "B",  # AdamW's decay is decoupled; L2's goes through the moments and is divided by sqrt(v_hat)
     15: "C",  # parameters, BatchNorm statistics, optimizer state with its step, RNG state
 }

@@ -122,7 +122,7 @@ def test_the_learners_readme_is_short_and_names_no_file_their_copy_lacks():
     from graders.course.bundle import student_readme
 
     student = student_readme((ROOT / "README.md").read_text())
-    assert len(student.splitlines()) <= 260, len(student.splitlines())
+    assert len(student.splitlines()) <= 250, len(student.splitlines())
     for missing in ("tests/", "reference/"):
         assert missing not in student, f"the students' README names {missing}, which their copy lacks"
 
@@ -130,7 +130,7 @@ def test_the_learners_readme_is_short_and_names_no_file_their_copy_lacks():
 def test_the_instructors_part_is_short():
     text = (ROOT / "README.md").read_text()
     part = text[text.index("## For instructors"):text.index("## For maintainers")]
-    assert len(part.splitlines()) <= 125, len(part.splitlines())
+    assert len(part.splitlines()) <= 120, len(part.splitlines())
 
 
 def _steps_to_add_an_exercise() -> list[str]:

@@ -108,7 +108,9 @@ def test_run_autograder_sets_its_timeouts_in_one_place_sized_for_gradescope(auto
     _, root, _ = autograder
     text = (root / "source" / "run_autograder").read_text()
     lines = [line for line in text.splitlines() if line.startswith("RUNNER_ARGS=")]
-    assert lines == [f"RUNNER_ARGS=(--jobs 1 --budget {grading_budget(30)} --sandbox)"]
+    # every exercise by default, the quiz's results shown after the due date (README, step 3)
+    assert lines == [f"RUNNER_ARGS=({' '.join(catalog.available())} --jobs 1 --budget {grading_budget(30)} --sandbox "
+                     "--after-due quiz)"]
     assert grading_budget(10) < 10 * 60
 
 

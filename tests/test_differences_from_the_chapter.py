@@ -7,7 +7,7 @@ import pytest
 
 from grading import ROOT, corpus_cases
 
-CASES = [ex for ex in ("ex2", "ex3", "ex4", "ex7") if "chapter_interface_only" in corpus_cases(ex)]
+CASES = [ex for ex in ("ex2", "ex3", "ex4", "ex7", "ex9") if "chapter_interface_only" in corpus_cases(ex)]
 
 
 def _paragraph(ex_id: str) -> str:

@@ -281,6 +281,42 @@ def test_q13_sharded_contracting_dim_on_explicit_axes_raises_until_out_sharding_
     assert options(13)[KEY[13]].startswith("it raises ShardingTypeError")
 
 
+def test_q14_adamw_decay_is_decoupled_and_l2_goes_through_the_moments():
+    lr, wd, b1, b2, eps = 1e-2, 0.1, 0.9, 0.999, 1e-8
+    rng = np.random.default_rng(0)
+    theta = {"w": jnp.asarray(rng.normal(size=(6, 4)), jnp.float32), "b": jnp.asarray(rng.normal(size=4), jnp.float32)}
+    grad = {"w": jnp.asarray(rng.normal(size=(6, 4)), jnp.float32), "b": jnp.asarray(rng.normal(size=4), jnp.float32)}
+    adamw = optax.adamw(lr, b1=b1, b2=b2, eps=eps, weight_decay=wd)
+    adam = optax.adam(lr, b1=b1, b2=b2, eps=eps)
+    decoupled, _ = adamw.update(grad, adamw.init(theta), theta)
+    plain, _ = adam.update(grad, adam.init(theta), theta)
+    # AdamW = the Adam step, then -lr * wd * theta, outside the moments (the explanation's words),
+    # on every leaf, biases included: no mask, no choice of leaves (option C is false).
+    for k in theta:
+        np.testing.assert_allclose(decoupled[k], plain[k] - lr * wd * theta[k], rtol=1e-6, atol=1e-8)
+    # Adam + L2 (wd * theta added to the gradient) is another update (option A is false).
+    l2_grad = jax.tree.map(lambda g, t: g + wd * t, grad, theta)
+    l2, _ = adam.update(l2_grad, adam.init(theta), theta)
+    assert max(float(jnp.max(jnp.abs(l2[k] - decoupled[k]))) for k in theta) > 1e-4
+    # With L2 the decay is divided by sqrt(v_hat): two equal weights, no gradient now, one with large
+    # past gradients (a large v) and one with small ones; L2 decays the first less, AdamW both alike.
+    w = jnp.full((2,), 1.0)
+    past = optax.ScaleByAdamState(count=jnp.asarray(10, jnp.int32), mu=jnp.zeros(2), nu=jnp.array([100.0, 1e-4]))
+    zero = jnp.zeros(2)
+    l2_step, _ = adam.update(zero + wd * w, (past, optax.EmptyState()), w)
+    aw_step, _ = adamw.update(zero, (past, optax.EmptyState(), optax.EmptyState()), w)
+    assert abs(float(l2_step[0])) < abs(float(l2_step[1])) / 10  # large past gradients: decayed far less
+    np.testing.assert_allclose(aw_step, -lr * wd * w, rtol=1e-6)  # AdamW: the same decay for both
+    # Not a learning rate times (1 - wd) (option D): with no gradient that would not move the weights.
+    assert float(jnp.max(jnp.abs(aw_step))) > 0
+    # The decay is multiplied by the learning rate: at lr 0 nothing decays (the explanation's last words).
+    frozen = optax.adamw(0.0, weight_decay=wd)
+    still, _ = frozen.update(grad, frozen.init(theta), theta)
+    assert all(float(jnp.max(jnp.abs(still[k]))) == 0.0 for k in theta)
+    assert "divided by sqrt(v_hat)" in EXPLANATIONS[14] and "lr * wd * theta_{t-1}" in EXPLANATIONS[14]
+    assert options(14)[KEY[14]].startswith("AdamW subtracts lr * wd * theta from the weights outside the moments")
+
+
 def test_q15_resuming_exactly_needs_parameters_batch_stats_optimizer_with_step_and_rng():
     class Net(nnx.Module):
         def __init__(self, rngs):

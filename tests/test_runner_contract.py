@@ -97,7 +97,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_unknown_exercise_is_a_usage_error():
-    proc = run_cli("ex9")
+    proc = run_cli("ex99")
     assert proc.returncode == 2 and "unknown exercise" in proc.stderr
 
 

@@ -45,6 +45,13 @@ def grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=positive(float), default=None, metavar="SECONDS",
                         help="instead of --timeout: split this many seconds among the exercises by their typical "
                              "cost (with --jobs 1, the whole run ends within it; the autograder uses it)")
+    parser.add_argument("--deadline", type=positive(float), default=None, metavar="SECONDS",
+                        help="the whole run ends within this many seconds: an exercise cut short reads 'timed out', "
+                             "one not reached 'not graded', each check with 0 (default with --budget: the budget)")
+    parser.add_argument("--after-due", nargs="+", default=[], metavar="ID[:CHECK]",
+                        help="in --json's results.json, these exercises (or single checks) are shown to students "
+                             "only after the due date (Gradescope's visibility after_due_date), and the report "
+                             "shown before it says nothing of them")
     parser.add_argument("--no-cache", action="store_true", help="do not use the persistent compilation cache")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the configurations drawn at grading time (default: this installation's; the report prints it)")
@@ -62,3 +69,10 @@ def options_from(args) -> grading.Options:
     seed = grading.installation_seed() if args.seed is None else args.seed
     return grading.Options(timeout=args.timeout, cache=not args.no_cache, seed=seed, jobs=args.jobs,
                            sandbox=getattr(args, "sandbox", False), keep_server=True)
+
+
+def after_due(ids: list[str], specs: list[str]) -> set[tuple[str, str]]:
+    """--after-due's (exercise, check) pairs (graders/runner/points.py reads them)."""
+    from graders.runner.points import after_due as chosen
+
+    return chosen(ids, specs)

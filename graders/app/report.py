@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from graders import catalog
-from graders.runner.grading import UNGRADED, CheckResult, ExerciseResult
+from graders.runner.grading import ON_SUBMISSION, UNGRADED, CheckResult, ExerciseResult, status_of
 
-MARK = {"passed": "✓", "failed": "✗", "not_attempted": "·", "not_run": "·"}
+MARK = {"passed": "✓", "failed": "✗", "not_attempted": "·", "not_run": "·", "deferred": "…"}
 
 
 def _pts(n: int) -> str:
@@ -24,6 +24,10 @@ def header(solutions: Path, seed: int, isolation: str = "", missing=()) -> str:
     """`isolation`: the sandbox's level (graders/child/sandbox.py), when there is one; `missing`:
     the modules the graded folder does not hold."""
     text = f"Grading {solutions} (seed {seed}; --seed {seed} reproduces this run)"
+    public = catalog.public_seed()
+    if public is not None:
+        text += (f"\n  the students' copy: its checks grade on the public seed {public}, with the graders' expected "
+                 "values recorded for it when the copy was made; the rest is graded when you submit")
     if missing:
         text += f"\n  missing from {solutions}/: {', '.join(missing)}"
     if isolation:
@@ -36,9 +40,12 @@ def header(solutions: Path, seed: int, isolation: str = "", missing=()) -> str:
 TABLE_HEAD = f"  {'id':<5} {'exercise':<38} {'status':<14} {'points':>7} {'time':>7}"
 
 
+AFTER_DUE = "after due date"  # the status shown, before the due date, of an exercise shown only after it
+
+
 def row(r: ExerciseResult) -> str:
-    return (f"  {r.ex_id:<5} {catalog.title(r.ex_id):<38} {r.status:<14} "
-            f"{f'{r.score}/{r.max_score}':>7} {r.seconds:6.1f}s")
+    points = f"{r.score}/{r.max_score}" if r.status != AFTER_DUE else f"?/{r.later}"
+    return f"  {r.ex_id:<5} {catalog.title(r.ex_id):<38} {r.status:<14} {points:>7} {r.seconds:6.1f}s"
 
 
 def body(results: list[ExerciseResult], verbose: bool = False) -> str:
@@ -46,6 +53,9 @@ def body(results: list[ExerciseResult], verbose: bool = False) -> str:
     lines = [TABLE_HEAD, *map(row, results)]
     total, most = sum(r.score for r in results), sum(r.max_score for r in results)
     lines.append(f"  {'total':<5} {'':<38} {'':<14} {f'{total}/{most}':>7}")
+    later = sum(r.later for r in results)
+    if later:
+        lines.append(f"  (and {_pts(later)} of checks whose results are shown after the due date)")
     for r in results:
         detail = _detail(r, verbose)
         if detail:
@@ -89,21 +99,49 @@ def _check_lines(c: CheckResult, previous: str | None) -> list[str]:
     head = f"  {MARK[c.outcome]} {c.name} ({_pts(c.points)})"
     if c.outcome == "passed":
         return [head] + ([_indent(c.message, "      ")] if c.message else [])
-    if c.outcome == "failed":
+    if c.outcome in ("failed", "deferred"):
         # one error met by every check is shown once
         shown = "(the same as above)" if c.message == previous else c.message
         return [head, _indent(shown, "      ")]
     return [f"{head}: {c.message}"]
 
 
+def before_due(results: list[ExerciseResult], after_due: set[tuple[str, str]]) -> list[ExerciseResult]:
+    """The results as students may see them before the due date: the checks in `after_due`
+    ((exercise, check) pairs) left out, with their points counted in `later`, the exercise's
+    status taken from the checks left, and its notes dropped (they may speak of the checks left
+    out). An exercise that could not be graded, or whose hidden checks all found the stub, keeps
+    its status and reason: they tell nothing of the answers. Every check whose outcome is left out here is in results.json's tests, shown
+    after the due date."""
+    from dataclasses import replace
+
+    shown = []
+    for r in results:
+        hidden = [c for c in r.checks if (r.ex_id, c.name) in after_due]
+        if not hidden or r.status in UNGRADED or {c.outcome for c in hidden} == {"not_attempted"}:
+            shown.append(r)
+            continue
+        kept = [c for c in r.checks if c not in hidden]
+        status = status_of(kept) if kept else AFTER_DUE
+        shown.append(replace(r, checks=kept, status=status, notes=[], later=sum(c.points for c in hidden)))
+    return shown
+
+
 def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
     head = f"{r.ex_id} ({r.module}): {r.status}, {r.score}/{r.max_score}"
+    if r.later:
+        head += f" (and {_pts(r.later)} shown after the due date)"
+    if r.status == AFTER_DUE:
+        return []
     out: list[str] = []
     if r.status in UNGRADED:
         out = [head, _indent(r.reason, "  ")]
         if r.output:
             out += ["  output from your code:", _indent(r.output, "  | ")]
-    elif verbose or r.status == "partial" or any(c.outcome == "passed" and c.message for c in r.checks):
+    elif r.status == ON_SUBMISSION and len({c.message for c in r.checks}) == 1:
+        out = [head, f"  {MARK['deferred']} every check: {r.checks[0].message}"]
+    elif (verbose or r.status in ("partial", ON_SUBMISSION) or any(c.outcome == "passed" and c.message for c in r.checks)
+          or any(c.outcome == "deferred" for c in r.checks)):
         if r.status == "not attempted" and not verbose:
             return []
         out, previous = [head], None
@@ -111,7 +149,7 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
             # a passing check that explains itself (a quiz answer) is always shown
             if verbose or c.outcome != "passed" or c.message:
                 out += _check_lines(c, previous)
-            if c.outcome == "failed":
+            if c.outcome in ("failed", "deferred"):
                 previous = c.message
     if r.notes:
         out = out or [head]
@@ -122,10 +160,15 @@ def _detail(r: ExerciseResult, verbose: bool) -> list[str]:
 # ---------------------------------------------------------------- results.json
 
 def results_json(results: list[ExerciseResult], report: str, seconds: float, seed: int,
-                 extra: dict | None = None) -> dict:
-    """Gradescope's results.json. An exercise that could not be graded is one failing entry
-    with its reason, worth the exercise's points; extra_data (a field Gradescope stores and
-    does not show) keeps what batch grading and `check()` read back."""
+                 extra: dict | None = None, after_due: set[tuple[str, str]] = frozenset()) -> dict:
+    """Gradescope's results.json. An exercise that could not be graded lists each check with 0
+    and its reason; extra_data (a field Gradescope stores and does not show) keeps what batch
+    grading and `check()` read back. The checks in `after_due` ((exercise, check) pairs) have
+    Gradescope's visibility "after_due_date"; `report` (the visible "output") must then be the
+    before_due() view."""
+    def seen(ex_id: str, name: str) -> str:
+        return "after_due_date" if (ex_id, name) in after_due else "visible"
+
     tests = []
     for r in results:
         if r.status in UNGRADED:
@@ -135,12 +178,16 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
                 tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": 0,
                               "max_score": c.points, "status": "failed",
                               "output": r.reason if r.reason.startswith(r.status) else f"{r.status}: {r.reason}",
-                              "visibility": "visible"})
+                              "visibility": seen(r.ex_id, c.name)})
             continue
         for c in r.checks:
+            if c.outcome == "deferred":  # the students' copy: graded when submitted, neither way here
+                tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": 0, "max_score": 0,
+                              "output": c.message, "visibility": "visible"})
+                continue
             tests.append({"name": f"{r.ex_id}: {c.name}", "tags": [r.ex_id], "score": c.score,
                           "max_score": c.points, "status": "passed" if c.outcome == "passed" else "failed",
-                          "output": c.message, "visibility": "visible"})
+                          "output": c.message, "visibility": seen(r.ex_id, c.name)})
     return {
         "score": sum(r.score for r in results),
         "execution_time": round(seconds, 2),
@@ -149,6 +196,7 @@ def results_json(results: list[ExerciseResult], report: str, seconds: float, see
         "output_format": "md",
         "test_output_format": "text",
         "visibility": "visible",
+        "stdout_visibility": "hidden",  # the runner's own printout holds every check's message
         "tests": tests,
         "extra_data": {"seed": seed, **(extra or {}), "exercises": {r.ex_id: {
             "status": r.status, "score": r.score, "max_score": r.max_score,
@@ -200,7 +248,8 @@ _STYLE = {
             "font-size:100%;line-height:1.35;overflow-x:auto",
 }
 _COLOUR = {"passed": "#2da44e", "failed": "#e5534b"}  # readable on a light and on a dark theme
-OUTCOME = {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "not_run": "not run"}
+OUTCOME = {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "not_run": "not run",
+           "deferred": "graded when you submit"}
 
 
 def _tag(name: str, style: str, text: str, raw: bool = False, colour: str | None = None, **attrs: str) -> str:

@@ -73,7 +73,24 @@ def available() -> str:
     if os.geteuid() != 0:
         return ("--sandbox needs root: it creates namespaces, builds a read-only root and switches "
                 "to the user nobody. Run it as root (the Gradescope autograder does), or grade without it")
+    if not (_mapped("uid_map", NOBODY) and _mapped("gid_map", NOBODY)):
+        return (f"--sandbox switches to the user nobody ({NOBODY}), which this user namespace does not map (only "
+                "root is mapped, as by `unshare --map-root-user`): run it where uids up to 65535 are mapped, "
+                "as a container runtime maps them, or as root outside any user namespace")
     return ""
+
+
+def _mapped(table: str, inner: int) -> bool:
+    """Whether id `inner` exists in this process's user namespace (/proc/self/uid_map or gid_map)."""
+    try:
+        lines = Path(f"/proc/self/{table}").read_text().split("\n")
+    except OSError:
+        return True  # no such table: no user namespaces here, every id exists
+    for line in lines:
+        fields = line.split()
+        if len(fields) == 3 and int(fields[0]) <= inner < int(fields[0]) + int(fields[2]):
+            return True
+    return False
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -150,6 +167,16 @@ def without_cache(box: dict) -> dict:
     return dict(box, readable=[p for p in box["readable"] if os.path.realpath(p) != real])
 
 
+def become_nobody(package_root: Path) -> None:
+    """Both levels' last step as root: into the package, as nobody, with no way back to privileges."""
+    os.chdir(str(package_root))
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SandboxError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
 def confine(package_root: Path, solutions: Path, readable: list[str], hidden: list[str]) -> None:
     """In the new namespaces: build the new root, enter it, and become nobody.
 
@@ -185,12 +212,7 @@ def confine(package_root: Path, solutions: Path, readable: list[str], hidden: li
     _mount("none", root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     os.chdir(root)
     os.chroot(".")
-    os.chdir(str(package_root))
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise SandboxError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+    become_nobody(package_root)
     os.environ["HOME"] = "/tmp"
     os.environ["TMPDIR"] = "/tmp"
 
@@ -430,12 +452,7 @@ def confine_user(package_root: Path, solutions: Path) -> None:
         resource.setrlimit(which, (value, value))
     reach_imports()
     home = Path(solutions).parent / "home"
-    os.chdir(str(package_root))
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise SandboxError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+    become_nobody(package_root)
     _no_network()
     # Killed with its holder (cleared by the switch of user, so set after it).
     if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:

@@ -52,7 +52,7 @@ def _start_worker(ex_id: str, solutions_dir: Path, result_fd: int, box: dict, ch
 
     from graders import catalog
     from graders.child import probe_channel, sandbox
-    from graders.kit.forked import follow_parent
+    from graders.kit.lineage import follow_parent
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()

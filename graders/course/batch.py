@@ -1,4 +1,4 @@
-"""Grade a class: `python -m graders.course.batch SUBMISSIONS --out DIR [--jobs N] [--timeout S] [--regrade]`
+"""Grade a class: `python -m graders.course.batch SUBMISSIONS --out DIR [--jobs N] [--timeout S] [--regrade] [--ex IDS]`
 
 SUBMISSIONS holds one folder or one .zip per student, named by the student's id. For each one
 this writes DIR/<student>/results.json (Gradescope's schema) and DIR/<student>/report.txt, then
@@ -7,7 +7,7 @@ error). Each student is graded by the runner in a process of its own, so code th
 crashes or is missing costs that student's points and never stops the batch.
 
 A student whose submission has not changed since the last run (same bytes, same graders, same
-limits) is not graded again; --regrade grades everyone. Progress goes to stderr, one line per
+exercises, seed and limits) is not graded again; --regrade grades everyone. Progress goes to stderr, one line per
 student when stderr is not a terminal, so nothing but the CSV path reaches a pipe on stdout.
 """
 
@@ -29,7 +29,8 @@ from pathlib import Path
 
 from graders import catalog, settings
 from graders.child import sandbox
-from graders.course.bundle import find_solutions
+from graders.course.bundle import find_solutions, parse_ids
+from graders.runner import grading
 
 DEFAULT_TIMEOUT = 120.0  # seconds per exercise
 STAMP = "submission.sha256"  # beside each student's results: what was graded
@@ -58,15 +59,18 @@ def find_students(submissions: Path) -> list[Student]:
     return students
 
 
-def fingerprint(student: Student, timeout: float) -> str:
-    """Hash of what decides the grade: the submission's bytes, the graders, the time limit."""
-    h = hashlib.sha256(f"timeout={timeout:g}\n".encode())
+def fingerprint(student: Student, timeout: float, ids: list[str] | None = None, seed: int | None = None) -> str:
+    """Hash of what decides the grade: the submission's bytes, every file of graders/ (checks,
+    probes, the key, helpers and data), the exercises graded, the seed and the time limit."""
+    ids = ids or catalog.available()
+    seed = grading.installation_seed() if seed is None else seed
+    h = hashlib.sha256(f"timeout={timeout:g}\nids={' '.join(ids)}\nseed={seed}\n".encode())
     files = [student.path] if student.path.is_file() else sorted(p for p in student.path.rglob("*") if p.is_file())
     for path in files:
         h.update(str(path.relative_to(student.path.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
-    # Every file a grading reads: the checks, the probes and the key sit in subfolders.
+    # Every file a grading reads: graders/ whole (bytecode aside, which follows its source).
     for path in sorted(catalog.GRADERS_DIR.rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             h.update(str(path.relative_to(catalog.GRADERS_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -92,6 +96,8 @@ def _notes(results: dict) -> str:
             notes.append(f"{ex_id} timed out")
         elif reason.startswith("missing"):
             notes.append(f"{ex_id} missing module")
+        elif ex.get("status") == "not graded":
+            notes.append(f"{ex_id} not graded (out of time)")
         elif ex.get("status") == "error":
             notes.append(f"{ex_id} error")
     return "; ".join(notes)
@@ -124,11 +130,13 @@ def private_caches(into: Path) -> dict[str, str]:
     return env
 
 
-def grade_student(student: Student, out: Path, timeout: float) -> dict:
-    """Grade one student into out/<student>/; returns the results (never raises for their code)."""
+def grade_student(student: Student, out: Path, timeout: float, ids: list[str] | None = None,
+                  seed: int | None = None) -> dict:
+    """Grade one student into out/<student>/ on `ids` (default all) with `seed` (default this
+    installation's); returns the results (never raises for their code)."""
     folder = out / student.name
     folder.mkdir(parents=True, exist_ok=True)
-    ids = catalog.available()
+    ids = ids or catalog.available()
     with tempfile.TemporaryDirectory(prefix="batch-") as tmp:
         try:
             if student.path.is_file():
@@ -158,8 +166,9 @@ def grade_student(student: Student, out: Path, timeout: float) -> dict:
         env = dict(os.environ) if SANDBOX else dict(os.environ, **private_caches(Path(tmp) / "caches"))
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "graders", "--solutions", str(work), "--label", label, "--json", str(json_path),
-                 "--jobs", "1", "--timeout", f"{timeout:g}", *SANDBOX],
+                [sys.executable, "-m", "graders", *ids, "--solutions", str(work), "--label", label,
+                 "--json", str(json_path), "--jobs", "1", "--timeout", f"{timeout:g}",
+                 *(("--seed", str(seed)) if seed is not None else ()), *SANDBOX],
                 cwd=catalog.ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                 errors="replace", timeout=bound)
             report = proc.stdout.replace(str(work), student.name) + (proc.stderr if proc.returncode > 1 else "")
@@ -174,8 +183,8 @@ def grade_student(student: Student, out: Path, timeout: float) -> dict:
     return results
 
 
-def write_gradebook(out: Path, rows: dict[str, dict]) -> Path:
-    ids = catalog.available()
+def write_gradebook(out: Path, rows: dict[str, dict], ids: list[str] | None = None) -> Path:
+    ids = ids or catalog.available()
     path = out / "gradebook.csv"
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
@@ -230,7 +239,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="students graded at once (default: half the CPUs)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per exercise (default: 120)")
     parser.add_argument("--regrade", action="store_true", help="grade every student again, changed or not")
+    parser.add_argument("--ex", nargs="+", default=None, metavar="ID",
+                        help="grade only these exercises (an assignment), e.g. --ex ex1 ex2 quiz (default: all)")
     args = parser.parse_args(argv)
+    try:
+        args.ex = parse_ids(args.ex)
+    except ValueError as exc:
+        parser.error(str(exc))
     if not Path(args.submissions).is_dir():
         parser.error(f"{args.submissions}: no such folder")
     if args.jobs < 1 or args.timeout <= 0:
@@ -248,11 +263,13 @@ def main(argv: list[str] | None = None) -> int:
             os.chmod(folder, 0o700)
     students = find_students(submissions)
     progress = Progress(len(students), args.jobs)
+    # One seed for the class, read once, given to every grading and kept in each fingerprint.
+    seed = grading.installation_seed()
     rows: dict[str, dict] = {}
 
     def one(student: Student) -> tuple[str, dict]:
         stamp = out / student.name / STAMP
-        digest = fingerprint(student, args.timeout)
+        digest = fingerprint(student, args.timeout, args.ex, seed)
         if not args.regrade and stamp.is_file() and stamp.read_text().strip() == digest:
             try:
                 results = json.loads((out / student.name / "results.json").read_text())
@@ -261,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError):
                 pass
         start = time.monotonic()
-        results = grade_student(student, out, args.timeout)
+        results = grade_student(student, out, args.timeout, args.ex, seed)
         stamp.write_text(digest + "\n")
         note = _notes(results) or results.get("extra_data", {}).get("batch_error", "")
         progress.step(student.name, time.monotonic() - start,
@@ -272,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         for future in as_completed([pool.submit(one, s) for s in students]):
             name, results = future.result()
             rows[name] = results
-    path = write_gradebook(out, rows)
+    path = write_gradebook(out, rows, args.ex)
     print(path)
     return 0
 

@@ -9,36 +9,16 @@ the caller does the work itself otherwise. The forked process keeps no descripto
 but its pipe, runs none of this one's signal handlers, and ends when this one does.
 """
 
-import ctypes
 import os
 import signal
 import struct
-import sys
 import threading
 from collections.abc import Callable, Iterator
 
 from graders.kit import wire
+from graders.kit.lineage import backend_started, follow_parent
 
 _HEADER = struct.Struct(">Q")
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def backend_started() -> bool:
-    """Whether this process has a JAX backend: forking it then is unsafe."""
-    if "jax" not in sys.modules:
-        return False
-    from jax._src import xla_bridge
-
-    return bool(xla_bridge._backends)
-
-
-def follow_parent(parent: int) -> None:
-    """SIGTERM to this process when `parent` (its parent now) dies, or at once if it has."""
-    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-        raise OSError("prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class Forked:

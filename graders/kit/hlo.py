@@ -22,11 +22,13 @@ def collective_counts(hlo_text: str) -> dict[str, int]:
 # of one collective instruction, then its opcode.
 _RESULT = re.compile(r"=\s*(\([^=]*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
 _SHAPE = re.compile(r"\w+\[([\d,]*)\]")
+# XLA numbers every fifth element of a long tuple type: "(f32[16]{0}, ..., /*index=5*/f32[])".
+_TUPLE_INDEX = re.compile(r"/\*index=\d+\*/")
 
 
 def _instructions(hlo_text: str):
     """(opcode, [result shapes]) of every collective instruction."""
-    for match in _RESULT.finditer(hlo_text):
+    for match in _RESULT.finditer(_TUPLE_INDEX.sub("", hlo_text)):
         yield match.group(2), [tuple(int(d) for d in dims.split(",") if d) for dims in _SHAPE.findall(match.group(1))]
 
 

@@ -32,6 +32,12 @@ class Verdict(Exception):
         self.outcome, self.message = outcome, message
 
 
+class Deferred(BaseException):
+    """A check the students' copy cannot decide (the quiz without its key; an expected value not
+    recorded, graders/kit/expected.py): it reads "graded when you submit", neither passed nor
+    failed. A BaseException, so that no `except Exception` in a check takes it for the learner's."""
+
+
 class ProbeTimeout(BaseException):
     """Raised in a worker's learner code when a probe runs past the check's limit (a
     BaseException, as pytest-timeout's is, so that `except Exception` does not swallow it)."""
@@ -129,6 +135,8 @@ def classify(exc: BaseException, solution, solutions_dir: Path, check_timeout: f
     solutions_dir = Path(solutions_dir)
     if isinstance(exc, Verdict):
         return exc.outcome, exc.message
+    if isinstance(exc, Deferred):
+        return "deferred", str(exc)
     passed = functions_passed(exc, solution) if not isinstance(exc, (CheckFailed, NotAttempted)) else []
     called, failing = (passed[0], passed[-1]) if passed else (None, None)
     if isinstance(exc, NotImplementedError):

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from graders.kit import forked
+from graders.kit import lineage
 
 
 # Seconds between a kept server's looks at its socket's name and at how long it has been idle.
@@ -230,7 +230,7 @@ def _request(conn, conns, listener, wake, running, send) -> bool:
         for fd in fds:
             os.close(fd)
         return True
-    if forked.backend_started() or len(fds) != 2:
+    if lineage.backend_started() or len(fds) != 2:
         for fd in fds:
             os.close(fd)
         send(conn, {"id": request["id"], "refused": "unsafe to fork"})

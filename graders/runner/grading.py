@@ -18,7 +18,14 @@ SEED_FILE = catalog.ROOT / ".cache" / "seed"
 
 
 # An exercise in one of these states was not graded: it earns nothing, and each check says why.
-UNGRADED = ("missing", "error", "timed out")
+# "not graded": the run's whole time (--deadline, --budget) ran out before it could start.
+UNGRADED = ("missing", "error", "timed out", "not graded")
+OUT_OF_TIME = "not graded: the run's time ran out"
+MIN_START = 5.0  # seconds: an exercise with less than this left of the run's time is not started
+STOP_RESERVE = 2.0  # seconds of the run's time kept for stopping a child that runs out of it
+# The students' copy (make release): an exercise whose every check is graded when it is submitted
+# (the quiz, without its key). Neither passed nor failed: the exit status does not count it.
+ON_SUBMISSION = "on submission"
 
 
 @dataclass
@@ -26,7 +33,7 @@ class CheckResult:
     name: str
     points: int
     doc: str = ""
-    outcome: str = "not_run"  # passed / failed / not_attempted / not_run
+    outcome: str = "not_run"  # passed / failed / not_attempted / not_run / deferred (graded when submitted)
     message: str = ""
     seconds: float = 0.0  # from the check's start to its outcome, as seen by the parent
 
@@ -38,7 +45,7 @@ class CheckResult:
 @dataclass
 class ExerciseResult:
     ex_id: str
-    status: str = "error"  # passed / partial / not attempted / missing / error / timed out
+    status: str = "error"  # passed / partial / not attempted / missing / error / timed out / not graded
     reason: str = ""
     checks: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -47,6 +54,7 @@ class ExerciseResult:
     compile_seconds: float = 0.0  # tracing, lowering and XLA compilation inside the child
     backend_seconds: float = 0.0  # of which XLA compilation (what the persistent cache can save)
     fault: str = ""  # the autograder's own failure (a sandbox that could not be made): no learner code ran
+    later: int = 0  # points of checks left out of this view, shown after the due date (app/report.before_due)
 
     @property
     def score(self) -> int:
@@ -58,7 +66,8 @@ class ExerciseResult:
 
     @property
     def max_score(self) -> int:
-        return sum(c.points for c in self.checks)
+        # A check graded when it is submitted (the students' copy) counts neither way.
+        return sum(c.points for c in self.checks if c.outcome != "deferred")
 
     @property
     def module(self) -> str:
@@ -77,9 +86,16 @@ class Options:
     sandbox: bool = False  # confine each child (graders/child/sandbox.py); root only
     keep_server: bool = False  # a learner's loop: the fork server kept between runs (graders/runner/kept_server.py)
     limits: dict[str, float] = field(default_factory=dict)  # per exercise, overriding `timeout`
+    deadline: float | None = None  # time.monotonic() by which the whole run ends (--deadline, --budget)
 
     def limit(self, ex_id: str) -> float:
-        return self.limits.get(ex_id, self.timeout)
+        """The exercise's own limit, cut to what is left of the run's time."""
+        own = self.limits.get(ex_id, self.timeout)
+        return own if self.deadline is None else max(0.0, min(own, self.deadline - STOP_RESERVE - time.monotonic()))
+
+    def cut_short(self, ex_id: str) -> bool:
+        """Whether the run's deadline, not the exercise's own limit, bounds it now."""
+        return self.deadline is not None and self.limit(ex_id) < self.limits.get(ex_id, self.timeout)
 
     def launcher(self, ids: list[str]):
         """How this run's grading processes start (graders/runner/launch.py)."""
@@ -107,7 +123,11 @@ def budget_limits(ids: list[str], budget: float) -> dict[str, float]:
 def installation_seed() -> int:
     """The seed drawn once per installation, kept beside the compilation cache: a configuration
     drawn from it cannot be looked up in the package's text, and the graders' own programs for
-    it stay in the cache from one `make grade` to the next."""
+    it stay in the cache from one `make grade` to the next. The students' copy grades with its
+    public seed: its expected values were recorded for it (graders/kit/expected.py)."""
+    public = catalog.public_seed()
+    if public is not None:
+        return public
     try:
         return int(SEED_FILE.read_text().strip())
     except (OSError, ValueError):
@@ -143,18 +163,30 @@ def new_result(ex_id: str) -> ExerciseResult:
     return ExerciseResult(ex_id, checks=checks)
 
 
+def not_graded(ex_id: str, reason: str) -> ExerciseResult:
+    """An exercise the run did not reach: each check with 0 and `reason`."""
+    result = new_result(ex_id)
+    result.reason = reason
+    return _finish(result, time.monotonic(), reason, status="not graded")
+
+
 def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
                    on_event: Callable[[str, dict], None] | None = None) -> ExerciseResult:
     """Grade one exercise in a child; `on_event(ex_id, event)` sees the child's events live."""
     start = time.monotonic()
     result = new_result(ex_id)
-    module_file = solutions / result.module
+    module_file = Path(solutions) / result.module
     if not module_file.is_file():
         # (not the folder's path: under --sandbox it is a temporary copy; the report's header
         # names the folder graded)
         result.reason = f"missing: the folder graded holds no {module_file.name}"
         return _finish(result, start, "not run: " + result.reason, status="missing")
 
+    if options.deadline is not None and options.limit(ex_id) < MIN_START:
+        result.reason = OUT_OF_TIME + " before this exercise's turn (the assignment's time limit, shared by all)"
+        return _finish(result, start, result.reason, status="not graded")
+
+    cut, limit = options.cut_short(ex_id), options.limit(ex_id)
     own = launcher is None
     launcher = launcher or options.launcher([ex_id])
     events = None if on_event is None else (lambda event: on_event(ex_id, event))
@@ -176,7 +208,7 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
             running, started = event.get("check"), event["_at"]
         elif kind == "outcome" and event.get("check") in by_name:
             check = by_name[event["check"]]
-            if event.get("outcome") in ("passed", "failed", "not_attempted"):
+            if event.get("outcome") in ("passed", "failed", "not_attempted", "deferred"):
                 check.outcome, check.message = event["outcome"], str(event.get("message", ""))
                 check.seconds = event["_at"] - started
         elif kind == "note":
@@ -211,8 +243,12 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
     if problem:
         result.reason = problem
         return _finish(result, start, "not run: " + problem, status="error")
+    if run.timed_out and cut:
+        result.reason = (f"stopped when the run's time ran out{at} (the assignment's time limit, shared among the "
+                         "exercises). Hint: look for a loop that never ends, here or in an exercise graded before.")
+        return _finish(result, start, "not run: the run's time ran out", status="timed out")
     if run.timed_out:
-        result.reason = f"stopped after the {options.limit(ex_id):.0f} s limit{at}. Hint: look for a loop that never ends."
+        result.reason = f"stopped after the {limit:.0f} s limit{at}. Hint: look for a loop that never ends."
         return _finish(result, start, "not run: the time limit was reached", status="timed out")
     if not done:
         result.reason = f"the grading process ended unexpectedly ({_how_it_ended(run.returncode)}){at}."
@@ -269,19 +305,24 @@ def _finish(result: ExerciseResult, start: float, unreported: str, status: str |
     for check in result.checks:
         if check.outcome == "not_run":
             check.message = unreported
-    if status is None:
-        outcomes = {c.outcome for c in result.checks}
-        if outcomes == {"passed"}:
-            status = "passed"
-        elif outcomes == {"not_attempted"}:
-            status = "not attempted"
-        elif "not_run" in outcomes and not (outcomes & {"passed", "failed", "not_attempted"}):
-            status = "error"
-        else:
-            status = "partial"
-    result.status = status
+    result.status = status or status_of(result.checks)
     result.seconds = time.monotonic() - start
     return result
+
+
+def status_of(checks: list[CheckResult]) -> str:
+    """The status of an exercise that ran, from its checks' outcomes. A check graded when it is
+    submitted (the students' copy) counts neither way."""
+    outcomes = {c.outcome for c in checks} - {"deferred"}
+    if not outcomes and checks:
+        return ON_SUBMISSION
+    if outcomes == {"passed"}:
+        return "passed"
+    if outcomes == {"not_attempted"}:
+        return "not attempted"
+    if "not_run" in outcomes and not (outcomes & {"passed", "failed", "not_attempted"}):
+        return "error"
+    return "partial"
 
 
 def grade_many(ids: list[str], solutions: Path, options: Options,

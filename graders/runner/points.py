@@ -8,6 +8,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders import catalog
+
 
 @dataclass(frozen=True)
 class Check:
@@ -41,3 +43,20 @@ def read_checks(path: Path) -> list[Check]:
             doc = (ast.get_docstring(node) or "").strip().splitlines()
             checks.append(Check(node.name.removeprefix("test_"), pts[0], doc[0] if doc else ""))
     return checks
+
+
+def after_due(ids: list[str], specs) -> set[tuple[str, str]]:
+    """(exercise, check) pairs named by --after-due's `ID` (every check of it) or `ID:CHECK`
+    items (also given as one string, spaces or commas between them); ValueError on a name that
+    is not one of the exercises `ids` or one of their checks. The runner's --after-due and
+    `make autograder AFTER_DUE=` read it alike."""
+    chosen = set()
+    for spec in (part for item in specs for part in item.replace(",", " ").split()):
+        ex_id, _, check = spec.partition(":")
+        if ex_id not in ids:
+            raise ValueError(f"--after-due {spec}: {ex_id} is not an exercise graded here ({' '.join(ids)})")
+        names = [c.name for c in read_checks(catalog.grader_file(ex_id))]
+        if check and check not in names:
+            raise ValueError(f"--after-due {spec}: {ex_id} has no check {check}; its checks: {', '.join(names)}")
+        chosen |= {(ex_id, name) for name in names if not check or name == check}
+    return chosen

@@ -24,6 +24,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from graders.kit import figure_store
+from graders.kit.expected import expected
 from graders.kit.verdicts import Verdict, fail
 from graders.kit.numeric import fmt, rng
 from graders.exercises.ex10_orbax_resume.probes import (
@@ -149,6 +150,7 @@ def _arrays(plain: dict) -> dict:
 
 
 @functools.cache
+@expected
 def own_runs(seed: int) -> dict:
     """The grader's own training from this grading's draw: the state after k steps on mesh A, the
     k+m steps straight through on A (losses of the last m, final state), and its own resume (the
@@ -476,17 +478,17 @@ def item_folders(folder: str) -> list[str]:
 def read_checkpoint(item: str) -> list:
     """Every leaf of the checkpoint in item, read with the grader's own StandardCheckpointer onto
     the host (NumPy), as (path, array)."""
-    checkpointer = ocp.StandardCheckpointer()
-    metadata = checkpointer.metadata(item)
+    reader = ocp.StandardCheckpointer()
+    metadata = reader.metadata(item)
     tree = getattr(metadata, "item_metadata", metadata)
     shapes = [leaf for leaf in jax.tree.leaves(tree) if hasattr(leaf, "shape")]
     if sum(int(np.prod(leaf.shape)) for leaf in shapes) > MAX_CHECKPOINT_ELEMENTS:
         fail("the checkpoint holds far more numbers than the training state has.")
     target = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype) if hasattr(leaf, "shape") else leaf, tree)
     try:
-        got = checkpointer.restore(item, target)  # onto the host
+        got = reader.restore(item, target)  # onto the host
     except Exception:  # a leaf that has no NumPy form: read it as it was saved
-        got = checkpointer.restore(item)
+        got = reader.restore(item)
     return [(jax.tree_util.keystr(path), np.asarray(jax.random.key_data(value) if is_key(value) else value))
             for path, value in jax.tree_util.tree_flatten_with_path(got)[0] if hasattr(value, "shape")]
 
@@ -563,7 +565,7 @@ def test_save_returns_after_the_write_is_finished(worker, seed):
         fail(f"save returned while Orbax was still writing the checkpoint: at that moment {len(missing)} of its "
              f"{len(final)} files were missing or incomplete ({shown}{', ...' if len(missing) > 4 else ''}). A job "
              "stopped then (or a restore started then) finds no checkpoint. Hint: Orbax saves in the background; "
-             "call checkpointer.wait_until_finished() (or manager.wait_until_finished()) before returning.")
+             "wait for the checkpointer (or the manager) to finish, with its wait_until_finished(), before returning.")
 
 
 @pytest.mark.points(1)
@@ -620,7 +622,7 @@ def test_template_comes_from_eval_shape(worker, seed):
     if not calls:
         fail("restore never called make_state: Orbax then has no template saying each leaf's shape, dtype and "
              "sharding, and restore has no objects to put the state in. Hint: "
-             "model, optimizer, rngs = nnx.eval_shape(make_state).")
+             "build the template's objects with nnx.eval_shape(make_state).")
     concrete = [c for c in calls if c["concrete"]]
     if concrete:
         fail(f"make_state ran for real ({len(concrete)} of {len(calls)} calls): the template was built by "

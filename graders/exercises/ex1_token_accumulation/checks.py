@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from graders.kit import program
+from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, fmt, is_close, rng
 from graders.exercises.ex1_token_accumulation.probes import DATA_NAMES, scan_at_work as read_program
@@ -31,16 +32,19 @@ def make_batch(seed: int, lengths):
     return w, x, y, m
 
 
+@expected
 def loss_sum_np(w, x, y, m):
     return float(np.sum(m * (np.tanh(x @ w) - y) ** 2))
 
 
+@expected
 def grad_sum_np(w, x, y, m):
     """d/dw of sum_{b,t} m (tanh(x w) - y)^2, in float64."""
     t = np.tanh(x @ w)
     return np.einsum("bt,btd->d", m * 2.0 * (t - y) * (1.0 - t**2), x)
 
 
+@expected
 def expected_and_mistakes(w, x, y, m, n_micro):
     """The right gradient, and what each known wrong idea returns on the same batch."""
     g = grad_sum_np(w, x, y, m)

@@ -26,6 +26,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from graders.kit import jaxpr, costs
+from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, is_close, rng
 from graders.exercises.ex3_fsdp_shard_map.probes import AXIS, ROWS, WEIGHTS, mesh
@@ -72,10 +73,12 @@ def problem(seed: int, n: int, k: int):
     return p, r.normal(size=(b, d)), r.normal(size=(b, d))
 
 
+@expected
 def loss_np(p, x, y) -> float:
     return float(np.mean((np.maximum(x @ p["w1"], 0.0) @ p["w2"] - y) ** 2))
 
 
+@expected
 def grad_np(p, x, y) -> dict:
     """Analytic gradient of mean((relu(x w1) w2 - y)^2), in float64."""
     h = x @ p["w1"]
@@ -89,6 +92,7 @@ def single_loss(p, x, y):
 
 
 @functools.cache
+@expected
 def single_device_gradient_flops(d: int, h: int, b: int) -> float:
     """FLOPs of the grader's own gradient program on one device, at these sizes."""
     r = rng(0)

@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar
 
@@ -62,6 +63,7 @@ def round_bits(x, mode: str = "even") -> float:
     return float(np.uint32(sign | (kept + (0x10000 if up else 0))).view(np.float32))
 
 
+@expected
 def bf16_steps(w0, lr, grad, steps) -> list[float]:
     """Scheme (a) simulated. The update may be formed in fp32 (from the exact product, or as
     float32(lr) * float32(grad)) or first rounded to bf16 (as JAX does for a bf16 array minus a
@@ -77,6 +79,7 @@ def bf16_steps(w0, lr, grad, steps) -> list[float]:
     return results
 
 
+@expected
 def bf16_steps_rounded(w0, lr, grad, steps, mode: str) -> float:
     """Scheme (a) with a hand-written rounding `mode` (see ROUNDINGS), or "old spacing": rounded
     to nearest (ties to even) on the spacing of w *before* the step, as if the new value stayed in
@@ -129,6 +132,7 @@ def fp32_updates(lr, grad) -> tuple:
     return (np.float32(lr * grad), np.float32(np.float32(lr) * np.float32(grad)))
 
 
+@expected
 def fp32_steps(w0, lr, grad, steps) -> set[float]:
     """Scheme (b) simulated: every step rounds w - update to float32, for each spelling of the update."""
     results = set()
@@ -140,6 +144,7 @@ def fp32_steps(w0, lr, grad, steps) -> set[float]:
     return results
 
 
+@expected
 def fp32_closed_forms(w0, lr, grad, steps) -> list[float]:
     """w0 - steps * lr * grad computed at once, with no per-step rounding: what a closed form returns."""
     return [float(np.float32(w0 - steps * lr * grad)),
@@ -147,6 +152,7 @@ def fp32_closed_forms(w0, lr, grad, steps) -> list[float]:
             float(np.float32(np.float32(w0) - np.float32(steps) * np.float32(lr * grad)))]
 
 
+@expected
 def threshold(w) -> float:
     """Half the gap between bf16(w) and the next smaller bf16 number, read off the bit patterns
     with ml_dtypes (exact for subnormals too: NumPy flushes nothing to zero)."""
@@ -155,6 +161,7 @@ def threshold(w) -> float:
     return (float(stored) - float(below)) / 2
 
 
+@expected
 def threshold_rounded(w, mode: str) -> float:
     """The threshold with w rounded to bf16 by a hand-written rounding `mode` (see ROUNDINGS)."""
     return threshold(round_bits(w, mode))
@@ -233,13 +240,14 @@ def test_chapter_case_values(worker):
     w_bf16 = as_scalar(worker.module_value("w_bf16"), "w_bf16")
     w_master = as_scalar(worker.module_value("w_master"), "w_master")
     expected_master = min(fp32_steps(1.0, 1e-3, 1.0, 100))
+    recorded_ahead(lambda: bf16_steps_rounded(1.0, 1e-3, 1.0, 100, "zero"))
     if w_bf16 != 1.0:
         fail(f"w_bf16 = {w_bf16:.8g}, expected 1.0: each 1e-3 step is under half the bf16 spacing just below 1.0 "
              "(2**-8), so it is rounded away. "
              + ("That is 0.9 rounded to bf16 once at the end: the steps were taken in fp32. "
                 if abs(w_bf16 - float(BF16(0.9))) < 1e-9 else "")
              + (f"That is what a rounding that {ROUNDINGS['zero']} gives: 1 - 1e-3 is nearer 1.0 than 1 - 2**-8. "
-                if w_bf16 == bf16_steps_rounded(1.0, 1e-3, 1.0, 100, "zero") else "")
+                if w_bf16 == or_else(lambda: bf16_steps_rounded(1.0, 1e-3, 1.0, 100, "zero"), None) else "")
              + "Hint: round the parameter to bf16 after every step.")
     if not abs(w_master - expected_master) <= 1e-5:  # a NaN is wrong too
         fail(f"w_master = {w_master:.8g}, expected {expected_master:.8g} (1 - 100 * 1e-3 in fp32). "
@@ -252,6 +260,7 @@ def test_bf16_matches_step_by_step_rounding(worker, seed):
     cases = GRID + edge_cases(seed)
     got = {case: as_scalar(worker.sgd_bf16(*case), "sgd_bf16({!r}, {!r}, {!r}, {})".format(*case)) for case in cases}
     accepted = {case: bf16_steps(*case) for case in cases}
+    recorded_ahead(lambda: [bf16_steps_rounded(*case, mode) for case in cases for mode in (*ROUNDINGS, "old spacing")])
     wrong = [case for case in cases if got[case] not in accepted[case]]
     if not wrong:
         return
@@ -260,8 +269,8 @@ def test_bf16_matches_step_by_step_rounding(worker, seed):
 
     def explains(mode) -> bool:
         """Whether a rounding mistake gives every result: where it would be right, so must they be."""
-        wrongly = {c: bf16_steps_rounded(*c, mode) for c in cases}
-        return got[case] == wrongly[case] and all(
+        wrongly = or_else(lambda: {c: bf16_steps_rounded(*c, mode) for c in cases}, None)
+        return wrongly is not None and got[case] == wrongly[case] and all(
             got[c] == wrongly[c] or (got[c] in accepted[c] and wrongly[c] in accepted[c]) for c in cases)
 
     mistake = next((mode for mode in (*ROUNDINGS, "old spacing") if explains(mode)), None)
@@ -288,12 +297,13 @@ def test_master_matches_float32_simulation(worker):
         call = f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})"
         got = as_scalar(worker.sgd_fp32_master(w0, lr, grad, steps), call)
         accepted = fp32_steps(w0, lr, grad, steps)
+        recorded_ahead(lambda: (bf16_steps(w0, lr, grad, steps), fp32_closed_forms(w0, lr, grad, steps)))
         if got in accepted:
             continue
         expected = min(accepted)
         if got in bf16_steps(w0, lr, grad, steps):
             why = "That is what the bf16 scheme gives: the master weight is being rounded to bf16. "
-        elif got in fp32_closed_forms(w0, lr, grad, steps):
+        elif got in or_else(lambda: fp32_closed_forms(w0, lr, grad, steps), ()):
             why = ("That is the closed form w0 - steps*lr*grad rounded to float32 once: a float32 master rounds "
                    "after every step, and those roundings add up. Hint: take the steps one by one (lax.fori_loop).")
         else:
@@ -305,7 +315,7 @@ def test_master_matches_float32_simulation(worker):
 def threshold_mistake(got: dict, ws) -> str:
     """The named mistake whose values match the learner's on every w, or a hint."""
     def matches(wrong) -> bool:
-        return all(np.isclose(got[v], wrong(v), rtol=THRESHOLD_RTOL, atol=0) for v in ws)
+        return or_else(lambda: all(np.isclose(got[v], wrong(v), rtol=THRESHOLD_RTOL, atol=0) for v in ws), False)
 
     if matches(lambda v: 2 * threshold(v)):
         return "That is the whole gap; an update is rounded back only while it is under *half* of it."
@@ -337,6 +347,7 @@ def threshold_mistake(got: dict, ws) -> str:
 def check_thresholds(worker, ws, note=None):
     got = {w: as_scalar(worker.bf16_rounding_threshold(w), f"bf16_rounding_threshold({w!r})") for w in ws}
     wrong = [w for w in ws if not np.isclose(got[w], threshold(w), rtol=THRESHOLD_RTOL, atol=0)]
+    recorded_ahead(lambda: [threshold_rounded(w, mode) for w in ws for mode in ROUNDINGS] + [threshold(1.0)])
     if wrong:
         w = wrong[0]
         fail(f"bf16_rounding_threshold({w!r}) = {got[w]:.6g}, expected {threshold(w):.6g} "

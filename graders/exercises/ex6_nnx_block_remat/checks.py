@@ -22,6 +22,7 @@ for them only once the learner's model has traced in some variant, so a stub sto
 """
 
 import functools
+from functools import partial
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -32,6 +33,7 @@ import pytest
 
 from graders.kit import figure_store, jaxpr
 from graders.exercises.ex6_nnx_block_remat import plain_stack
+from graders.kit.expected import expected, recorded_ahead
 from graders.kit.verdicts import Verdict, fail
 from graders.kit.numeric import as_int, assert_close, is_close
 from graders.exercises.ex6_nnx_block_remat.probes import (
@@ -121,42 +123,57 @@ def own_checkpointed_gradient(policy):
 
 def signatures_figure(cfg: Config) -> tuple:
     """name -> what the grader's own block (and each of its halves) binds, by MARKERS."""
-    def trace_all():
-        p, x = abstract_block_args(cfg)
-        trace = lambda f: dict(markers(jaxpr.walk(jaxpr.trace(f, p, x))))  # noqa: E731
-        return {"one whole block": trace(lambda p, x: block_fn(p, x, cfg.heads)),
-                "only the attention half, x + attn(ln1(x))": trace(lambda p, x: attention_half(p, x, cfg.heads)),
-                "only the MLP half, h + fc2(gelu(fc1(ln2(h))))": trace(mlp_half)}
-    return "ex6 own signatures", tuple(cfg), trace_all
+    return "ex6 own signatures", tuple(cfg), partial(own_block_markers, cfg)
+
+
+@expected
+def own_block_markers(cfg: Config) -> dict:
+    p, x = abstract_block_args(cfg)
+    trace = lambda f: dict(markers(jaxpr.walk(jaxpr.trace(f, p, x))))  # noqa: E731
+    return {"one whole block": trace(lambda p, x: block_fn(p, x, cfg.heads)),
+            "only the attention half, x + attn(ln1(x))": trace(lambda p, x: attention_half(p, x, cfg.heads)),
+            "only the MLP half, h + fc2(gelu(fc1(ln2(h))))": trace(mlp_half)}
 
 
 def own_temp_figure(cfg: Config) -> tuple:
     """remat -> temp_size_in_bytes of the grader's own per-block checkpointed gradient ("full":
     no policy, "dots": dots_saveable), compiled in threads."""
+    return "ex6 own temp", tuple(cfg), partial(own_checkpointed_temps, cfg)
+
+
+@expected
+def own_checkpointed_temps(cfg: Config) -> dict:
     block, act = abstract_block_args(cfg)
     shapes = [block] * cfg.layers
-
-    def compile_both():
-        policies = {"full": None, "dots": cp.dots_saveable}
-        with ThreadPoolExecutor(max_workers=len(policies)) as pool:
-            programs = {r: pool.submit(lambda p=p: own_checkpointed_gradient(p).lower(shapes, act, act, cfg.heads).compile())
-                        for r, p in policies.items()}
-            return {r: int(f.result().memory_analysis().temp_size_in_bytes) for r, f in programs.items()}
-    return "ex6 own temp", tuple(cfg), compile_both
+    policies = {"full": None, "dots": cp.dots_saveable}
+    with ThreadPoolExecutor(max_workers=len(policies)) as pool:
+        programs = {r: pool.submit(lambda p=p: own_checkpointed_gradient(p).lower(shapes, act, act, cfg.heads).compile())
+                    for r, p in policies.items()}
+        return {r: int(f.result().memory_analysis().temp_size_in_bytes) for r, f in programs.items()}
 
 
 def kept_figure(cfg: Config) -> tuple:
     """"full"/"dots" -> for each block of the grader's own per-block checkpointed gradient, the
     bytes of the forward pass's values its checkpoint is computed from."""
-    return "ex6 own kept", tuple(cfg), lambda: {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)}
+    return "ex6 own kept", tuple(cfg), partial(own_kept_by_policy, cfg)
+
+
+@expected
+def own_kept_by_policy(cfg: Config) -> dict:
+    return {"full": own_kept(cfg, None), "dots": own_kept(cfg, cp.dots_saveable)}
 
 
 def stack_memory_figure(c: StackConfig, layout: tuple, with_loss: bool = False) -> tuple:
     """memory_analysis() of the gradient of the grader's own model GraderStack(c, layout), by field
     (with_loss: of its jax.value_and_grad)."""
-    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)  # x and y alike
     return ("ex6 grader MLP stack memory" + (" with loss" if with_loss else ""), (tuple(c), layout),
-            lambda: grader_stack_memory(c, layout, x, x, with_loss))
+            partial(own_stack_memory_fields, c, layout, with_loss))
+
+
+@expected
+def own_stack_memory_fields(c: StackConfig, layout: tuple, with_loss: bool) -> dict:
+    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)  # x and y alike
+    return grader_stack_memory(c, layout, x, x, with_loss)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -219,9 +236,14 @@ def field_sums(stat: dict) -> dict:
 
 def own_stack_forward_temp(c: StackConfig, layout: tuple) -> int:
     """temp_size_in_bytes of that model's loss alone, not differentiated; kept between runs."""
-    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)
     return figure_store.stored("ex6 grader MLP stack forward temp", (tuple(c), layout),
-                       lambda: grader_stack_forward_temp(c, layout, x, x))
+                               partial(own_stack_forward_figure, c, layout))
+
+
+@expected
+def own_stack_forward_figure(c: StackConfig, layout: tuple) -> int:
+    x = jax.ShapeDtypeStruct((c.batch, c.length, c.d_model), np.float32)
+    return grader_stack_forward_temp(c, layout, x, x)
 
 
 def describe_layout(layout: tuple) -> str:
@@ -902,13 +924,14 @@ def test_temp_memory_bytes_agrees_with_grader(worker, seed, note):
                 raise Verdict(outcome, message)
             raise Verdict("failed", f"given {what}, temp_memory_bytes raised: {message}"[:2000])
         got.append(returned_int(reply, f"temp_memory_bytes for {what}",
-                                "Hint: return int(compiled.memory_analysis().temp_size_in_bytes), a number of bytes."))
+                                "Hint: return the compiled program's memory_analysis().temp_size_in_bytes as an int, a number of bytes."))
     stats = [own_stack_memory(c, layout) for c, layout in stacks]
     note("your temp_memory_bytes on the grader's own models: " + " | ".join(
         f"{describe_layout(layout)}, w_in of shape {(c.d_model, c.d_hidden)}: {kib(g)} (the grader measures {kib(s['temp_size_in_bytes'])})"
         for (c, layout), g, s in zip(stacks, got, stats)))
     for (c, layout), what, g, stat in zip(stacks, models, got, stats):
         expected = stat["temp_size_in_bytes"]
+        recorded_ahead(lambda: own_stack_forward_temp(c, layout))
         # The gradient measured alone, or beside the loss (jax.value_and_grad): both are right.
         right = {expected, own_stack_memory(c, layout, with_loss=True)["temp_size_in_bytes"]}
         where = (f"temp_memory_bytes returned {g:,} bytes for {what}; the gradient of the mean squared error of that "

@@ -9,6 +9,8 @@ which is the same block written in JAX.
 
 import numpy as np
 
+from graders.kit.expected import expected
+
 LN_EPS = 1e-6  # nnx.LayerNorm's default epsilon
 MASKED = -1e30  # what the block puts in place of a future position's score before the softmax
 _GELU_C = np.sqrt(2.0 / np.pi)  # jax.nn.gelu's default, the tanh approximation
@@ -84,11 +86,13 @@ def _float64(p: dict) -> dict:
     return {name: np.asarray(value, np.float64) for name, value in p.items()}
 
 
+@expected
 def block_output(p: dict, x, heads: int) -> np.ndarray:
     """One block applied to x."""
     return _block(_float64(p), np.asarray(x, np.float64), heads)[0]
 
 
+@expected
 def out_and_grads(ps: list, x, y, heads: int) -> tuple[np.ndarray, list[dict]]:
     """The plain stack of blocks `ps` (each {path: array}) applied to x, and the gradients of
     mean((out - y)**2) w.r.t. every parameter of every block, all float64."""

@@ -19,10 +19,12 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from graders.kit import hlo, jaxpr, figure_store, costs
+from graders.kit.replies import received
+from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, as_scalar, assert_close, rng
 from graders.exercises.ex7_megatron_tp.probes import (
-    PARAM_SPECS, UNSENDABLE, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,
+    PARAM_SPECS, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,
 )
 
 MESH_SHAPES = ((2, 4), (4, 2), (1, 8), (8, 1))
@@ -115,6 +117,7 @@ def problem(seed: int, shape, k: int):
     return r.normal(size=(d, h)) * 0.3, r.normal(size=(h, d)) * 0.3, r.normal(size=(b, d)), r.normal(size=(b, d))
 
 
+@expected
 def mlp_np(w1, w2, x):
     return np.maximum(x @ w1, 0.0) @ w2
 
@@ -124,15 +127,6 @@ def same_sharding(shape, spec, placed, ndim: int) -> bool:
     the learner's code runs) is the key of NamedSharding(spec) on this mesh, computed here."""
     key = placed.get("key") if isinstance(placed, dict) else None
     return key is not None and key == sharding_key(NamedSharding(mesh(shape), spec), ndim)
-
-
-def received(value, what: str, shape=None):
-    """A value a probe sent back, or a failed check naming what came back if it could not be sent."""
-    if isinstance(value, dict) and set(value) == {UNSENDABLE}:
-        expected = "" if shape is None else f" of shape {tuple(shape)}"
-        fail(f"{what}: expected an array{expected}, got {value[UNSENDABLE]}. "
-             "Hint: return the value itself, not a description of it.")
-    return value
 
 
 def source_of(program: dict, key: str):
@@ -156,6 +150,7 @@ def forward(worker, version: str, shape, seed: int):
     return worker.forward(version, shape, *inputs), inputs
 
 
+@expected
 def mistakes_of(w1, w2, x, shape):
     """(value, message) of the known wrong answers on a (data, model) mesh, computed here."""
     data, model = shape
@@ -409,6 +404,7 @@ def single_step_jit(opt: str):
     return jax.jit(single_step(make_tx(OPTIMIZERS[opt])))
 
 
+@expected
 def _single_device_flops(d: int, h: int, b: int) -> list:
     w1, w2, x = jnp.ones((d, h)), jnp.ones((h, d)), jnp.ones((b, d))
     params = {"w1": w1, "w2": w2}
@@ -423,6 +419,7 @@ def single_device_flops(config) -> list[float]:
     return figure_store.stored("ex7 own flops", tuple(config), lambda: _single_device_flops(*config))
 
 
+@expected
 def _own_step_collectives(shape, config) -> list:
     """The collectives of the grader's own Megatron training step (global view, momentum SGD),
     compiled on this mesh for the grader's placement: [opcode, result shape] rows."""
@@ -444,6 +441,7 @@ def own_step_collectives(shape, config) -> list[tuple[str, tuple]]:
     return [(op, tuple(dims)) for op, dims in rows]
 
 
+@expected
 def single_run(opt: str, seed: int, keep_state: bool = True):
     """STEPS steps of the grader's own single-device training: final params and the losses."""
     w1, w2, x, y = (jnp.asarray(a, jnp.float32) for a in training_problem(opt, seed))

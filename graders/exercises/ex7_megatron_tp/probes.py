@@ -17,16 +17,16 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import costs, hlo, jaxpr, wire
+from graders.kit import costs, hlo, jaxpr
 from graders.kit.placement import sharding_key
 from graders.kit.verdicts import fail
 from graders.kit.probing import probe
+from graders.kit.replies import sendable
 
 AXES = ("data", "model")
 W1_SPEC, W2_SPEC, X_SPEC = P(None, "model"), P("model", None), P("data", None)
 PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
 # What a probe sends in place of a value the wire cannot carry (the judge says what it was).
-UNSENDABLE = "__unsendable__"
 
 _cache: dict = {}  # compiled forwards (several checks read one) and the learner's step functions
 _state: dict = {}  # init_tp_state's (params, opt_state), for the step that state_after_step takes
@@ -69,15 +69,6 @@ def placed_as(value, ndim: int) -> dict:
     "mesh": the axis sizes of its mesh}."""
     return {"key": sharding_key(getattr(value, "sharding", None), ndim), "spec": spec_of(value),
             "mesh": mesh_sizes(value)}
-
-
-def sendable(value):
-    """value as it is if the wire can carry it, else {UNSENDABLE: its type's name}."""
-    try:
-        wire.encode(value)
-    except Exception:  # WireError, or a learner object that fails to convert
-        return {UNSENDABLE: type(value).__name__}
-    return value
 
 
 def put(m, a, spec):

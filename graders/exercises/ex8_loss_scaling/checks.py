@@ -18,6 +18,7 @@ import optax
 import pytest
 
 from graders.kit import figure_store
+from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
 from graders.exercises.ex8_loss_scaling.probes import KEYS, read_value
@@ -91,6 +92,7 @@ def f32(tree):
     return jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), tree)
 
 
+@expected
 def grads_np(p, x, y):
     """Gradients of LOSS_WEIGHT * mean((tanh(x w1 + b1) w2 + b2 - y)^2), float64."""
     h = np.tanh(x @ p["w1"] + p["b1"])
@@ -140,6 +142,7 @@ def scale_state(value) -> tuple[float, int, object, object]:
 
 # ---------------------------------------------------------------- the scale rule, simulated
 
+@expected
 def rule(scale, good, finite, period, factor, min_scale):
     """One step of the rule in float32, as the learner's scale is stored."""
     scale, factor = np.float32(scale), np.float32(factor)
@@ -484,11 +487,13 @@ def learner_grads(worker, seed: int, scale: float):
     return flat(grads), flat(true), got["dtypes"], got["finite"], call
 
 
+@expected
 def own_fp16_grads(seed: int, scale: float) -> np.ndarray:
     p, x, y = problem(seed)
     return flat(own_step(f32(p), *f32((x, y)), jnp.float32(scale))[0])
 
 
+@expected
 def own_bf16_unscaled_grads(seed: int, scale: float) -> np.ndarray:
     """The right scaled gradients, unscaled in bfloat16: a known mistake's numbers."""
     bf16 = jnp.bfloat16  # ml_dtypes' type, which NumPy computes with
@@ -663,6 +668,7 @@ def learning_rate(seed: int) -> float:
     return float(f"{np.exp(draw(seed, 9).uniform(low, high)):.2g}")
 
 
+@expected
 def simulate_training(data_seed, lr, scale, good, steps, mistake=None) -> dict:
     """The grader's loop: Python `if` for the skip, the rule in Python, from DynScale(scale, good)
     on problem(data_seed) with optax.adam(lr). `mistake` simulates a named wrong idea so that its
@@ -689,6 +695,7 @@ def simulate_training(data_seed, lr, scale, good, steps, mistake=None) -> dict:
     return figure_store.stored("ex8 own training", (data_seed, lr, scale, good, steps, mistake), compute)
 
 
+@expected
 def own_first_step_unmoved(lr: float, scale: float) -> float:
     """Share of the parameter entries that one Adam step from a fresh state leaves where they were,
     with the grader's own scaled fp16 gradients on problem(GRAD_SEED): the entries whose gradient
@@ -847,6 +854,7 @@ def compare_run(training, name, start, check_losses=True):
     run = run_of(training, name)
     lr = training["lr"]
     exp = simulate_training(TRAIN_SEED, lr, *start, STEPS)
+    recorded_ahead(lambda: start[1] and simulate_training(TRAIN_SEED, lr, start[0], 0, STEPS))
     what = f"train_fp16_dynamic(..., {describe(start)}, steps={STEPS}, tx=optax.adam({lr}))"
     scales, finites, losses = per_step(run, what)
     dtype_hint = scale_dtype_problem(run)
@@ -858,7 +866,7 @@ def compare_run(training, name, start, check_losses=True):
                 or "Hint: finite is all_finite of the unscaled gradients at the step's scale."))
     if not all(map(same_scale, scales.tolist(), exp["scales"])):
         k = next(i for i, (a, b) in enumerate(zip(scales, exp["scales"])) if not same_scale(a, b))
-        ignored = simulate_training(TRAIN_SEED, lr, start[0], 0, STEPS)["scales"] if start[1] else None
+        ignored = or_else(lambda: simulate_training(TRAIN_SEED, lr, start[0], 0, STEPS)["scales"], None) if start[1] else None
         counter = (" That is ignoring ls0's counter: the scales are those of a start from "
                    f"DynScale({pow2(start[0])}, 0). "
                    f"Hint: start the loop from ls0 as given; its good_steps={start[1]} already count toward the period."
@@ -904,10 +912,13 @@ def compare_with_simulation(training, start, got, key, what, rtol, hint=""):
     """assert_close against the simulation; the named mistakes are simulated only when it fails.
     No absolute floor: the losses are ~1e-5 (the loss weight), below numeric.ATOL."""
     expected = simulate_training(TRAIN_SEED, training["lr"], *start, STEPS)[key]
+    recorded_ahead(lambda: [simulate_training(TRAIN_SEED, training["lr"], *start, STEPS, mistake)
+                            for mistake, _ in TRAINING_MISTAKES])
     if is_close(got, expected, rtol, atol=0.0):
         return
-    mistakes = [(simulate_training(TRAIN_SEED, training["lr"], *start, STEPS, mistake)[key], message)
-                for mistake, message in TRAINING_MISTAKES]
+    mistakes = [(or_else(lambda m=mistake: simulate_training(TRAIN_SEED, training["lr"], *start, STEPS, m)[key], None),
+                 message) for mistake, message in TRAINING_MISTAKES]
+    mistakes = [(value, message) for value, message in mistakes if value is not None]  # the students' copy: those recorded
     assert_close(got, expected, what, hint, rtol=rtol, atol=0.0, mistakes=mistakes)
 
 

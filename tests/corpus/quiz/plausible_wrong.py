@@ -10,4 +10,4 @@ loses: question_12: nor is accumulation
 """
 
 ANSWERS = {1: " d ", 2: "A", 3: "B", 4: "B", 5: "A", 6: "B", 7: "C", 8: "B", 9: "C", 10: "E", 11: "A", 12: "B",
-           13: "D", 15: "C"}
+           13: "D", 14: "B", 15: "C"}

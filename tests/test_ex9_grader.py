@@ -1,0 +1,64 @@
+"""Exercise 9's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
+what else they lose, and what they keep."""
+
+import pytest
+
+from grading import declared, technique_free_cases
+
+EX = "ex9"
+
+NUMBERS = {"decay_mask_marks_weight_matrices", "adamw_step_matches_optax_adamw",
+           "adamw_step_continues_from_a_saved_state", "zero1_training_matches_single_device"}
+
+
+@pytest.mark.parametrize("case", technique_free_cases(EX))
+def test_right_numbers_without_the_technique_keep_the_numeric_points(corpus, case):
+    # ... and at most half of all points (tests/test_wrong_solutions.py).
+    lost = corpus(EX)[case].lost(EX)
+    assert not NUMBERS & set(lost), f"{case}: its numbers are right, yet it lost {sorted(NUMBERS & set(lost))}"
+
+
+def test_numbers_alone_are_at_most_half_of_the_points():
+    points = declared(EX)
+    assert sum(points[n] for n in NUMBERS) <= sum(points.values()) / 2
+
+
+@pytest.mark.parametrize("case", ["gradient_psummed_whole_then_sliced", "gradient_of_replicated_params_in_shard_map",
+                                  "gradient_psummed_with_its_split_axis_first", "gradient_psummed_as_a_flat_buffer"])
+def test_a_gradient_summed_whole_loses_only_the_collective_check(corpus, case):
+    # Right numbers, moments split, parameters gathered once: only the whole psum is wrong.
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == {"gradients_are_not_summed_whole"}, lost
+
+
+def test_moments_gathered_inside_the_step_keep_their_placement_points(corpus):
+    # The state comes back split, so only the compiled step shows that it was gathered.
+    lost = corpus(EX)["moments_gathered_inside_the_step"].lost(EX)
+    assert set(lost) == {"only_the_updated_parameters_are_all_gathered", "each_device_updates_only_its_blocks"}, lost
+
+
+@pytest.mark.parametrize("case", ["state_from_optax_adam_init", "moments_split_along_the_last_axis",
+                                  "moments_split_on_axis_0_or_not_at_all"])
+def test_a_misplaced_initial_state_loses_only_the_placement_check(corpus, case):
+    # The step is graded from the grader's own placement, so only init_zero1_state is wrong.
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == {"init_zero1_state_splits_the_moments"}, lost
+
+
+def test_a_mask_ignored_by_adamw_step_shows_only_with_another_mask(corpus):
+    # decay_mask's own mask is the ndim rule, so the training is right: only the grader's own mask
+    # (in both adamw_step checks) tells them apart.
+    lost = corpus(EX)["adamw_decays_by_ndim"].lost(EX)
+    assert set(lost) == {"adamw_step_matches_optax_adamw", "adamw_step_continues_from_a_saved_state"}, lost
+
+
+@pytest.mark.parametrize("case", ["stale_zero1_state", "gradients_summed_not_averaged"])
+def test_a_step_with_wrong_numbers_and_the_right_layout_loses_only_the_numbers(corpus, case):
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == {"zero1_training_matches_single_device"}, lost
+
+
+def test_gradients_summed_not_averaged_are_told_by_the_moments(corpus):
+    # AdamW's step is nearly blind to a gradient's scale: only the moments show it.
+    message = corpus(EX)["gradients_summed_not_averaged"].lost(EX)["zero1_training_matches_single_device"]
+    assert message.startswith("state['mu']") and "summed over the" in message, message
