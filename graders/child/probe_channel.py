@@ -20,7 +20,10 @@ import socket
 from pathlib import Path
 
 from graders import catalog
+from graders.child import guard
 from graders.kit import verdicts, wire
+
+MAX_TAMPERED = 5  # names a worker may report replaced (the report shows as many)
 
 
 def probe_module(ex_id: str):
@@ -45,9 +48,27 @@ def run_probe(probes, solution, solutions_dir: Path, check_timeout: float, reque
         return wire.encode({"outcome": outcome, "message": message})
 
 
+class Tampered(Exception):
+    """The worker found names the graders rely on replaced (graders/child/guard.py): the
+    exercise is void, as it is when the same is found without --sandbox."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(", ".join(names))
+        self.names = names
+
+
+def _tampered(reply) -> list[str] | None:
+    if isinstance(reply, dict) and set(reply) == {"tampered"} and isinstance(reply["tampered"], list):
+        return [str(n)[:200] for n in reply["tampered"][:MAX_TAMPERED]] or ["a name"]
+    return None
+
+
 def _answer(reply) -> object:
     """The value of a reply, or the Verdict it carries. A reply in any other shape came from a
     worker that did not run our code: it fails the check."""
+    names = _tampered(reply)
+    if names is not None:
+        raise Tampered(names)
     if isinstance(reply, dict) and set(reply) == {"value"}:
         return reply["value"]
     if (isinstance(reply, dict) and set(reply) == {"outcome", "message"}
@@ -91,6 +112,9 @@ class Remote:
             return {"sandbox_error": first["sandbox_error"][:2000]}
         if isinstance(first, dict) and isinstance(first.get("import_error"), str):
             return {"import_error": first["import_error"][:2000]}
+        names = _tampered(first)
+        if names is not None:
+            return {"tampered": names}
         return {"import_error": "the process that imports your module sent back something unreadable"}
 
     def call(self, name: str, args: tuple, kwargs: dict):
@@ -132,12 +156,23 @@ class Remote:
 
 def serve(sock: socket.socket, ex_id: str, solutions_dir: Path, check_timeout: float) -> None:
     """The worker's loop, confined: import the probes and the learner's module, then answer
-    requests until the judge closes the socket."""
+    requests until the judge closes the socket.
+
+    The guard (graders/child/guard.py) watches here as it does in an unsandboxed child: a name the
+    graders rely on (a probe, a shared helper, a library function) replaced by the learner's code,
+    at import or while a probe runs, voids the exercise. That catches the plain replacement only:
+    the learner's code shares this process, so what the judge believes of a reply must follow from
+    something the judge computes itself (graders/kit/program.py)."""
     probes = probe_module(ex_id)
+    before = guard.snapshot()  # after the probes' import, so that it covers them
     try:
         solution = verdicts.load_module(catalog.module_name(ex_id), solutions_dir)
     except BaseException as exc:
         wire.send(sock, {"import_error": verdicts.describe(exc, solutions_dir)})
+        return
+    changed = guard.replaced(before)
+    if changed:
+        wire.send(sock, {"tampered": changed[:MAX_TAMPERED]})
         return
     wire.send(sock, {"ready": True})
 
@@ -155,4 +190,7 @@ def serve(sock: socket.socket, ex_id: str, solutions_dir: Path, check_timeout: f
             reply = run_probe(probes, solution, solutions_dir, check_timeout, request)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        changed = guard.replaced(before)
+        if changed:
+            reply = wire.encode({"tampered": changed[:MAX_TAMPERED]})
         wire.send_encoded(sock, reply)

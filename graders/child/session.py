@@ -167,6 +167,10 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
             remote.close()
             emit(event="import_error", message=first["import_error"])
             os._exit(0)
+        if "tampered" in first:  # the worker's guard, at the learner's import
+            remote.close()
+            emit(event="tampered", names=first["tampered"])
+            os._exit(0)
         module = None
     elif data is not None:
         import types

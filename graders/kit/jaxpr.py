@@ -559,10 +559,19 @@ def said(name: str) -> str:
     return SAID.get(name, "an operation")
 
 
-def written_at(eqn, filename: str) -> str:
+def written_at(eqn, filename: str = "") -> str:
     """'line N' of `filename` where the equation was written (the innermost such frame of its
-    source), or '' when it was not written there."""
+    source), or '' when it was not written there. An equation of a program rebuilt from data
+    (graders/kit/program.py), or traced from one, carries the learner's line itself."""
     from jax._src import source_info_util
+
+    from graders.kit.program import line_of
+
+    line = line_of(eqn)
+    if line:
+        return f"line {line}"
+    if not filename:
+        return ""
 
     target = str(filename)
     try:

@@ -5,7 +5,7 @@ configurations with the answers, so none was checked). A correct solution sends 
 k asked for, and one answer per configuration.
 exercises: ex2
 """
-_probes = _sys.modules["graders.exercises." + _MODULE]
+_probes = _sys.modules["graders.exercises." + _MODULE + ".probes"]
 
 
 def _nothing(sol, *args, **kwargs):

@@ -3,7 +3,7 @@ none at all: the judge failed the share check only for a figure *above* the slac
 which a NaN never is. A correct solution's compiled gradient does about 1/n of one device's work.
 exercises: ex3
 """
-_probes = _sys.modules["graders.exercises." + _MODULE]
+_probes = _sys.modules["graders.exercises." + _MODULE + ".probes"]
 
 
 def _compiled_gradient(sol, n, *args, **kwargs):

@@ -6,7 +6,7 @@ unanswered, so only the memory checks could pass. A correct solution's figures a
 grader's own.
 exercises: ex6
 """
-_probes = _sys.modules["graders.exercises." + _MODULE]
+_probes = _sys.modules["graders.exercises." + _MODULE + ".probes"]
 _FIGURES = {None: 3, "dots": 2, "full": 1}
 
 

@@ -6,7 +6,7 @@ exercises: ex8
 """
 import numpy as _np
 
-_probes = _sys.modules["graders.exercises." + _MODULE]
+_probes = _sys.modules["graders.exercises." + _MODULE + ".probes"]
 
 
 def _scaled_grads(sol, params, x, y, scale, what):

@@ -11,10 +11,11 @@ different batch than the rest of the program: only a scan that computes the resu
 import numpy as np
 import pytest
 
+from graders.kit import program
 from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, fmt, is_close, rng
-from graders.exercises.ex1_token_accumulation.probes import DATA_NAMES
+from graders.exercises.ex1_token_accumulation.probes import DATA_NAMES, scan_at_work as read_program
 
 # B, T, D all distinct, so a transposed or mis-reshaped axis cannot pass by accident.
 B, T, D = 12, 7, 5
@@ -177,14 +178,49 @@ def technique_batch(seed: int, lengths):
     return x, y, m
 
 
+def same_numbers(got, value) -> bool:
+    """is_close, where a known mistake that is not a number (0/0) is matched by one that is not either."""
+    got, value = np.asarray(got, np.float64), np.asarray(value, np.float64)
+    if got.shape != value.shape:
+        return False
+    finite = np.isfinite(value)
+    if finite.all():
+        return is_close(got, value)
+    return bool(np.array_equal(np.isfinite(got), finite) and is_close(got[finite], value[finite]))
+
+
+def held_to_the_gradient(summary, worlds) -> None:
+    """The program read is the one that computes the learner's gradient: run by the grader on both
+    batches, it returns the gradient (or a known mistake in it, which the gradient checks name),
+    else the technique is not judged on it (a program that reads like the technique but computes
+    something else earns nothing)."""
+    for name, world in zip(("on_a", "on_b"), worlds):
+        expected, mistakes = expected_and_mistakes(*world, N_MICRO)
+        got = np.asarray(summary[name], np.float64)
+        if is_close(got, expected) or any(same_numbers(got, value) for value, _ in mistakes):
+            continue
+        fail(f"run by the grader on its own batch, the program of accum_token_weighted returns {fmt(got)}, where "
+             f"the token-weighted gradient is {fmt(expected)}: the technique is judged on the program that computes "
+             "your gradient. Hint: make the gradient right first (the checks above say how).")
+
+
 @pytest.fixture(scope="module")
 def scan_at_work(worker):
     """The scans that compute the learner's gradient, and what touches the batch outside them;
-    fails (for every technique check) when no scan of length n_micro does the work."""
+    fails (for every technique check) when no scan of length n_micro does the work. The program is
+    the learner's, sent as data and read and run here (graders/kit/program.py)."""
     w = rng(20).normal(size=(D_,)) * 0.7
     x, y, m = technique_batch(21, [19, 3, 0, 0, 11, 19, 1, 7])
     xb, yb, mb = technique_batch(22, [2, 19, 19, 5, 0, 9, 13, 1])
-    summary = worker.scan_at_work([w, x, y, m], [w, xb, yb, mb], N_MICRO)
+    sent = worker.traced_program([w, x, y, m], N_MICRO)
+    try:
+        closed = program.decode(sent).closed
+    except program.ProgramError as exc:
+        fail(f"the program of accum_token_weighted could not be read: {exc}.")
+    summary = read_program(closed, [w, x, y, m], [w, xb, yb, mb], N_MICRO)
+    if "inputs" in summary:
+        fail(f"the program sent for accum_token_weighted takes inputs of shapes {summary['inputs']}, not the "
+             "grader's (w, x, y, m).")
     shapes = summary["shapes"]
     if shapes != [(D_,)]:
         fail(f"accum_token_weighted should return one array of shape (D,) = ({D_},), got {len(shapes)} value(s) of "
@@ -224,6 +260,7 @@ def scan_at_work(worker):
              + (f" Outside the scan: {', '.join(outside[:3])}." if outside else "")
              + " Hint: compute each micro-batch's gradient and token count in the scan body; after the scan, "
                "only divide.")
+    held_to_the_gradient(summary, [(w, x, y, m), (w, xb, yb, mb)])
     micro = [size // N_MICRO for size in (B_ * T_ * D_, B_ * T_, B_ * T_)]
     if per_step != micro:
         seen = ", ".join(f"{n} numbers of {name} (one micro-batch is {k})"

@@ -1,11 +1,12 @@
 """Probes for Exercise 1: the learner's two functions run on the judge's batches, and their
-program read where it runs.
+program sent to the judge, which reads it.
 
-`scan_at_work` traces accum_token_weighted with its jit calls inlined and its dead code removed
-(graders.kit.jaxpr.flatten), follows the batch through it, and evaluates it once with the scans fed a
-different batch than the rest of the program. It hands back what it found (shapes, scan lengths,
-numbers read per step, what touches the batch outside the scans, the three results); the check
-decides what that means.
+`traced_program` traces accum_token_weighted and sends its program as data (graders/kit/program.py).
+The judge rebuilds it and calls `scan_at_work` here on it (never on the learner's code): the
+program with its jit calls inlined and its dead code removed (graders.kit.jaxpr.flatten), the batch
+followed through it, and the program evaluated once with the scans fed a different batch than the
+rest of it. What it finds (shapes, scan lengths, numbers read per step, what touches the batch
+outside the scans, the three results) the check decides about.
 """
 
 from functools import partial
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from graders.kit import jaxpr
+from graders.kit import jaxpr, program as program_data
 from graders.kit.numeric import as_array
 from graders.kit.probing import probe
 
@@ -56,7 +57,7 @@ def _size(v) -> int:
     return int(np.prod(v.aval.shape, dtype=int))
 
 
-def follow_the_batch(program, n_micro: int, filename: str):
+def follow_the_batch(program, n_micro: int, filename: str = ""):
     """Walk the top level of the program from x, y and m (invars 1..3).
 
     Returns (scans, per_step, outside, whole): the scans of length n_micro that receive the
@@ -123,8 +124,17 @@ def evaluate_feeding_the_scan(program, consts, scans, world_a, world_b):
 
 
 @probe
-def scan_at_work(sol, world_a, world_b, n_micro):
-    """What accum_token_weighted(*world_a, n_micro=n_micro)'s program does with the batch.
+def traced_program(sol, world, n_micro):
+    """accum_token_weighted(*world, n_micro=n_micro)'s program as data, for the judge to read and
+    run (custom_jvp/custom_vjp functions as their primal: it is only run forwards)."""
+    fn = partial(sol.accum_token_weighted, n_micro=n_micro)
+    closed = jax.make_jaxpr(fn)(*as_f32(*world))
+    return program_data.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
+
+
+def scan_at_work(closed, world_a, world_b, n_micro):
+    """What the program `closed` (accum_token_weighted(*world_a, n_micro=n_micro)'s, rebuilt by
+    the judge from what the worker sent) does with the batch. Run in the judge.
 
     Always: "shapes", the shapes of what it returns. If that is one array of w's shape, also
     "scan_lengths" (every scan traced), "live_lengths" (the scans left after dead-code removal),
@@ -135,15 +145,18 @@ def scan_at_work(sol, world_a, world_b, n_micro):
     returned value is computed from). If there are such scans, also "on_a", "on_b" and "fed_b": the result
     on world_a, on world_b, and on world_a with only those scans fed world_b."""
     world_a, world_b = as_f32(*world_a), as_f32(*world_b)
-    fn = partial(sol.accum_token_weighted, n_micro=n_micro)
-    traced = jaxpr.trace(fn, *world_a)
-    # Only run forwards here: a checkpoint or custom_vjp around the work changes nothing it computes.
-    program, consts = jaxpr.flatten(fn, *world_a, through=jaxpr.EVERY_CALL)
-    shapes = [tuple(int(n) for n in getattr(v.aval, "shape", ())) for v in program.outvars]
+    shapes = [tuple(int(n) for n in getattr(v.aval, "shape", ())) for v in closed.outvars]
     found = {"shapes": shapes}
+    if [tuple(v.aval.shape) for v in closed.invars] != [tuple(a.shape) for a in world_a]:
+        found["inputs"] = [tuple(int(n) for n in v.aval.shape) for v in closed.invars]
+        return found
     if shapes != [tuple(world_a[0].shape)]:
         return found
-    scans, per_step, outside, whole = follow_the_batch(program, n_micro, getattr(sol, "__file__", ""))
+    fn = jax.extend.core.jaxpr_as_fun(closed)
+    traced = closed
+    # Only run forwards here: a checkpoint or custom_vjp around the work changes nothing it computes.
+    program, consts = jaxpr.flatten(lambda *a: fn(*a), *world_a, through=jaxpr.EVERY_CALL)
+    scans, per_step, outside, whole = follow_the_batch(program, n_micro)
     found.update(
         scan_lengths=[int(n) for n in jaxpr.scan_lengths(traced)],
         live_lengths=[int(e.params["length"]) for e in jaxpr.walk(program) if jaxpr.is_a(e, "scan")],

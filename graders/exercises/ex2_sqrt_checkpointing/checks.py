@@ -23,11 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from graders.kit import figure_store, costs
+from concurrent.futures import ThreadPoolExecutor
+
+from graders.kit import figure_store, costs, program as program_data
 from graders.kit.expected import expected, recorded_ahead
 from graders.kit.verdicts import CheckFailed, Deferred, Verdict, fail
-from graders.kit.numeric import as_int, as_scalar, assert_close, float32_rtol, max_abs_diff, rng
-from graders.exercises.ex2_sqrt_checkpointing.probes import residual_bytes, saves_nothing, shapes
+from graders.kit.numeric import as_int, as_scalar, assert_close, float32_rtol, is_close, max_abs_diff, rng
+from graders.exercises.ex2_sqrt_checkpointing.probes import (gradient_temp, loss_of, measure_all, residual_bytes,
+                                                             saves_nothing, shapes, summary)
 
 # A fixed small configuration whose jaxprs are read (tracing only, nothing is compiled), for every
 # k a solution can get wrong: 1, L, and two middle k with k != L/k, so groups taken the wrong way
@@ -238,34 +241,93 @@ def own_memory_fields(L, B, D, k) -> dict:
 
 # ---- the learner's programs: traced and compiled once per grading, in the probes ----
 
+def rebuilt(worker, specs: list) -> list:
+    """grouped_loss's programs at each (L, B, D, k) of specs, sent by the worker as data and rebuilt
+    here (graders/kit/program.py): every figure of them below is the grader's own measurement."""
+    sent = worker.traced_programs([list(spec) for spec in specs])
+    if not isinstance(sent, list) or len(sent) != len(specs):
+        fail(f"the process running your code sent back {len(sent) if isinstance(sent, list) else 'no'} programs "
+             f"of grouped_loss, where the grader asked for {len(specs)}.")
+    out = []
+    for (L, B, D, k), message in zip(specs, sent):
+        try:
+            closed = program_data.decode(message).closed
+        except program_data.ProgramError as exc:
+            fail(f"the program of grouped_loss(k={k}) could not be read: {exc}.")
+        if [tuple(v.aval.shape) for v in closed.invars] != [(L, D, D), (B, D)]:
+            fail(f"the program sent for grouped_loss(k={k}) takes inputs of shapes "
+                 f"{[tuple(v.aval.shape) for v in closed.invars]}, not the grader's ({(L, D, D)}, {(B, D)}).")
+        out.append(closed)
+    return out
+
+
+def held_to_the_loss(value, w, x, k) -> None:
+    """A program whose layout or memory is judged computes the loss (or a known mistake in it,
+    which the loss check names), run by the grader on its own inputs: one that reads like the
+    technique but computes something else earns nothing."""
+    expected = np.mean(forward_np(w, x) ** 2)
+    if is_close(value, expected, rtol=LOSS_HELD_RTOL) or any(
+            is_close(value, wrong, rtol=LOSS_HELD_RTOL) for wrong, _ in loss_mistakes(w, x)):
+        return
+    fail(f"run by the grader on its own inputs, the program of grouped_loss(k={k}) returns {float(value):.6g}, where "
+         f"the loss is {expected:.6g}: the technique is judged on the program that computes your loss. "
+         "Hint: make the loss right first (the loss check says how).")
+
+
+# How close a program's loss must be to the float64 loss (or a known mistake) for its layout and
+# memory to be judged: float32 over dozens of residual layers, far wider than its rounding (the
+# loss check itself holds the value to float32_rtol).
+LOSS_HELD_RTOL = 1e-3
+
+
 @functools.cache
 def learner_programs(worker, seed) -> dict:
-    """k -> what the probe measured of grouped_loss at k = None, 1, a middle k and L on the drawn
-    memory configuration, and its temporary memory at B + WIDER rows too (one probe call; the
-    eight compilations run in threads there), with the configuration and the float64 inputs it
-    was given."""
+    """k -> what the grader measured of grouped_loss at k = None, 1, a middle k and L on the drawn
+    memory configuration (its program sent by the worker, compiled and run here; the eight
+    compilations in threads), its temporary memory at B + WIDER rows too, with the configuration
+    and the float64 inputs it was given."""
     own_figures(seed)
     config = memory_config(seed)
-    L = config[0]
+    L, B, D = config
     ks = (None, 1, middle_k(L), L)
     w, x = make_inputs(seed, *config)
+    closed = rebuilt(worker, [(L, B, D, k) for k in ks] + [(L, B + WIDER, D, k) for k in ks])
+    at_b, wider = dict(zip(ks, closed[:len(ks)])), dict(zip(ks, closed[len(ks):]))
+    for k in ks:  # the memory's growth per row is read from two traces of one function
+        if program_data.primitive_sequence(at_b[k]) != program_data.primitive_sequence(wider[k]):
+            fail(f"the programs sent for grouped_loss(k={k}) at B={B} and B={B + WIDER} rows are not the same "
+                 "program at two sizes. Hint: grouped_loss should do the same operations whatever the batch size.")
     programs = {}
-    for p in worker.memory_programs(*to_f32(w, x), list(ks), config[1] + WIDER):
+    for p in measure_all(at_b, *to_f32(w, x), list(ks), wider):
         k = p["k"]
         if p["outputs"] != 1:
             fail(f"grouped_loss(k={k}) returns {p['outputs']} values; expected one float32 scalar, "
                  "jnp.mean(x_out ** 2).")
         programs[k] = dict(p, config=config, w=w, x=x)
-    if list(programs) != list(ks):  # every check below reads each of them: none may be missing
-        fail(f"the process running your code sent back programs of grouped_loss for k in {list(programs)}, "
-             f"where the grader asked for k in {list(ks)}.")
+    return programs
+
+
+def held_programs(worker, seed) -> dict:
+    """learner_programs, each held to the loss (held_to_the_loss): what the technique checks read."""
+    programs = learner_programs(worker, seed)
+    for k, p in programs.items():
+        held_to_the_loss(as_scalar(p["value"], f"grouped_loss(k={k})"), p["w"], p["x"], k)
     return programs
 
 
 @functools.cache
 def traced(worker, k) -> dict:
-    """The layout of the learner's jaxpr at the trace configuration (nothing compiled)."""
-    return worker.trace_layout(*to_f32(*make_inputs(12, *TRACE_CONFIG)), k)
+    """The layout of the learner's program at the trace configuration, read here from the program
+    the worker sent, which is run here on the trace inputs and held to the loss."""
+    L, B, D = TRACE_CONFIG
+    w, x = make_inputs(12, *TRACE_CONFIG)
+    (closed,) = rebuilt(worker, [(L, B, D, k)])
+    if len(closed.outvars) != 1:
+        fail(f"grouped_loss(k={k}) returns {len(closed.outvars)} values; expected one float32 scalar, "
+             "jnp.mean(x_out ** 2).")
+    value = jax.jit(loss_of(closed))(*as_f32(w, x))
+    held_to_the_loss(as_scalar(np.asarray(value), f"grouped_loss(k={k})"), w, x, k)
+    return summary(closed, L, B, D)
 
 
 def graded_jaxprs(worker, seed, baseline=False) -> list[tuple[int, int | None, dict]]:
@@ -274,9 +336,9 @@ def graded_jaxprs(worker, seed, baseline=False) -> list[tuple[int, int | None, d
     own_figures(seed)
     if baseline:
         return [(TRACE_CONFIG[0], None, traced(worker, None)),
-                (memory_config(seed)[0], None, learner_programs(worker, seed)[None]["layout"])]
+                (memory_config(seed)[0], None, held_programs(worker, seed)[None]["layout"])]
     out = [(TRACE_CONFIG[0], k, traced(worker, k)) for k in TRACE_KS]
-    out += [(p["config"][0], k, p["layout"]) for k, p in learner_programs(worker, seed).items() if k is not None]
+    out += [(p["config"][0], k, p["layout"]) for k, p in held_programs(worker, seed).items() if k is not None]
     # middle k first: at k = 1 or L several mistakes look alike, a middle k tells them apart
     return sorted(out, key=lambda item: item[1] in (1, item[0]))
 
@@ -478,7 +540,7 @@ def per_row(temp: float, wider: float) -> float:
 
 def memory_rows(worker, seed) -> tuple[dict, dict]:
     """k -> bytes per batch row: the learner's gradient and the grader's grouped checkpoint."""
-    programs = learner_programs(worker, seed)
+    programs = held_programs(worker, seed)
     L, B, D = programs[1]["config"]
     own = own_figures(seed)
     yours = {k: per_row(p["temp"], p["temp_wider"]) for k, p in programs.items()}
@@ -490,7 +552,7 @@ def memory_verdict(worker, seed) -> str | None:
     """None when the learner's gradient holds, per batch row, what the grader's own grouped
     checkpoint holds for k = 1, middle and L (within MEMORY_RTOL), and besides that at most
     WEIGHT_BUFFERS weight-sized buffers more; else what is wrong."""
-    programs = learner_programs(worker, seed)
+    programs = held_programs(worker, seed)
     L, B, D = programs[1]["config"]
     yours, asked = memory_rows(worker, seed)
     mid = middle_k(L)
@@ -542,13 +604,13 @@ def own_curve_if_right(worker, seed) -> dict | None:
         right = memory_verdict(worker, seed) is None
     except (CheckFailed, Verdict):  # grouped_loss itself fails: the checks above say how
         return None
-    return {k: p["temp"] for k, p in learner_programs(worker, seed).items()} if right else None
+    return {k: p["temp"] for k, p in held_programs(worker, seed).items()} if right else None
 
 
 @pytest.mark.points(3)
 def test_gradient_memory_matches_the_grouped_checkpoint(worker, seed, note):
     """Measured: per batch row, the gradient holds what the grader's own grouped checkpoint holds, for k=1, middle, L."""
-    programs = learner_programs(worker, seed)
+    programs = held_programs(worker, seed)
     L, B, D = programs[1]["config"]
     asked = {k: own_figures(seed)[(L, B, D, k, True)] for k in programs}
     yours = {k: p["temp"] for k, p in programs.items()}
@@ -626,7 +688,10 @@ def test_best_group_size_is_the_measured_minimum(worker, seed):
         theirs = None
         if own_curve_if_right(worker, seed) is not None:
             # their grouped_loss is another right grouped checkpoint: its own curve may have its least elsewhere
-            theirs = dict(zip(divisors(L), worker.gradient_temps(L, B, D, divisors(L))))
+            programs = rebuilt(worker, [(L, B, D, k) for k in divisors(L)])
+            with ThreadPoolExecutor(max_workers=len(programs)) as pool:
+                temps = list(pool.map(lambda c: gradient_temp(c, L, B, D), programs))
+            theirs = dict(zip(divisors(L), temps))
             bounded = not any(beyond_the_weights(theirs[k], curve[k], L, D) for k in curve)
             if bounded and theirs[got] <= min(theirs.values()) * (1 + TIE_RTOL):
                 continue

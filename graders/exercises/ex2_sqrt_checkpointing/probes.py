@@ -1,10 +1,11 @@
-"""Probes for Exercise 2: the learner's grouped_loss traced and compiled, their temp_memory_bytes
-and best_group_size called, and what came back summarised as plain data.
+"""Probes for Exercise 2: the learner's grouped_loss traced and sent to the judge as a program
+(graders/kit/program.py), their temp_memory_bytes and best_group_size called.
 
-A traced program is sent as its layout (where its checkpoints are, how often they run, around
-how many layers, with which remat policy); a compiled one as its temporary memory, its loss and
-its gradient. The inputs arrive from the checks (drawn there from the grading seed); nothing
-here knows what any figure should be.
+The judge rebuilds each program and reads it with `layout` and `summary` here (where its
+checkpoints are, how often they run, around how many layers, with which remat policy), compiles
+it (`measure`: its temporary memory) and runs it on its own inputs (its loss and gradient): no
+figure of grouped_loss's comes from the learner's process. The inputs arrive from the checks
+(drawn there from the grading seed); nothing here knows what any figure should be.
 """
 
 import math
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
-from graders.kit import jaxpr, costs, wire
+from graders.kit import jaxpr, costs, program as program_data, wire
 from graders.kit.probing import probe
 
 
@@ -95,81 +96,75 @@ def layout(program) -> dict:
     return {"checkpoints": checkpoints, "total": total, "outside": outside, "copies": len(layers)}
 
 
-def summary(sol, program, k, L, B, D) -> dict:
-    """layout(program), and, when one of its checkpoints has a policy that saves values, the
-    bytes the backward pass of grouped_loss(k) keeps from its forward pass."""
-    out = layout(program)
+def summary(closed, L, B, D) -> dict:
+    """layout(closed), and, when one of its checkpoints has a policy that saves values, the
+    bytes the backward pass of the program keeps from its forward pass. Run in the judge."""
+    out = layout(closed)
     out["residual_bytes"] = None
     if not all(saves_nothing(c) for c in out["checkpoints"]):
-        out["residual_bytes"] = residual_bytes(partial(sol.grouped_loss, k=k), L, B, D)
+        out["residual_bytes"] = residual_bytes(loss_of(closed), L, B, D)
     return out
+
+
+def loss_of(closed):
+    """The program (a rebuilt grouped_loss) as a function of (params, x)."""
+    run = jaxpr_as_fun(closed)
+    return lambda p, x: run(*jax.tree.leaves((p, x)))[0]
 
 
 # ---- probes ----
 
 @probe
-def trace_layout(sol, w, x, k):
-    """grouped_loss(k) traced at these inputs (nothing compiled): its layout."""
-    params, xf = inputs(w, x)
-    program = jaxpr.trace(partial(sol.grouped_loss, k=k), params, xf)
-    return summary(sol, program, k, w.shape[0], *x.shape)
-
-
-def compiled_program(sol, w, x, k) -> dict:
-    """grouped_loss(k) traced once, and jit(value_and_grad) of that very jaxpr compiled once: the
-    number of values it returns, its layout, temp_size_in_bytes, the loss and the gradient.
-
-    The program measured is built from the jaxpr whose structure is read, so the two cannot
-    differ (measured: same temp_size_in_bytes and loss as value_and_grad of the function itself)."""
-    params, xf = inputs(w, x)
-    closed = jax.make_jaxpr(partial(sol.grouped_loss, k=k))(params, xf)
-    if len(closed.out_avals) != 1:
-        return {"k": k, "outputs": len(closed.out_avals)}
-    run = jaxpr_as_fun(closed)
-    loss = lambda p, x: run(*jax.tree.leaves((p, x)))[0]  # noqa: E731
-    compiled = costs.compile_fn(jax.value_and_grad(loss), params, xf)
-    temp = int(compiled.memory_analysis().temp_size_in_bytes)
-    value, grads = compiled(params, xf)
-    return {"k": k, "outputs": 1, "layout": summary(sol, closed.jaxpr, k, w.shape[0], *x.shape), "temp": temp,
-            "value": np.asarray(value), "grads": jax.tree.map(np.asarray, grads)}
-
-
-def wider_temp(sol, k, L, B, D) -> int:
-    """temp_size_in_bytes of jit(value_and_grad) of grouped_loss(k) at a batch of B rows
-    (compiled on shapes, never run)."""
-    return costs.temp_bytes(jax.value_and_grad(partial(sol.grouped_loss, k=k)), *shapes(L, B, D))
-
-
-@probe
-def memory_programs(sol, w, x, ks, wider_rows=None):
-    """compiled_program for each k of ks, the compilations in threads (XLA releases the GIL while
-    it compiles), and with wider_rows also "temp_wider": the temporary memory of the same
-    gradient at a batch of that many rows. In the order of ks, up to the first that does not
-    return one value; what the learner's code raised for the first k (in that order) that raised
-    ends the probe."""
-    L, (B, D) = w.shape[0], x.shape
-    with ThreadPoolExecutor(max_workers=2 * len(ks)) as pool:
-        futures = [pool.submit(compiled_program, sol, w, x, k) for k in ks]
-        wider = [pool.submit(wider_temp, sol, k, L, wider_rows, D) if wider_rows else None for k in ks]
-        out = []
-        for future, more in zip(futures, wider):
-            out.append(future.result())
-            if out[-1]["outputs"] != 1:
-                break
-            if more is not None:
-                out[-1]["temp_wider"] = more.result()
+def traced_programs(sol, specs):
+    """grouped_loss(k)'s program traced at shapes (L, B, D) for each (L, B, D, k) of specs (nothing
+    compiled, nothing run), as data for the judge. What the learner's code raised for the first
+    spec that raised ends the probe."""
+    out = []
+    for L, B, D, k in specs:
+        closed = jax.make_jaxpr(partial(sol.grouped_loss, k=k))(*shapes(L, B, D))
+        out.append(program_data.encode_or_reason(closed, getattr(sol, "__file__", "")))
     return out
 
 
-@probe
-def gradient_temps(sol, L, B, D, ks):
-    """temp_size_in_bytes of jit(grad) of grouped_loss(k), with respect to params, for each k of
-    ks at these shapes (compiled in threads, never run): the learner's own memory curve, as
-    their temp_memory_bytes should measure it."""
-    def one(k):
-        return costs.temp_bytes(jax.grad(partial(sol.grouped_loss, k=k)), *shapes(L, B, D))
-    with ThreadPoolExecutor(max_workers=len(ks)) as pool:
-        return list(pool.map(one, ks))
+# ---- in the judge: measuring a rebuilt program ----
+
+def measure(closed, w, x, k, wider=None) -> dict:
+    """The program (grouped_loss(k) rebuilt) and jit(value_and_grad) of it compiled once: its
+    layout, temp_size_in_bytes, the loss and the gradient on (w, x); with `wider` (the same
+    function's program at more rows) also "temp_wider". Run in the judge (in threads: XLA
+    releases the GIL while it compiles)."""
+    params, xf = inputs(w, x)
+    loss = loss_of(closed)
+    compiled = costs.compile_fn(jax.value_and_grad(loss), params, xf)
+    temp = int(compiled.memory_analysis().temp_size_in_bytes)
+    value, grads = compiled(params, xf)
+    out = {"k": k, "outputs": 1, "layout": summary(closed, w.shape[0], *x.shape), "temp": temp,
+           "value": np.asarray(value), "grads": jax.tree.map(np.asarray, grads)}
+    if wider is not None:
+        L, D = w.shape[0], x.shape[1]
+        out["temp_wider"] = costs.temp_bytes(jax.value_and_grad(loss_of(wider)),
+                                             *shapes(L, wider.invars[-1].aval.shape[0], D))
+    return out
+
+
+def measure_all(programs, w, x, ks, wider=None) -> list[dict]:
+    """measure for each k of ks (programs and wider: k -> rebuilt program), in threads; in the
+    order of ks, up to the first whose program does not return one value."""
+    jobs = []
+    for k in ks:
+        if len(programs[k].outvars) != 1:
+            jobs.append({"k": k, "outputs": len(programs[k].outvars)})
+            break
+        jobs.append(k)
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+        futures = [pool.submit(measure, programs[j], w, x, j, (wider or {}).get(j)) if not isinstance(j, dict)
+                   else None for j in jobs]
+        return [j if f is None else f.result() for j, f in zip(jobs, futures)]
+
+
+def gradient_temp(closed, L, B, D) -> int:
+    """temp_size_in_bytes of jit(grad) of a rebuilt grouped_loss, with respect to params."""
+    return costs.temp_bytes(jax.grad(loss_of(closed)), *shapes(L, B, D))
 
 
 @probe

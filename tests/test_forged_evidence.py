@@ -1,0 +1,91 @@
+"""Issue 31: under --sandbox the technique points are decided from the learner's program, which the
+judge reads and runs itself, never from a description the learner's process wrote.
+
+For each exercise, tests/attacks/described/ holds a technique-free module with every number right
+(notech_<ex>.py) and a forge (forge_<ex>.py) that, on import, replaces each of the exercise's
+probes that reads the learner's program with one sending what a correct solution's probe sends:
+the technique described, computed from the module's own right numbers and a made-up structure.
+Two ways to put the forged probe in place:
+  * `plain`: the probes module's attribute replaced (what the guard sees: graders/child/guard.py);
+  * `code`: the probe function's __code__ swapped, which leaves every name the guard compares
+    pointing at the object it did: only the program as evidence stops this one.
+Under --sandbox each must score at most half of the exercise's points, and no more than the
+technique-free module graded honestly.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from grading import ROOT, declared, grade
+from graders import catalog
+from graders.child import sandbox
+
+pytestmark = [pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or ""),
+              pytest.mark.timeout(900)]
+
+DESCRIBED = Path(__file__).resolve().parent / "attacks" / "described"
+# The forges written: forge_<ex>.py describes the technique (the old probes' replies);
+# forge_<ex>_program.py sends the program of another function, with the technique's every mark,
+# that does not compute the right values. The exercises without one are what issue 31 leaves to do.
+FORGES = sorted(p.stem.removeprefix("forge_") for p in DESCRIBED.glob("forge_*.py"))
+FORGED = sorted({f.split("_")[0] for f in FORGES})
+REACHED = ["ex1", "ex2"]  # exercises whose technique checks read the program (graders/kit/program.py)
+SEED = 31_031
+
+INSTALL = {
+    "plain": '''
+def _install(name, fn):
+    fn.is_probe = True
+    setattr(_sys.modules["graders.exercises." + _MODULE + ".probes"], name, fn)
+''',
+    "code": '''
+def _install(name, fn):
+    getattr(_sys.modules["graders.exercises." + _MODULE + ".probes"], name).__code__ = fn.__code__
+''',
+}
+
+
+def submission(ex_id: str, into: Path, way: str | None, forge: str | None = None) -> Path:
+    """notech_<ex>.py, preceded (for a forge) by the attack kit, _install and forge_<forge>.py."""
+    into.mkdir(parents=True, exist_ok=True)
+    module = catalog.module_name(ex_id)
+    text = (DESCRIBED / f"notech_{ex_id}.py").read_text()
+    if way is not None:
+        kit = (ROOT / "tests" / "attacks" / "kit.py").read_text().replace(
+            "{checks!r}", repr({module: list(declared(ex_id))}))
+        text = kit + INSTALL[way] + (DESCRIBED / f"forge_{forge or ex_id}.py").read_text() + "\n" + text
+    (into / f"{module}.py").write_text(text)
+    return into
+
+
+def score(run, ex_id: str) -> int:
+    return run.exercise(ex_id)["score"]
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory):
+    """ex -> the technique-free module's points under --sandbox."""
+    out = {}
+    for ex_id in FORGED:
+        folder = submission(ex_id, tmp_path_factory.mktemp(f"honest-{ex_id}"), None)
+        run = grade(folder, [ex_id], "--sandbox", "--seed", str(SEED))
+        out[ex_id] = score(run, ex_id)
+    return out
+
+
+# A plain replacement is caught by the worker's guard for every exercise; a swapped __code__ only
+# where the judge reads the program itself.
+CASES = [pytest.param(forge, way, marks=() if forge.split("_")[0] in REACHED or way == "plain" else
+                      pytest.mark.xfail(reason="issue 31: not yet", strict=True))
+         for forge in FORGES for way in INSTALL]
+
+
+@pytest.mark.parametrize(("forge", "way"), CASES)
+def test_a_forged_description_or_program_earns_no_technique_points_under_the_sandbox(forge, way, honest, tmp_path):
+    ex_id = forge.split("_")[0]
+    run = grade(submission(ex_id, tmp_path, way, forge), [ex_id], "--sandbox", "--seed", str(SEED))
+    most = sum(declared(ex_id).values())
+    got = score(run, ex_id)
+    assert got <= most // 2, (forge, way, got, most, run.exercise(ex_id)["reason"], run.lost(ex_id))
+    assert got <= honest[ex_id], (forge, way, got, honest[ex_id], run.lost(ex_id))

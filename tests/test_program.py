@@ -1,0 +1,113 @@
+"""graders/kit/program.py: a program as plain data, rebuilt by the judge. Round trips keep what a
+program computes; anything malformed is a ProgramError with a message, never a crash of the judge."""
+
+import copy
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.extend.core import jaxpr_as_fun
+
+from grading import ROOT  # noqa: F401  (puts the package on the path)
+from graders.kit import program, wire
+
+
+def grouped(params, x, k=2):
+    def layer(x, w):
+        return x + jnp.tanh(x @ w), None
+
+    @jax.checkpoint
+    def group(x, g):
+        return jax.lax.scan(layer, x, g)[0]
+
+    w = params["w"]
+    return jnp.mean(jax.lax.scan(lambda x, g: (group(x, g), None), x, w.reshape(-1, k, *w.shape[1:]))[0] ** 2)
+
+
+ARGS = ({"w": jnp.asarray(np.random.default_rng(0).normal(size=(4, 3, 3)), jnp.float32)},
+        jnp.asarray(np.random.default_rng(1).normal(size=(5, 3)), jnp.float32))
+
+
+def sent(fn=grouped, args=ARGS, **kw):
+    return wire.round_trip(program.encode(jax.make_jaxpr(fn)(*args), **kw))
+
+
+def test_a_round_trip_computes_what_the_program_computes():
+    rebuilt = program.decode(sent())
+    assert np.allclose(rebuilt.run(*jax.tree.leaves(ARGS))[0], grouped(*ARGS))
+    run = jaxpr_as_fun(rebuilt.closed)
+    grads = jax.grad(lambda p, x: run(*jax.tree.leaves((p, x)))[0])(*ARGS)
+    assert np.allclose(grads["w"], jax.grad(grouped)(*ARGS)["w"], rtol=1e-5)
+
+
+def test_a_checkpoint_policy_travels_by_its_name():
+    fn = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)), policy=jax.checkpoint_policies.dots_saveable)
+    rebuilt = program.decode(sent(fn, (jnp.ones(3),)))
+    assert rebuilt.closed.eqns[0].params["policy"] is jax.checkpoint_policies.dots_saveable
+
+
+def test_a_policy_of_ones_own_is_refused_with_a_reason():
+    fn = jax.checkpoint(lambda x: jnp.sin(x), policy=lambda *a, **k: True)
+    with pytest.raises(program.ProgramError, match="policy"):
+        program.encode(jax.make_jaxpr(fn)(jnp.ones(3)))
+    reason = program.encode_or_reason(jax.make_jaxpr(fn)(jnp.ones(3)))
+    with pytest.raises(program.ProgramError, match="your program holds"):
+        program.decode(wire.round_trip(reason))
+
+
+def test_a_callback_is_refused():
+    def fn(x):
+        jax.debug.print("{}", x)
+        return x
+    with pytest.raises(program.ProgramError):
+        program.encode(jax.make_jaxpr(fn)(jnp.ones(3)))
+
+
+def mutations(message):
+    """Malformed copies of a program message: each a way a forger might break the judge."""
+    table = message["program"]
+    top = len(table) - 1
+    out = []
+
+    def change(fn):
+        m = copy.deepcopy(message)
+        fn(m["program"])
+        out.append(m)
+
+    change(lambda t: t[top]["eqns"][0].__setitem__(0, "pure_callback"))       # a primitive not allowed
+    change(lambda t: t[top]["eqns"][0].__setitem__(0, "no_such_primitive"))
+    change(lambda t: t[top]["eqns"][0][1].__setitem__(0, 10_000))             # a variable not defined
+    change(lambda t: t[top]["eqns"][0][2][0].__setitem__(0, [[7, 7], "float32", False]))  # a wrong type
+    change(lambda t: t[top]["in"].__setitem__(0, [[-1], "float32", False]))   # a negative shape
+    change(lambda t: t[top]["in"].__setitem__(0, [[3], "object", False]))     # a dtype not allowed
+    change(lambda t: t[top]["eqns"][0][2][0].__setitem__(0, [[1 << 20, 1 << 20], "float32", False]))  # too big to run
+    change(lambda t: t[top]["out"].__setitem__(0, {"lit": np.zeros(1 << 10, np.float32),
+                                                   "aval": [[1 << 10], "float32", False]}))  # a literal array
+    change(lambda t: t[top]["eqns"][0][3].__setitem__("jaxpr", {"jaxpr": top}))  # a program refers to itself
+    change(lambda t: t[top]["eqns"][0][3].__setitem__("policy", {"policy": "os.system"}))
+    change(lambda t: t[top]["eqns"][0][3].__setitem__("x", {"pickle": "gASV"}))
+    change(lambda t: t[top].__setitem__("out", [{"lit": np.zeros(3), "aval": [[], "float32", False]}]))
+    change(lambda t: t.clear())
+    change(lambda t: t[top].pop("eqns"))
+    out += [{"program": "x"}, {"program": [1, 2]}, {}, None, {"unreadable": 5}]
+    return out
+
+
+def test_a_malformed_program_is_a_program_error_never_a_crash():
+    message = sent()
+    for bad in mutations(message):
+        with pytest.raises(program.ProgramError):
+            program.decode(bad)
+
+
+def test_sizes_are_bounded(monkeypatch):
+    monkeypatch.setattr(program, "MAX_EQUATIONS", 3)
+    with pytest.raises(program.ProgramError, match="equations"):
+        program.decode(sent())
+    monkeypatch.setattr(program, "MAX_EQUATIONS", 40_000)
+    monkeypatch.setattr(program, "MAX_CONST_BYTES", 8)
+    big = jnp.arange(100.0)
+    with pytest.raises(program.ProgramError, match="constants"):
+        program.decode(sent(lambda x: x + big, (jnp.ones(100),)))
