@@ -391,7 +391,11 @@ class _Decoder:
             eqns.append(core.new_jaxpr_eqn(in_atoms, out_vars, prims[name], decoded, core.no_effects,
                                            source_info_util.new_source_info(), ctx))
         outvars = [atom(a) for a in _list(data["out"])]
-        return core.Jaxpr(constvars, invars, outvars, eqns, consts=consts)
+        # Named as rebuilt here: without a DebugInfo, JAX 0.12 warns that the jaxpr is deprecated.
+        debug = core.DebugInfo("the program the worker sent", "rebuilt by the judge",
+                               tuple(f"arg{i}" for i in range(len(invars))),
+                               tuple(f"out{i}" for i in range(len(outvars))))
+        return core.Jaxpr(constvars, invars, outvars, eqns, debug_info=debug, consts=consts)
 
     def param(self, value, depth):
         if value is None or isinstance(value, (bool, int, float, str)):
