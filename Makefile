@@ -96,6 +96,6 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 clean:
-	@if [ -x $(PY) ]; then $(PY) -c "from graders import resident; resident.stop_all()" || true; fi
+	@if [ -x $(PY) ]; then $(PY) -c "from graders.runner import kept_server; kept_server.stop_all()" || true; fi
 	rm -rf $(VENV) .cache .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -164,7 +164,8 @@ def test_ctrl_c_stops_the_running_exercises_at_once_and_shows_no_traceback(tmp_p
             proc.kill()
             proc.wait()
         kept = list(Path(short).glob("graders-*/*.sock"))
-        subprocess.run([sys.executable, "-c", "from graders import resident; resident.stop_all()"], cwd=ROOT, env=env)
+        subprocess.run([sys.executable, "-c", "from graders.runner import kept_server; kept_server.stop_all()"], cwd=ROOT, env=env,
+                       check=True)
         shutil.rmtree(short, ignore_errors=True)
     assert bool(kept) == (how == "kept fork server")
     assert proc.returncode == 130

@@ -123,3 +123,19 @@ def test_report_keeps_the_requested_order_when_graded_in_parallel():
     assert rows[:3] == ["quiz", "ex4", "ex1"]
     assert [t["tags"][0] for t in run.results["tests"]] == sorted(
         [t["tags"][0] for t in run.results["tests"]], key=["quiz", "ex4", "ex1"].index)
+
+
+def test_every_module_the_makefile_runs_exists():
+    # `make clean` runs its line with `|| true`: a module renamed away would fail silently there,
+    # leaving the kept fork servers running.
+    import importlib.util
+    import re
+
+    text = (ROOT / "Makefile").read_text()
+    named = set(re.findall(r"-m (graders[\w.]*)", text)) | set(re.findall(r"from (graders[\w.]*) import", text))
+    imported = re.findall(r"from (graders[\w.]*) import (\w+)", text)
+    assert "graders.runner" in named and "graders.course.bench" in named
+    for module in sorted(named):
+        assert importlib.util.find_spec(module) is not None, f"the Makefile runs {module}, which does not exist"
+    for module, name in imported:
+        assert importlib.util.find_spec(f"{module}.{name}") is not None, f"the Makefile imports {module}.{name}"
