@@ -17,6 +17,17 @@ def test_every_grid_case_separates_closed_forms_from_float32_steps():
         assert not set(g.fp32_closed_forms(*case)) & g.fp32_steps(*case), case
 
 
+def test_drawn_master_cases_round_at_every_step_and_separate_the_closed_forms():
+    for seed in range(TEST_SEED, TEST_SEED + 50):
+        for w0, lr, grad, steps in g.master_cases(seed):
+            update = np.float32(lr) * np.float32(grad)
+            assert update == lr * grad and len(g.fp32_steps(w0, lr, grad, steps)) == 1  # every spelling agrees
+            w = np.float32(w0)
+            assert np.float32(w - update) != np.float64(w) - np.float64(update)  # the first step rounds
+            assert not set(g.fp32_closed_forms(w0, lr, grad, steps)) & g.fp32_steps(w0, lr, grad, steps), (seed, w0)
+            assert np.isfinite(g.fp32_steps(w0, lr, grad, steps).pop())
+
+
 def test_threshold_is_where_bf16_storage_starts_to_move():
     # Below the threshold an update is rounded away; just above it, the stored value moves.
     ws = (1.5, 1.0, 0.5 + 2**-10, 1 - 2**-10, g.SMALLEST_SUBNORMAL, 5 * g.SMALLEST_SUBNORMAL, g.SMALLEST_NORMAL)

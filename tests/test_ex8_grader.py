@@ -2,7 +2,11 @@
 what else they lose, what they keep, and the grading policy: right numbers without the
 technique score at most half."""
 
+import numpy as np
+
 from grading import declared
+from graders import settings
+from graders.exercises.ex8_loss_scaling import checks as g
 
 EX = "ex8"
 
@@ -104,3 +108,24 @@ def test_updates_that_do_not_follow_the_scaled_gradient_lose_technique_points(co
         lost = corpus(EX)[case].lost(EX)
         assert check in lost, (case, sorted(lost))
         assert "train_is_one_scan_in_one_jit" not in lost, case  # the loop itself is right
+
+
+def test_every_underflow_data_set_keeps_its_margins():
+    # The scaled_grads checks draw their data set from these; each must underflow clearly at
+    # scale 1, lose nothing at 2^15, and overflow already at 2^31 (so 2^32 with room to spare).
+    for data_seed in g.UNDERFLOW_SETS:
+        p, x, y = g.problem(data_seed)
+        true = g.flat(g.grads_np(p, x, y))
+        assert g.zero_share(g.own_fp16_grads(data_seed, 1.0), true) >= g.UNDERFLOW_SHARE, data_seed
+        assert g.zero_share(g.own_fp16_grads(data_seed, 2.0 ** 15), true) == 0, data_seed
+        assert not np.all(np.isfinite(g.own_fp16_grads(data_seed, 2.0 ** 31))), data_seed
+
+
+def test_the_data_sets_follow_the_grading_seed(monkeypatch):
+    drawn = set()
+    for seed in range(40):
+        monkeypatch.setenv(settings.SEED, str(seed))
+        first, second = g.grad_seeds()
+        assert first in g.UNDERFLOW_SETS and second in g.PRECISION_SETS and first != second
+        drawn.add(first)
+    assert len(drawn) > 10

@@ -4,6 +4,7 @@ each call as data; the students' copy answers a recorded call, defers any other,
 line but the marked bodies. Fast: no grading (tests/test_course_release.py makes a real copy)."""
 
 import ast
+import os
 import importlib.util
 import subprocess
 import sys
@@ -144,3 +145,58 @@ def test_the_copy_grades_on_its_public_seed(tmp_path):
     (tmp_path / "seed").write_text("1234\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1234"
+
+
+# ---------------------------------------------------------------- what the public values give away
+
+# The students' copy holds the graders' expected values for the inputs drawn on its public seed.
+# Inputs that every grading draws alike would hand a learner the autograder's expected values
+# too (to look up instead of computing), so each check draws from the grading seed. Known
+# exceptions, each with why a lookup of the public values still fails:
+ALIKE_ON_EVERY_SEED = {
+    # The scale rule's inputs are a few powers of two and counters, so seeds repeat them; the stub
+    # states the rule whole, so its values say nothing the stub does not.
+    ("ex8_loss_scaling", "rule"),
+}
+SOME_ALIKE = {
+    # The grid, the chapter's own case and the threshold's fixed edges: each check that reads them
+    # also reads cases drawn from the grading seed, which a lookup cannot answer.
+    ("ex4_master_weights", "bf16_steps"), ("ex4_master_weights", "bf16_steps_rounded"),
+    ("ex4_master_weights", "fp32_steps"), ("ex4_master_weights", "fp32_closed_forms"),
+    ("ex4_master_weights", "threshold"), ("ex4_master_weights", "threshold_rounded"),
+    # The memory figures of the grader's own program on configurations drawn from a few (each one
+    # costs compiles): two gradings may draw the same. Not a leak of the program itself, but the
+    # public figures would answer temp_memory_bytes where the configurations coincide (README).
+    ("ex2_sqrt_checkpointing", "own_temp"), ("ex2_sqrt_checkpointing", "own_residual_bytes"),
+}
+# Two seeds on which no exercise happens to draw the same configuration (tests/test_drawn_configurations.py
+# tries many seeds for the configurations themselves).
+SEEDS = (2026, 7)
+
+
+def recorded_calls(ex_id: str, seed: int, folder: Path) -> dict[str, set[str]]:
+    """{marked function: the keys of its calls} when the reference is graded on `seed`."""
+    calls = folder / f"calls-{seed}"
+    env = dict(os.environ, **{settings.RECORD_EXPECTED: str(calls), settings.EXPECTED_DIR: str(folder / f"figures-{seed}"),
+                              settings.NO_RESIDENT: "1"})
+    run = subprocess.run([sys.executable, "-m", "graders", ex_id, "--solutions", str(ROOT / "reference"), "--seed",
+                          str(seed)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    folders = [p for p in calls.iterdir() if p.is_dir()] if calls.is_dir() else []
+    return {fn.name: {k.name for k in fn.iterdir() if not k.name.endswith(".tmp")} for ex in folders for fn in ex.iterdir()}
+
+
+@pytest.mark.course
+@pytest.mark.parametrize("ex_id", [i for i in catalog.available() if i != "quiz"])
+def test_no_expected_value_of_one_grading_is_recorded_for_another(ex_id, tmp_path):
+    module = catalog.module_name(ex_id)
+    first, second = (recorded_calls(ex_id, seed, tmp_path) for seed in SEEDS)
+    assert set(first) == set(second) and first, "the same marked functions are called on every seed"
+    for name in first:
+        alike = first[name] & second[name]
+        if (module, name) in ALIKE_ON_EVERY_SEED or not alike:
+            continue
+        assert (module, name) in SOME_ALIKE, (
+            f"{module}.{name}: {len(alike)} of {len(first[name])} calls take the same inputs on seeds {SEEDS}: "
+            "draw them from the grading seed (the `seed` fixture)")
+        assert alike != first[name], f"{module}.{name}: every call is alike on both seeds, none drawn"

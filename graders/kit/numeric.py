@@ -125,5 +125,6 @@ def assert_close(actual, expected, what: str, hint: str = "", *, mistakes=(),
          f"(largest difference {max_abs_diff(got, expected):.2e}). {hint}".rstrip())
 
 
-def rng(seed: int) -> np.random.Generator:
+def rng(seed) -> np.random.Generator:
+    """seed: an int, or ints such as [grading seed, k] (a draw of its own per check and per grading)."""
     return np.random.default_rng(seed)

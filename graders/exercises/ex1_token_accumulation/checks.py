@@ -21,8 +21,9 @@ from graders.exercises.ex1_token_accumulation.probes import DATA_NAMES, scan_at_
 B, T, D = 12, 7, 5
 
 
-def make_batch(seed: int, lengths):
-    """A padded batch whose row b holds lengths[b] valid tokens (0..T)."""
+def make_batch(seed, lengths):
+    """A padded batch whose row b holds lengths[b] valid tokens (0..T); seed is [grading seed, k], so
+    that the values differ from one grading to the next (the students' copy holds the public seed's)."""
     r = rng(seed)
     lengths = np.asarray(lengths)
     x = r.normal(size=(len(lengths), T, D))
@@ -88,9 +89,9 @@ def check_gradient(worker, seed, lengths, n_micro, jit=False):
 
 
 @pytest.mark.points(1)
-def test_loss_sum_counts_only_valid_tokens(worker):
+def test_loss_sum_counts_only_valid_tokens(worker, seed):
     """The first return value is the loss summed over valid tokens only."""
-    w, x, y, m = make_batch(1, [7, 3, 0, 5, 1, 7, 2, 6, 4, 0, 7, 1])
+    w, x, y, m = make_batch([seed, 1], [7, 3, 0, 5, 1, 7, 2, 6, 4, 0, 7, 1])
     got = worker.tok_loss_sum_count(w, x, y, m, 0, "loss_sum", require_pair=True)
     if not got["pair"]:
         fail(f"tok_loss_sum_count should return a pair (loss_sum, n_valid), got {got['type']}.")
@@ -104,9 +105,9 @@ def test_loss_sum_counts_only_valid_tokens(worker):
 
 
 @pytest.mark.points(1)
-def test_loss_sum_adds_up_over_batch_splits(worker):
+def test_loss_sum_adds_up_over_batch_splits(worker, seed):
     """Each part of a split batch gets its own loss sum, and the parts add up to the whole."""
-    w, x, y, m = make_batch(2, [1, 7, 7, 7, 2, 7, 0, 3, 7, 7, 5, 7])
+    w, x, y, m = make_batch([seed, 2], [1, 7, 7, 7, 2, 7, 0, 3, 7, 7, 5, 7])
     what = "loss_sum of the whole batch"
     whole = as_scalar(worker.tok_loss_sum_count(w, x, y, m, 0, what)["value"], what)
     parts = []
@@ -123,40 +124,40 @@ def test_loss_sum_adds_up_over_batch_splits(worker):
 
 
 @pytest.mark.points(1)
-def test_count_is_number_of_valid_tokens(worker):
+def test_count_is_number_of_valid_tokens(worker, seed):
     """The second return value is the number of valid tokens, sum(m)."""
     lengths = [0, 4, 7, 2, 2, 6, 1, 0, 3, 7, 5, 1]
-    w, x, y, m = make_batch(3, lengths)
+    w, x, y, m = make_batch([seed, 3], lengths)
     n = as_scalar(worker.tok_loss_sum_count(w, x, y, m, 1, "n_valid")["value"], "n_valid")
     assert_close(n, sum(lengths), "n_valid", mistakes=[
         (m.size, "That counts every position, padding included. Hint: count the valid tokens, sum(m).")])
 
 
 @pytest.mark.points(2)
-def test_gradient_matches_full_batch(worker):
+def test_gradient_matches_full_batch(worker, seed):
     """Equals the full-batch gradient of the global per-token mean for n_micro = 1, 2, 3."""
     # Micro-batches hold very different numbers of valid tokens (none is empty here).
     lengths = [7, 7, 7, 7, 6, 7, 1, 1, 2, 1, 1, 1]
-    for seed, n_micro in ((4, 1), (5, 2), (6, 3)):
-        check_gradient(worker, seed, lengths, n_micro)
+    for k, n_micro in ((4, 1), (5, 2), (6, 3)):
+        check_gradient(worker, [seed, k], lengths, n_micro)
 
 
 @pytest.mark.points(2)
-def test_gradient_with_empty_micro_batches(worker):
+def test_gradient_with_empty_micro_batches(worker, seed):
     """Still right when micro-batches hold no valid token: in the middle, last, first, and for n_micro = B."""
     # Layouts with the first micro-batch empty come after the others, so that a running mean
     # (0/0 only when the first micro-batches are empty) is named as such.
-    for seed, n_micro, lengths in ((7, 4, [3, 7, 1, 0, 0, 0, 6, 2, 7, 0, 0, 0]),   # middle and last
-                                   (8, 4, [0, 0, 0, 7, 5, 6, 0, 0, 0, 2, 1, 0]),   # first and middle
-                                   (12, 6, [0, 0, 0, 0, 4, 7, 0, 0, 1, 0, 0, 0]),  # first three of six
-                                   (13, B, [0, 7, 5, 0, 6, 0, 1, 2, 0, 7, 3, 0])):  # single rows, first to last
-        check_gradient(worker, seed, lengths, n_micro)
+    for k, n_micro, lengths in ((7, 4, [3, 7, 1, 0, 0, 0, 6, 2, 7, 0, 0, 0]),   # middle and last
+                                (8, 4, [0, 0, 0, 7, 5, 6, 0, 0, 0, 2, 1, 0]),   # first and middle
+                                (12, 6, [0, 0, 0, 0, 4, 7, 0, 0, 1, 0, 0, 0]),  # first three of six
+                                (13, B, [0, 7, 5, 0, 6, 0, 1, 2, 0, 7, 3, 0])):  # single rows, first to last
+        check_gradient(worker, [seed, k], lengths, n_micro)
 
 
 @pytest.mark.points(1)
-def test_runs_under_jit(worker):
+def test_runs_under_jit(worker, seed):
     """jax.jit of the function (n_micro fixed) gives the full-batch gradient too."""
-    check_gradient(worker, 11, [1, 7, 2, 7, 3, 0, 7, 7, 4, 2, 6, 5], 3, jit=True)
+    check_gradient(worker, [seed, 11], [1, 7, 2, 7, 3, 0, 7, 7, 4, 2, 6, 5], 3, jit=True)
 
 
 # ---- technique: the scan does the work -------------------------------------------------------
@@ -169,7 +170,7 @@ N_MICRO, ROWS, T_, D_ = 4, 2, 19, 5
 B_ = N_MICRO * ROWS
 
 
-def technique_batch(seed: int, lengths):
+def technique_batch(seed, lengths):
     r = rng(seed)
     lengths = np.asarray(lengths)
     x = r.normal(size=(B_, T_, D_))
@@ -205,13 +206,13 @@ def held_to_the_gradient(summary, worlds) -> None:
 
 
 @pytest.fixture(scope="module")
-def scan_at_work(worker):
+def scan_at_work(worker, seed):
     """The scans that compute the learner's gradient, and what touches the batch outside them;
     fails (for every technique check) when no scan of length n_micro does the work. The program is
     the learner's, sent as data and read and run here (graders/kit/program.py)."""
-    w = rng(20).normal(size=(D_,)) * 0.7
-    x, y, m = technique_batch(21, [19, 3, 0, 0, 11, 19, 1, 7])
-    xb, yb, mb = technique_batch(22, [2, 19, 19, 5, 0, 9, 13, 1])
+    w = rng([seed, 20]).normal(size=(D_,)) * 0.7
+    x, y, m = technique_batch([seed, 21], [19, 3, 0, 0, 11, 19, 1, 7])
+    xb, yb, mb = technique_batch([seed, 22], [2, 19, 19, 5, 0, 9, 13, 1])
     sent = worker.traced_program([w, x, y, m], N_MICRO)
     try:
         closed = program.decode(sent).closed

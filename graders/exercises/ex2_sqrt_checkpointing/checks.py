@@ -107,7 +107,7 @@ def pair_configs(seed: int) -> list[tuple[int, int, int]]:
     return [(L, *(int(n) for n in kind[r.integers(len(kind))])) for kind in PAIR_SHAPES[L]]
 
 
-def make_inputs(seed: int, L: int, B: int, D: int):
+def make_inputs(seed, L: int, B: int, D: int):
     """float64 weights (L, D, D) scaled so tanh stays out of saturation, and a batch (B, D)."""
     r = rng(seed)
     return r.normal(size=(L, D, D)) / np.sqrt(D), r.normal(size=(B, D))
@@ -316,11 +316,11 @@ def held_programs(worker, seed) -> dict:
 
 
 @functools.cache
-def traced(worker, k) -> dict:
+def traced(worker, seed, k) -> dict:
     """The layout of the learner's program at the trace configuration, read here from the program
     the worker sent, which is run here on the trace inputs and held to the loss."""
     L, B, D = TRACE_CONFIG
-    w, x = make_inputs(12, *TRACE_CONFIG)
+    w, x = make_inputs([seed, 12], *TRACE_CONFIG)
     (closed,) = rebuilt(worker, [(L, B, D, k)])
     if len(closed.outvars) != 1:
         fail(f"grouped_loss(k={k}) returns {len(closed.outvars)} values; expected one float32 scalar, "
@@ -335,9 +335,9 @@ def graded_jaxprs(worker, seed, baseline=False) -> list[tuple[int, int | None, d
     configuration's and the memory configuration's."""
     own_figures(seed)
     if baseline:
-        return [(TRACE_CONFIG[0], None, traced(worker, None)),
+        return [(TRACE_CONFIG[0], None, traced(worker, seed, None)),
                 (memory_config(seed)[0], None, held_programs(worker, seed)[None]["layout"])]
-    out = [(TRACE_CONFIG[0], k, traced(worker, k)) for k in TRACE_KS]
+    out = [(TRACE_CONFIG[0], k, traced(worker, seed, k)) for k in TRACE_KS]
     out += [(p["config"][0], k, p["layout"]) for k, p in held_programs(worker, seed).items() if k is not None]
     # middle k first: at k = 1 or L several mistakes look alike, a middle k tells them apart
     return sorted(out, key=lambda item: item[1] in (1, item[0]))
@@ -626,7 +626,7 @@ def test_temp_memory_bytes_matches_measurement(worker, seed):
     """temp_memory_bytes equals the grader's own measurement of the asked-for program (k=None, middle k)."""
     L, B, D = memory_config(seed)
     mid = middle_k(L)
-    inputs = make_inputs(14, L, B, D)
+    inputs = make_inputs([seed, 14], L, B, D)
     expected = own_figures(seed)
     for k in (None, mid):
         got = answer_int(worker.temp_memory_bytes(*to_f32(*inputs), k), f"temp_memory_bytes(k={k})",
@@ -669,7 +669,7 @@ def test_best_group_size_is_the_measured_minimum(worker, seed):
     """best_group_size returns the least-memory k of the grader's own curve, on two shapes of one L."""
     configs = pair_configs(seed)
     curves = own_figures(seed)
-    inputs = [to_f32(*make_inputs(15 + i, *cfg)) for i, cfg in enumerate(configs)]
+    inputs = [to_f32(*make_inputs([seed, 15 + i], *cfg)) for i, cfg in enumerate(configs)]
     # The two searches are independent: the probe runs them side by side (compiling releases the GIL).
     answers = worker.best_group_size(inputs)
     if not isinstance(answers, list) or len(answers) != len(configs):

@@ -126,6 +126,21 @@ def edge_cases(seed: int) -> list[tuple]:
     return cases
 
 
+def master_cases(seed: int) -> list[tuple]:
+    """(w0, lr, grad, steps) for the float32 master, drawn from the grading seed: w0 with all 24
+    significant bits random, and an update of (k + 1/4) float32 spacings of w0 (lr and grad short
+    binary fractions, so lr * grad is exact in every spelling), so that every step rounds and the
+    closed form ends away from the steps; one of each sign."""
+    r = np.random.default_rng([seed, 6])
+    cases = []
+    for sign in (1.0, -1.0):
+        e, k, g = int(r.integers(-20, 21)), int(r.integers(1, 20)), int(r.integers(-2, 3))
+        w0 = float32_exact(sign * (1 + r.random()) * 2.0 ** e)
+        lr, grad = (4 * k + 1) * 2.0 ** (e - 25 - g), sign * 2.0 ** g  # u = (k + 1/4) * 2**(e - 23)
+        cases.append((w0, lr, grad, int(r.integers(10, 60))))
+    return cases
+
+
 def fp32_updates(lr, grad) -> tuple:
     """The update lr * grad in float32: rounded once from the exact product, or formed as
     float32(lr) * float32(grad) in float32 -- both are correct spellings of the step."""
@@ -291,9 +306,9 @@ def test_bf16_matches_step_by_step_rounding(worker, seed):
 
 
 @pytest.mark.points(2)
-def test_master_matches_float32_simulation(worker):
-    """sgd_fp32_master equals the grader's step-by-step float32 simulation bit for bit on the grid."""
-    for w0, lr, grad, steps in GRID:
+def test_master_matches_float32_simulation(worker, seed):
+    """sgd_fp32_master equals the grader's step-by-step float32 simulation bit for bit on the grid and on drawn cases."""
+    for w0, lr, grad, steps in GRID + master_cases(seed):
         call = f"sgd_fp32_master({w0}, {lr}, {grad}, {steps})"
         got = as_scalar(worker.sgd_fp32_master(w0, lr, grad, steps), call)
         accepted = fp32_steps(w0, lr, grad, steps)
