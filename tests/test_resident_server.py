@@ -29,17 +29,31 @@ def own_folder(monkeypatch):
     """A socket folder of the test's own (short: a socket's path is at most 107 bytes), and every
     server started in it stopped at the end."""
     base = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
-    monkeypatch.setattr(tempfile, "tempdir", base)
+    # Only the kept servers' lookup is pointed there: the process-wide tempfile.tempdir would
+    # also move the temporary folders of the corpora graded meanwhile in the background
+    # (tests/conftest.py), which this teardown then removed under them.
+    monkeypatch.setattr(kept_server, "tempfile", _Here(base))
     started: list[int] = []
     yield started
     kept_server.stop_all()
+    # Ended at once: leaving on its own once its socket is gone is what the tests below prove,
+    # and waiting a few of its polls after each test cost the suite 20 s.
     for pid in {*started, *_servers_in(base)}:
-        _wait_gone(pid, LEAVES_WITHIN)
         try:
             os.kill(pid, 9)
         except ProcessLookupError:
             pass
     shutil.rmtree(base, ignore_errors=True)
+
+
+class _Here:
+    """A tempfile whose temporary folder is the test's own."""
+
+    def __init__(self, base: str):
+        self.base = base
+
+    def gettempdir(self) -> str:
+        return self.base
 
 
 def _servers_in(base: str) -> list[int]:
@@ -166,13 +180,13 @@ def test_two_notebook_kernels_share_one_kept_server(own_folder):
                f"r = check('ex1', solutions={str(ROOT / 'reference')!r}, display=False); print(r.score, r.max_score)")
     base = {k: v for k, v in os.environ.items() if k not in ("GRADERS_NO_RESIDENT", "CI")}
     for extra in PER_PROCESS:
-        proc = subprocess.run([sys.executable, "-c", program], cwd=tempfile.gettempdir(), capture_output=True,
-                              text=True, timeout=300, env=dict(base, TMPDIR=tempfile.gettempdir(), **extra))
+        proc = subprocess.run([sys.executable, "-c", program], cwd=kept_server.tempfile.gettempdir(), capture_output=True,
+                              text=True, timeout=300, env=dict(base, TMPDIR=kept_server.tempfile.gettempdir(), **extra))
         assert proc.returncode == 0, proc.stderr
         score, most = proc.stdout.split()
         assert score == most
-    assert len(list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))) == 1
-    assert len(_servers_in(tempfile.gettempdir())) == 1
+    assert len(list(Path(kept_server.tempfile.gettempdir()).glob("graders-*/*.sock"))) == 1
+    assert len(_servers_in(kept_server.tempfile.gettempdir())) == 1
 
 
 def test_the_name_changes_with_the_settings_a_child_inherits():
@@ -316,7 +330,7 @@ def test_no_server_is_kept_where_a_run_must_stand_alone(own_folder, env_change, 
         assert not getattr(launcher, "kept", False), why
     finally:
         launcher.close()
-    assert not list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))
+    assert not list(Path(kept_server.tempfile.gettempdir()).glob("graders-*/*.sock"))
 
 
 def test_runs_that_do_not_ask_for_it_never_keep_a_server(own_folder):
@@ -325,7 +339,7 @@ def test_runs_that_do_not_ask_for_it_never_keep_a_server(own_folder):
             assert not getattr(launcher, "kept", False)
         finally:
             launcher.close()
-    assert not list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))
+    assert not list(Path(kept_server.tempfile.gettempdir()).glob("graders-*/*.sock"))
 
 
 def test_a_folder_others_can_enter_is_not_used(own_folder):
@@ -338,19 +352,19 @@ def test_a_folder_others_can_enter_is_not_used(own_folder):
 
 def test_make_grade_uses_the_kept_server_unless_asked_not_to(own_folder):
     env = {k: v for k, v in os.environ.items() if k not in ("GRADERS_NO_RESIDENT", "CI")}
-    env["TMPDIR"] = tempfile.gettempdir()
+    env["TMPDIR"] = kept_server.tempfile.gettempdir()
     for keep, kept in (("0", False), ("", True)):
         proc = subprocess.run(["make", "--no-print-directory", "grade", "EX=ex1", "SOLUTIONS=reference", f"KEEP_SERVER={keep}"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert bool(list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))) == kept
+        assert bool(list(Path(kept_server.tempfile.gettempdir()).glob("graders-*/*.sock"))) == kept
     # Another exercise, by make or by hand: the same server (make's own variables are not
     # handed to the runner's environment).
     for command in (["make", "--no-print-directory", "grade", "EX=ex4", "SOLUTIONS=reference"],
                     [sys.executable, "-m", "graders", "ex4", "--solutions", "reference"]):
         proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert len(list(Path(tempfile.gettempdir()).glob("graders-*/*.sock"))) == 1, command
+        assert len(list(Path(kept_server.tempfile.gettempdir()).glob("graders-*/*.sock"))) == 1, command
 
 
 def test_check_in_a_notebook_keeps_a_server_for_the_next_call(own_folder, monkeypatch):
@@ -360,7 +374,7 @@ def test_check_in_a_notebook_keeps_a_server_for_the_next_call(own_folder, monkey
     monkeypatch.delenv("CI", raising=False)
     result = check("ex1", solutions=ROOT / "reference", display=False)
     assert result.score == result.max_score
-    assert list(Path(tempfile.gettempdir()).glob("graders-*/*.sock")), "check() should keep its server"
+    assert list(Path(kept_server.tempfile.gettempdir()).glob("graders-*/*.sock")), "check() should keep its server"
 
 
 def test_the_readme_says_how_long_a_kept_server_waits():
