@@ -46,12 +46,13 @@ def test_value_checks_pass_for_structural_mistakes(corpus):
         assert not VALUE_CHECKS & set(lost), (case, sorted(lost))
 
 
-def test_no_formula_in_L_and_no_search_over_a_few_divisors_finds_both_optima():
+def test_no_formula_in_L_and_no_search_over_a_few_divisors_finds_both_optima(compiled_as_graded):
     # The two best_group_size configurations share L, and the grader's own measurements give them
     # different optima, for every L, B and D that can be drawn: so no function of L alone (the
     # divisor nearest sqrt(L), sqrt(L/2), ...) passes. The first kind's optimum is neither 1, L,
     # the divisor nearest sqrt(L) nor a power of two, so a search over {1, ~sqrt(L), L} or over
-    # the powers of two misses it; and every runner-up is further off than a tie.
+    # the powers of two misses it; and every runner-up is further off than a tie. Compiled as the
+    # grading processes compile: their figures are the ones the checks compare with.
     import math
 
     from graders.exercises.ex2_sqrt_checkpointing import checks as g

@@ -208,6 +208,12 @@ def own_figures(seed) -> dict:
 
 
 @functools.cache
+def own_value_and_grad():
+    """One jitted function, so that draws of one configuration share its compiled program."""
+    return jax.jit(jax.value_and_grad(own_loss))
+
+
+@functools.cache
 @expected
 def own_float32_errors(seed) -> dict:
     """How far the grader's own float32 JAX program (one scan, no checkpoint) is from float64 on
@@ -217,7 +223,7 @@ def own_float32_errors(seed) -> dict:
     w, x = make_inputs(seed, *config)
 
     def compute():
-        loss, grads = jax.jit(jax.value_and_grad(own_loss))(*as_f32(w, x))
+        loss, grads = own_value_and_grad()(*as_f32(w, x))
         return {"loss": abs(float(loss) - float(np.mean(forward_np(w, x) ** 2))),
                 "grad": max_abs_diff(grads["w"], gradient_np(w, x))}
     return figure_store.stored("ex2 own float32 errors", (seed, config), compute)
