@@ -396,6 +396,10 @@ class _Decoder:
                 if not (isinstance(o, list) and len(o) == 2 and isinstance(o[1], bool)):
                     raise ProgramError("a malformed output")
                 out_vars.append(core.DropVar(self.aval(o[0])) if o[1] else define(o[0]))
+            for value in decoded.values():  # a sharding states the rank of what the equation makes
+                if isinstance(value, jax.sharding.NamedSharding) and (
+                        not out_vars or len(value.spec) != len(out_vars[0].aval.shape)):
+                    raise ProgramError("a sharding of another rank than the value it is for")
             ctx = _context(line)
             eqns.append(core.new_jaxpr_eqn(in_atoms, out_vars, prims[name], decoded, core.no_effects,
                                            source_info_util.new_source_info(), ctx))

@@ -528,7 +528,7 @@ def grads_program(worker):
     saying why it cannot be traced or read."""
     p, x, y = problem(TRACE_SEED)
     sent = worker.scaled_grads_program(f32(p), *f32((x, y)), 2.0 ** 15)
-    if isinstance(sent, dict) and "error" in sent:
+    if part(sent, "error") is not None:
         return str(sent["error"])
     try:
         closed = program_data.decode(sent).closed
@@ -816,11 +816,11 @@ def training(worker, seed):
     lr = learning_rate(seed)
     what = {"loop": None, "runs": None, "program": None, "first_steps": None, "seed": seed, "p": p, "lr": lr}
     loop = worker.loop_sizes(p, x, y, TOO_LARGE, lr, list(SMALL_STEPS))
-    if "error" in loop:
-        what["loop"] = loop["error"]
+    if part(loop, "error") is not None:
+        what["loop"] = str(loop["error"])
         return what
     try:  # the sizes are counted here, on the programs the worker sent
-        a, b = (equations(unread(loop["programs"][n])) for n in SMALL_STEPS)
+        a, b = (equations(unread(part(part(loop, "programs"), n))) for n in SMALL_STEPS)
     except program_data.ProgramError as exc:
         what["loop"] = f"the program of train_fp16_dynamic could not be read: {exc}."
         return what
@@ -834,7 +834,7 @@ def training(worker, seed):
         return what
     sent = worker.lowered_sizes(p, x, y, TOO_LARGE, lr, list(LOWERED_STEPS))
     try:  # lowered here (not compiled), from the programs the worker sent
-        lowered = {n: lowered_size(unread(sent[n])) for n in LOWERED_STEPS}
+        lowered = {n: lowered_size(unread(part(sent, n))) for n in LOWERED_STEPS}
     except program_data.ProgramError as exc:
         what["loop"] = f"the program of train_fp16_dynamic could not be read: {exc}."
         return what
@@ -850,11 +850,11 @@ def training(worker, seed):
                         "was not run). Hint: leave lax.scan's unroll at its default, 1.")
         return what
     reply = worker.train(p, x, y, TOO_LARGE, lr, STEPS)
-    if "error" in reply:  # runs on concrete values, but cannot be traced: not one jitted loop
+    if part(reply, "error") is not None:  # runs on concrete values, but cannot be traced: not one jitted loop
         what["program"] = str(reply["error"])
         return what
     try:
-        closed = program_data.decode(reply.get("program")).closed
+        closed = unread(part(reply, "program"))
     except program_data.ProgramError as exc:
         what["program"] = f"the program of train_fp16_dynamic could not be read: {exc}."
         return what
@@ -869,7 +869,7 @@ def training(worker, seed):
     data = {"train": (p, x, y), "grads": f32((g, gx, gy)), "grads with one inf in x": f32((g, bad_x(seed, gx), gy))}
     # The grader runs the program itself: every run the training checks read, from each start.
     try:
-        what["runs"] = runs(closed, reply.get("layout"), [(name, scale, good) for name, _, scale, good
+        what["runs"] = runs(closed, part(reply, "layout"), [(name, scale, good) for name, _, scale, good
                                                           in training_runs(seed)], data["train"], STEPS)
     except Exception as exc:  # e.g. a layout that is no layout of the program's results
         what["program"] = f"the program sent for train_fp16_dynamic could not be run: {type(exc).__name__}: {exc}."
@@ -888,6 +888,11 @@ def training(worker, seed):
 def unread(sent):
     """A program the worker sent, rebuilt (a ProgramError when it is none)."""
     return program_data.decode(sent).closed
+
+
+def part(reply, key):
+    """reply[key] of a worker's reply, None when the reply has no such part."""
+    return reply.get(key) if isinstance(reply, dict) else None
 
 
 def loop_failure(training) -> str | None:
@@ -1207,6 +1212,7 @@ def test_training_computes_in_fp16_inside_the_scan(worker, training):
     if scale_dtype != "float32":
         fail(f"train_fp16_dynamic returned a {scale_dtype} scale; it should stay float32. "
              + (dtype_hint or "Hint: keep DynScale.scale float32."))
+    held_to_a_training_step(training)
 
 
 @pytest.mark.points(3)
@@ -1242,3 +1248,4 @@ def test_skip_is_decided_inside_the_scan_from_the_steps_finite_flag(worker, trai
         fail(f"one step of your loop from {FIRST_STEP_START['scale 2^15']}, where every gradient is finite, left every "
              "parameter where it was: the step is skipped although it is finite. Hint: apply the update when finite "
              "is True.")
+    held_to_a_training_step(training)
