@@ -2,22 +2,24 @@
 the training loop's programs (scaled_grads_program, loop_sizes, lowered_sizes, train) send the
 programs of other functions, with every mark of the technique, that compute something else: fp16
 gradients of another loss (the targets doubled), and one lax.scan inside one jit whose body
-computes the scaled fp16 gradients, decides the skip from their finite flag and runs the rule, but
-climbs the loss instead of descending it (Adam's updates negated). The judge reads them and runs
+computes the model's scaled fp16 gradients (fp16 matrix products), decides the skip from their
+finite flag and runs the rule, but climbs the loss instead of descending it (Adam's updates
+negated). The judge reads them and runs
 them: it holds the structure, not the numbers."""
 
 
-def _decoy_loss(params, x, y):
+def _decoy_loss(params, x, y, target=2.0):
+    """The model's fp16 loss, with fp16 matrix products, against target * y."""
     import jax.numpy as jnp
     f16 = jnp.float16
     h = jnp.tanh(x.astype(f16) @ params["w1"].astype(f16) + params["b1"].astype(f16))
     out = h @ params["w2"].astype(f16) + params["b2"].astype(f16)
-    return 5e-5 * jnp.mean((out.astype(jnp.float32) - 2 * y) ** 2)
+    return 5e-5 * jnp.mean((out.astype(jnp.float32) - target * y) ** 2)
 
 
-def _decoy_grads(params, x, y, scale):
+def _decoy_grads(params, x, y, scale, target=2.0):
     import jax
-    grads = jax.grad(lambda p: _decoy_loss(p, x, y) * scale)(params)
+    grads = jax.grad(lambda p: _decoy_loss(p, x, y, target) * scale)(params)
     grads = jax.tree.map(lambda g: g / scale, grads)
     return grads, all_finite(grads)
 
@@ -30,12 +32,12 @@ def _decoy_train(params, x, y, ls0, steps, tx):
 
     def step(carry, _):
         p, opt, ls = carry
-        grads, finite = scaled_grads(p, x, y, ls.scale)
+        grads, finite = _decoy_grads(p, x, y, ls.scale, target=1.0)  # the right fp16 gradients
         updates, opt_new = tx.update(jax.tree.map(lambda g: jnp.where(finite, g, 0.0), grads), opt, p)
         climbed = optax.apply_updates(p, jax.tree.map(lambda u: -u, updates))
         keep = lambda new, old: jnp.where(finite, new, old)
         p, opt = jax.tree.map(keep, climbed, p), jax.tree.map(keep, opt_new, opt)
-        return (p, opt, dyn_scale_step(ls, finite)), (ls.scale, finite, fp16_loss(carry[0], x, y))
+        return (p, opt, dyn_scale_step(ls, finite)), (ls.scale, finite, _decoy_loss(carry[0], x, y, 1.0))
 
     (p, _, ls), (scales, finites, losses) = lax.scan(step, (params, tx.init(params), ls0), None, length=steps)
     return p, ls, scales, finites, losses
