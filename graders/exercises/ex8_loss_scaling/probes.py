@@ -1,18 +1,22 @@
-"""Probes for Exercise 8: the learner's scale rule, all_finite, scaled_grads and training loop,
-run, traced and read into plain data (numbers, float64 arrays, dtype names, summaries of the
-traced programs). The checks (graders/exercises/ex8_loss_scaling/checks.py) compute every expected value.
+"""Probes for Exercise 8: the learner's scale rule, all_finite and scaled_grads run and read into
+plain data (numbers, float64 arrays, dtype names), and the programs of scaled_grads and of the
+training loop sent as data (graders/kit/program.py). The checks (graders/exercises/ex8_loss_scaling/checks.py)
+compute every expected value, and rebuild, read and run the programs with the plain functions here
+marked "Run in the judge" (no @probe: they never see the learner's module).
 
-The training loop is read in three steps, cheapest first, so that an unrolled loop is named
-before anything is compiled: its size traced at a few steps (loop_sizes), then lowered at more
-(lowered_sizes), and only then run, traced at full length, and its first step run on its own
-(train): the program up to the loop is evaluated on other inputs to get what the loop is given,
-and one step of its body is run on that, whatever spelled the loop (scan, fori_loop, while_loop).
+The training loop is sent in three steps, cheapest first, so that an unrolled loop is named
+before anything is compiled: traced at a few steps (loop_sizes: the judge counts its equations),
+then at more (lowered_sizes: the judge lowers it), and only then at full length (train): the judge
+runs it from each start the checks read (`runs`), reads its structure (`program_summary`), and
+runs its first step on its own (`first_steps`: the program up to the loop evaluated on other
+inputs to get what the loop is given, and one step of its body run on that, whatever spelled the
+loop: scan, fori_loop, while_loop).
 
-What the learner returns is read here, where its objects are: a result of the wrong structure
-fails with the grader's message (it names the type that came back). Readings that a check makes
-only later (e.g. the final DynScale of a training run) are `reading`s: the value, or the verdict
-reading it would have given, with WHAT standing for the check's own words, so that each check
-fails where and as it always did.
+What the learner returns is read where it is: a result of the wrong structure fails with the
+grader's message (it names the type that came back). Readings that a check makes only later (e.g.
+the final DynScale of a training run) are `reading`s: the value, or the verdict reading it would
+have given, with WHAT standing for the check's own words, so that each check fails where and as it
+always did.
 """
 
 from pathlib import Path
