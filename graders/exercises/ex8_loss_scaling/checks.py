@@ -21,7 +21,7 @@ import optax
 import pytest
 
 from graders import settings
-from graders.kit import figure_store, program as program_data
+from graders.kit import figure_store, jaxpr, program as program_data
 from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
@@ -820,7 +820,8 @@ def training(worker, seed):
         what["loop"] = str(loop["error"])
         return what
     try:  # the sizes are counted here, on the programs the worker sent
-        a, b = (equations(unread(part(part(loop, "programs"), n))) for n in SMALL_STEPS)
+        traced_at = {n: unread(part(part(loop, "programs"), n)) for n in SMALL_STEPS}
+        a, b = (equations(traced_at[n]) for n in SMALL_STEPS)
     except program_data.ProgramError as exc:
         what["loop"] = f"the program of train_fp16_dynamic could not be read: {exc}."
         return what
@@ -834,7 +835,8 @@ def training(worker, seed):
         return what
     sent = worker.lowered_sizes(p, x, y, TOO_LARGE, lr, list(LOWERED_STEPS))
     try:  # lowered here (not compiled), from the programs the worker sent
-        lowered = {n: lowered_size(unread(part(sent, n))) for n in LOWERED_STEPS}
+        traced_at.update({n: unread(part(sent, n)) for n in LOWERED_STEPS})
+        lowered = {n: lowered_size(traced_at[n]) for n in LOWERED_STEPS}
     except program_data.ProgramError as exc:
         what["loop"] = f"the program of train_fp16_dynamic could not be read: {exc}."
         return what
@@ -857,6 +859,12 @@ def training(worker, seed):
         closed = unread(part(reply, "program"))
     except program_data.ProgramError as exc:
         what["program"] = f"the program of train_fp16_dynamic could not be read: {exc}."
+        return what
+    other = next((n for n, c in traced_at.items() if signature(c) != signature(closed)), None)
+    if other is not None:  # the sizes read are those of the program run
+        what["loop"] = (f"the programs sent for train_fp16_dynamic at steps={other} and steps={STEPS} are not the same "
+                        "program at two lengths (the loop was not run). Hint: train_fp16_dynamic should do the same "
+                        "operations whatever the number of steps, in one lax.scan of length steps.")
         return what
     want = [(tuple(np.shape(a)), np.asarray(a).dtype.name) for a in jax.tree.leaves(
         (p, (np.float32(1), np.int32(0)), x, y))]
@@ -888,6 +896,13 @@ def training(worker, seed):
 def unread(sent):
     """A program the worker sent, rebuilt (a ProgramError when it is none)."""
     return program_data.decode(sent).closed
+
+
+def signature(closed) -> tuple:
+    """What two traces of one loop at different lengths share: every primitive, in order, and the
+    unroll of every scan."""
+    return (tuple(program_data.primitive_sequence(closed)),
+            tuple(str(e.params.get("unroll")) for e in jaxpr.find(closed, "scan")))
 
 
 def part(reply, key):
