@@ -65,6 +65,46 @@ def test_a_callback_is_refused():
         program.encode(jax.make_jaxpr(fn)(jnp.ones(3)))
 
 
+def fp16_grad(w, x):
+    """A backward pass through a cast: convert_element_type's transpose states its operand's sharding
+    (an unsharded NamedSharding on an empty mesh), as ex8's gradients of fp16_loss do."""
+    return jax.grad(lambda w: jnp.sum(jnp.tanh(x.astype(jnp.float16) @ w.astype(jnp.float16)).astype(jnp.float32)))(w)
+
+
+FP16_ARGS = (jnp.asarray(np.random.default_rng(2).normal(size=(3, 4)), jnp.float32),
+             jnp.asarray(np.random.default_rng(3).normal(size=(5, 3)), jnp.float32))
+
+
+def sharded_eqn(table):
+    """(program index, equation index) of an equation with a NamedSharding parameter in a message."""
+    return next((i, j) for i, p in enumerate(table) for j, e in enumerate(p["eqns"])
+                if isinstance(e[3].get("sharding"), dict) and "sharding" in e[3]["sharding"])
+
+
+def test_an_unsharded_named_sharding_travels_by_its_rank():
+    message = sent(fp16_grad, FP16_ARGS)
+    sharded_eqn(message["program"])  # the traced program holds one
+    rebuilt = program.decode(message)
+    assert np.allclose(rebuilt.run(*FP16_ARGS)[0], fp16_grad(*FP16_ARGS))
+    shardings = [e.params["sharding"] for e in rebuilt.closed.eqns if e.params.get("sharding") is not None]
+    assert shardings and all(isinstance(s, jax.sharding.NamedSharding) and not s.mesh.axis_names for s in shardings)
+    for bad in ({"sharding": ["AbstractMesh", -1]}, {"sharding": ["AbstractMesh", True]},
+                {"sharding": ["Mesh0", 2]}, {"sharding": ["AbstractMesh"]}, {"sharding": ["AbstractMesh", 99]},
+                {"sharding": ["AbstractMesh", 5]}):  # malformed, or of a rank that does not type-check
+        m = copy.deepcopy(message)
+        i, j = sharded_eqn(m["program"])
+        m["program"][i]["eqns"][j][3]["sharding"] = bad
+        with pytest.raises(program.ProgramError):
+            program.decode(m)
+
+
+def test_a_sharding_over_a_mesh_of_devices_is_refused():
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
+    with pytest.raises(program.ProgramError, match="mesh"):
+        program._Encoder("", False).param(spec, 0)
+
+
 def mutations(message):
     """Malformed copies of a program message: each a way a forger might break the judge."""
     table = message["program"]

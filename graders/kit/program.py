@@ -13,7 +13,8 @@ What a program holds, as data:
   * every equation: the primitive's name, its operands (variables or literals), its outputs,
     its parameters (numbers, strings, tuples, dtypes, nested programs recursively, and a few
     JAX objects by kind: enums, dimension numbers, flat-tree layouts, an empty mesh, a checkpoint
-    policy by its name in jax.checkpoint_policies), and the line of the learner's file it was
+    policy by its name in jax.checkpoint_policies, an unsharded NamedSharding on an empty mesh by
+    its rank), and the line of the learner's file it was
     written at (for messages: graders.kit.jaxpr.written_at reads it back);
   * the constants as arrays.
 A custom_jvp or custom_vjp function is sent as a call of its primal program (`forward=True`, for
@@ -212,6 +213,14 @@ class _Encoder:
             return {"either": [value.is_right, self.param(value.val, depth)]}
         if type(value).__name__ == "UnspecifiedValue":
             return {"unspecified": 0}
+        if isinstance(value, jax.sharding.NamedSharding):
+            # a value's sharding as a backward pass states it (convert_element_type's transpose):
+            # on an empty mesh, every axis unsharded, it says nothing but the rank
+            mesh, spec = value.mesh, tuple(value.spec)
+            if (mesh.axis_names or not isinstance(mesh, (jax.sharding.Mesh, jax.sharding.AbstractMesh))
+                    or value.memory_kind is not None or any(p is not None for p in spec)):
+                raise ProgramError("a program sharded over a mesh of devices, which this check does not read")
+            return {"sharding": [type(mesh).__name__, len(spec)]}
         if isinstance(value, (jax.sharding.Mesh, jax.sharding.AbstractMesh)):
             if value.axis_names:
                 raise ProgramError("a program on a mesh of devices, which this check does not read")
@@ -387,6 +396,10 @@ class _Decoder:
                 if not (isinstance(o, list) and len(o) == 2 and isinstance(o[1], bool)):
                     raise ProgramError("a malformed output")
                 out_vars.append(core.DropVar(self.aval(o[0])) if o[1] else define(o[0]))
+            for value in decoded.values():  # a sharding states the rank of what the equation makes
+                if isinstance(value, jax.sharding.NamedSharding) and (
+                        not out_vars or len(value.spec) != len(out_vars[0].aval.shape)):
+                    raise ProgramError("a sharding of another rank than the value it is for")
             ctx = _context(line)
             eqns.append(core.new_jaxpr_eqn(in_atoms, out_vars, prims[name], decoded, core.no_effects,
                                            source_info_util.new_source_info(), ctx))
@@ -437,6 +450,10 @@ class _Decoder:
             return _jit_defaults()[1]
         if kind == "mesh" and data == "AbstractMesh":
             return jax.sharding.AbstractMesh((), ())
+        if (kind == "sharding" and isinstance(data, list) and len(data) == 2 and data[0] in ("Mesh", "AbstractMesh")
+                and isinstance(data[1], int) and not isinstance(data[1], bool) and 0 <= data[1] <= 64):
+            mesh = _jit_defaults()[1] if data[0] == "Mesh" else jax.sharding.AbstractMesh((), ())
+            return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * data[1]))
         if kind == "policy" and isinstance(data, str) and data in _policies():
             return _policies()[data]
         raise ProgramError(f"a parameter the grader does not rebuild ({kind[:40]!r})")

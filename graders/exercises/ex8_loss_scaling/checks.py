@@ -1,8 +1,11 @@
 """Grader for Exercise 8: dynamic loss scaling for fp16.
 
 The checks never call the learner's code: graders/exercises/ex8_loss_scaling/probes.py does, and hands back
-plain data (numbers, float64 arrays, dtype names, summaries of the traced programs, what one step
-of the training loop does on its own). Expected values come from the grader's own computations:
+plain data (numbers, float64 arrays, dtype names) and the programs of scaled_grads and of the
+training loop (graders/kit/program.py), which are rebuilt, read and run here: the training runs,
+the loop's sizes and what one step of it does on its own are the grader's own runs of the
+learner's program, and each program is held to the grader's values before its technique is
+judged (issue 31). Expected values come from the grader's own computations:
 float64 NumPy gradients of the model, the grader's own JAX copy of the fp16 model (to measure what
 fp16 does to the gradients), a Python step-by-step simulation of the scale rule, and a Python loop
 of training steps with an explicit `if` for the skip. The rule's states, the trees given to
@@ -18,11 +21,12 @@ import optax
 import pytest
 
 from graders import settings
-from graders.kit import figure_store
+from graders.kit import figure_store, jaxpr, program as program_data
 from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
-from graders.exercises.ex8_loss_scaling.probes import KEYS, read_value
+from graders.exercises.ex8_loss_scaling.probes import (KEYS, equations, first_steps, grads_reading, live_program,
+                                                        lowered_size, program_summary, read_value, runs)
 
 # N is large so that one example's share of the loss (LOSS_WEIGHT / (N*K)) lies deep in fp16's
 # subnormal range; D, H, K are small to keep compiles short; every axis has a distinct size.
@@ -518,18 +522,29 @@ def own_bf16_unscaled_grads(seed: int, scale: float) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def grads_program(worker):
-    """The operand dtypes of each dot_general of the live traced scaled_grads (a decoy that is
-    computed and discarded is not in it), or the message saying why it cannot be traced."""
+    """What the grader read of the live scaled_grads (its program sent by the worker, rebuilt and
+    run here): the operand dtypes of each dot_general (a decoy that is computed and discarded is
+    not in it) and its gradients on the underflow data set at scales 1 and 2^15; or the message
+    saying why it cannot be traced or read."""
     p, x, y = problem(TRACE_SEED)
-    program = worker.scaled_grads_program(f32(p), *f32((x, y)), 2.0 ** 15)
-    return program["error"] if "error" in program else [tuple(d) for d in program["dots"]]
+    sent = worker.scaled_grads_program(f32(p), *f32((x, y)), 2.0 ** 15)
+    if part(sent, "error") is not None:
+        return str(sent["error"])
+    try:
+        closed = program_data.decode(sent).closed
+    except program_data.ProgramError as exc:
+        return f"the program of scaled_grads could not be read: {exc}"
+    reading = grads_reading(closed, f32(p), [f32(problem(grad_seeds()[0]))], (1.0, 2.0 ** 15))
+    if "error" in reading:
+        return reading["error"]
+    return {"dots": [tuple(d) for d in reading["dots"]], "at": dict(zip((1.0, 2.0 ** 15), reading["grads"][0]))}
 
 
 def fp16_verdict(program) -> str | None:
     """Why the program is not an fp16 computation of the gradients, or None when it is."""
     if isinstance(program, str):
         return program
-    dots = program
+    dots = program["dots"]
     not_f16 = sorted(set(dots) - {("float16", "float16")})
     if not_f16:
         return (f"{sum(1 for d in dots if d != ('float16', 'float16'))} "
@@ -542,19 +557,59 @@ def fp16_verdict(program) -> str | None:
     return None
 
 
+# How close the gradients of the program read must be to the grader's own fp16 gradients at scale 1
+# (relative, in norm) for its dots to count: a right program is fp16's rounding away (~4e-4), and
+# the known mistakes of scaling and unscaling are at most bfloat16's rounding away (~2e-3) at scale 1.
+HELD_RTOL = 1e-2
+# The program read and the learner's scaled_grads are one program: compiled twice, their gradients
+# differ at most by XLA's choices of fusion.
+SAME_RTOL = 1e-3
+
+
+def same_gradients(a, b) -> bool:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape or not np.array_equal(np.isfinite(a), np.isfinite(b)):
+        return False
+    finite = np.isfinite(a)
+    return bool(np.linalg.norm(a[finite] - b[finite]) <= SAME_RTOL * np.linalg.norm(b[finite]) + 1e-30)
+
+
 def fp16_failure(worker, grads_program) -> str | None:
     """Why scaled_grads is not an fp16 computation doing the work, or None when it is."""
     verdict = fp16_verdict(grads_program)
     if verdict:
         return verdict
     # The dots must also do the work: an fp32 model written without dot_general, plus the fp16
-    # gradients times zero, has only float16 dots but none of fp16's underflow.
+    # gradients times zero, has only float16 dots but none of fp16's underflow. The gradients
+    # read here are the program's, run by the grader.
     got, true, _, _, call = learner_grads(worker, grad_seeds()[0], 1.0)
+    ran = grads_program["at"][1.0]
     own = zero_share(own_fp16_grads(grad_seeds()[0], 1.0), true)
-    if zero_share(got, true) < own / 2:
+    if zero_share(ran, true) < own / 2:
         return (f"the float16 matrix products are there, but the gradients do not show fp16's underflow: {call} has "
-                f"{zero_share(got, true):.1%} zeros where fp16 gives {own:.1%}, so the gradients come from another "
+                f"{zero_share(ran, true):.1%} zeros where fp16 gives {own:.1%}, so the gradients come from another "
                 "computation. Hint: return the gradients of the given fp16_loss, nothing else.")
+    return held_to_the_gradients(worker, grads_program, got, call)
+
+
+def held_to_the_gradients(worker, grads_program, got, call) -> str | None:
+    """The program read computes fp16's gradients and is the one that computes the learner's: run
+    by the grader at scale 1, it gives the grader's own fp16 gradients, and at scales 1 and 2^15
+    what scaled_grads returned. A program with fp16's marks that computes something else earns
+    nothing."""
+    seed = grad_seeds()[0]
+    ran, own = grads_program["at"][1.0], own_fp16_grads(seed, 1.0)
+    if not rel_err(ran, own) <= HELD_RTOL:
+        return (f"run by the grader on its own inputs at scale 1, the program of scaled_grads returns gradients "
+                f"{rel_err(ran, own):.2e} away from fp16's (relative error; {fmt(ran)} vs {fmt(own)}): the technique "
+                "is judged on the program that computes your gradients. Hint: return the gradients of the given "
+                "fp16_loss, nothing else.")
+    for scale, yours in ((1.0, got), (2.0 ** 15, learner_grads(worker, seed, 2.0 ** 15)[0])):
+        if not same_gradients(grads_program["at"][scale], yours):
+            return (f"the program of scaled_grads, run by the grader at scale {scale:g}, returns other gradients "
+                    f"({fmt(grads_program['at'][scale])}) than {call.replace('scale=1', f'scale={scale:g}')} did "
+                    f"({fmt(yours)}): the technique is judged on the program that computes your gradients. Hint: "
+                    "scaled_grads should be one function of its inputs, the same traced or called.")
     return None
 
 
@@ -761,10 +816,15 @@ def training(worker, seed):
     lr = learning_rate(seed)
     what = {"loop": None, "runs": None, "program": None, "first_steps": None, "seed": seed, "p": p, "lr": lr}
     loop = worker.loop_sizes(p, x, y, TOO_LARGE, lr, list(SMALL_STEPS))
-    if "error" in loop:
-        what["loop"] = loop["error"]
+    if part(loop, "error") is not None:
+        what["loop"] = str(loop["error"])
         return what
-    a, b = (loop["sizes"][n] for n in SMALL_STEPS)
+    try:  # the sizes are counted here, on the programs the worker sent
+        traced_at = {n: unread(part(part(loop, "programs"), n)) for n in SMALL_STEPS}
+        a, b = (equations(traced_at[n]) for n in SMALL_STEPS)
+    except program_data.ProgramError as exc:
+        what["loop"] = f"the program of train_fp16_dynamic could not be read: {exc}."
+        return what
     if a != b:
         what["loop"] = (f"the traced train_fp16_dynamic has {a} equations for steps={SMALL_STEPS[0]} and {b} for "
                         f"steps={SMALL_STEPS[1]}: the loop is unrolled in Python, one copy of the step per step, so "
@@ -773,7 +833,13 @@ def training(worker, seed):
                         "step as a function of the carry (params, optimizer state, DynScale) and run it with "
                         "lax.scan(step, carry, None, length=steps) inside one jax.jit.")
         return what
-    lowered = worker.lowered_sizes(p, x, y, TOO_LARGE, lr, list(LOWERED_STEPS))
+    sent = worker.lowered_sizes(p, x, y, TOO_LARGE, lr, list(LOWERED_STEPS))
+    try:  # lowered here (not compiled), from the programs the worker sent
+        traced_at.update({n: unread(part(sent, n)) for n in LOWERED_STEPS})
+        lowered = {n: lowered_size(traced_at[n]) for n in LOWERED_STEPS}
+    except program_data.ProgramError as exc:
+        what["loop"] = f"the program of train_fp16_dynamic could not be read: {exc}."
+        return what
     a, b = (lowered[n]["lines"] for n in LOWERED_STEPS)
     if b >= UNROLL_GROWTH * a:
         unroll = lowered[LOWERED_STEPS[1]]["unroll"]
@@ -785,11 +851,63 @@ def training(worker, seed):
                         + f", so at steps={STEPS} XLA compiles {STEPS} copies of the step, which takes minutes (it "
                         "was not run). Hint: leave lax.scan's unroll at its default, 1.")
         return what
+    reply = worker.train(p, x, y, TOO_LARGE, lr, STEPS)
+    if part(reply, "error") is not None:  # runs on concrete values, but cannot be traced: not one jitted loop
+        what["program"] = str(reply["error"])
+        return what
+    try:
+        closed = unread(part(reply, "program"))
+    except program_data.ProgramError as exc:
+        what["program"] = f"the program of train_fp16_dynamic could not be read: {exc}."
+        return what
+    other = next((n for n, c in traced_at.items() if signature(c) != signature(closed)), None)
+    if other is not None:  # the sizes read are those of the program run
+        what["loop"] = (f"the programs sent for train_fp16_dynamic at steps={other} and steps={STEPS} are not the same "
+                        "program at two lengths (the loop was not run). Hint: train_fp16_dynamic should do the same "
+                        "operations whatever the number of steps, in one lax.scan of length steps.")
+        return what
+    want = [(tuple(np.shape(a)), np.asarray(a).dtype.name) for a in jax.tree.leaves(
+        (p, (np.float32(1), np.int32(0)), x, y))]
+    got = [(tuple(v.aval.shape), v.aval.dtype.name) for v in closed.invars]
+    if got != want:
+        what["program"] = (f"the program sent for train_fp16_dynamic takes inputs {got}, not the grader's (params, "
+                           f"ls0, x, y) {want}.")
+        return what
     g, gx, gy = problem(grad_seeds()[0])
     data = {"train": (p, x, y), "grads": f32((g, gx, gy)), "grads with one inf in x": f32((g, bad_x(seed, gx), gy))}
-    reply = worker.train(data, training_runs(seed), STEPS, lr, FIRST_STEPS)
-    what.update(runs=reply["runs"], program=reply["program"], first_steps=reply["first_steps"])
+    # The grader runs the program itself: every run the training checks read, from each start.
+    try:
+        what["runs"] = runs(closed, part(reply, "layout"), [(name, scale, good) for name, _, scale, good
+                                                          in training_runs(seed)], data["train"], STEPS)
+    except Exception as exc:  # e.g. a layout that is no layout of the program's results
+        what["program"] = f"the program sent for train_fp16_dynamic could not be run: {type(exc).__name__}: {exc}."
+        return what
+    live = live_program(closed)
+    cases = [(name, data[which][0], (np.float32(scale), np.int32(good)), *data[which][1:])
+             for name, which, scale, good in FIRST_STEPS]
+    try:
+        steps_alone = first_steps(closed, live, STEPS, cases)
+    except Exception as exc:  # a program the grader cannot take apart: say so, not a traceback
+        steps_alone = {"error": f"the grader could not take the traced loop apart ({type(exc).__name__})"}
+    what.update(program=program_summary(live, STEPS), first_steps=steps_alone)
     return what
+
+
+def unread(sent):
+    """A program the worker sent, rebuilt (a ProgramError when it is none)."""
+    return program_data.decode(sent).closed
+
+
+def signature(closed) -> tuple:
+    """What two traces of one loop at different lengths share: every primitive, in order, and the
+    unroll of every scan."""
+    return (tuple(program_data.primitive_sequence(closed)),
+            tuple(str(e.params.get("unroll")) for e in jaxpr.find(closed, "scan")))
+
+
+def part(reply, key):
+    """reply[key] of a worker's reply, None when the reply has no such part."""
+    return reply.get(key) if isinstance(reply, dict) else None
 
 
 def loop_failure(training) -> str | None:
@@ -1005,6 +1123,7 @@ def test_train_is_one_scan_in_one_jit(worker, training):
     if not training["program"]["in_jit"]:
         fail("the scan is not inside jax.jit: train_fp16_dynamic should be one compiled program. "
              "Hint: decorate it with @partial(jax.jit, static_argnames=('steps', 'tx')).")
+    held_to_a_training_step(training)
 
 
 def first_step(training, name) -> dict:
@@ -1014,6 +1133,45 @@ def first_step(training, name) -> dict:
         fail(f"could not run one step of your loop on its own: {steps['error']}. Hint: carry the parameters "
              "through the scan as they are passed in (a dict of float32 arrays).")
     return steps["cases"][name]
+
+
+@expected
+def own_first_step_moves(data_seed: int, lr: float, scale: float) -> np.ndarray:
+    """The sign (-1, 0, 1) of each parameter entry's move in one Adam step from a fresh state with
+    the grader's own scaled fp16 gradients on problem(data_seed)."""
+    def compute():
+        p, x, y = problem(data_seed)
+        tx = optax.adam(lr)
+        g, _, _ = own_step(f32(p), *f32((x, y)), jnp.float32(scale))
+        return np.sign(flat(adam_step(tx, g, tx.init(f32(p)), f32(p))[0]) - flat(f32(p))).tolist()
+
+    return np.asarray(figure_store.stored("ex8 own first step moves", (data_seed, lr, scale), compute))
+
+
+# The loop read must train the model: one step of it from 2^15, run by the grader, moves at least
+# this share of the entries the grader's own Adam step moves, each the way the grader's moves (Adam's
+# first step is lr times the sign of the gradient, whatever scaling or rounding came before).
+HELD_MOVED = 0.5
+HELD_AGREE = 0.9
+
+
+def held_to_a_training_step(training):
+    """The loop whose structure is judged is the one that trains the model: run by the grader on its
+    own data, its first step moves the parameters as the grader's Adam step does. A loop with the
+    technique's marks that computes something else earns nothing."""
+    case = first_step(training, "scale 2^15")
+    move = np.sign(flat(case["params_out"]) - flat(case["params_in"]))
+    own = own_first_step_moves(grad_seeds()[0], training["lr"], 2.0 ** 15)
+    moved = own != 0
+    share = float(np.mean(move[moved] != 0)) if moved.any() else 1.0
+    both = moved & (move != 0)
+    agree = float(np.mean(move[both] == own[both])) if both.any() else 0.0
+    if share < HELD_MOVED or agree < HELD_AGREE:
+        fail(f"run by the grader on its own data from {FIRST_STEP_START['scale 2^15']}, one step of your loop moved "
+             f"{share:.0%} of the parameter entries one Adam step on the fp16 gradients moves, {agree:.0%} of them "
+             "the same way: the technique is judged on the loop that trains the model. Hint: make the training "
+             "right first (the training checks say how): each step applies tx.update to the step's unscaled "
+             "gradients.")
 
 
 def unmoved(case) -> float:
@@ -1069,6 +1227,7 @@ def test_training_computes_in_fp16_inside_the_scan(worker, training):
     if scale_dtype != "float32":
         fail(f"train_fp16_dynamic returned a {scale_dtype} scale; it should stay float32. "
              + (dtype_hint or "Hint: keep DynScale.scale float32."))
+    held_to_a_training_step(training)
 
 
 @pytest.mark.points(3)
@@ -1104,3 +1263,4 @@ def test_skip_is_decided_inside_the_scan_from_the_steps_finite_flag(worker, trai
         fail(f"one step of your loop from {FIRST_STEP_START['scale 2^15']}, where every gradient is finite, left every "
              "parameter where it was: the step is skipped although it is finite. Hint: apply the update when finite "
              "is True.")
+    held_to_a_training_step(training)

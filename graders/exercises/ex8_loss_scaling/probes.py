@@ -1,18 +1,22 @@
-"""Probes for Exercise 8: the learner's scale rule, all_finite, scaled_grads and training loop,
-run, traced and read into plain data (numbers, float64 arrays, dtype names, summaries of the
-traced programs). The checks (graders/exercises/ex8_loss_scaling/checks.py) compute every expected value.
+"""Probes for Exercise 8: the learner's scale rule, all_finite and scaled_grads run and read into
+plain data (numbers, float64 arrays, dtype names), and the programs of scaled_grads and of the
+training loop sent as data (graders/kit/program.py). The checks (graders/exercises/ex8_loss_scaling/checks.py)
+compute every expected value, and rebuild, read and run the programs with the plain functions here
+marked "Run in the judge" (no @probe: they never see the learner's module).
 
-The training loop is read in three steps, cheapest first, so that an unrolled loop is named
-before anything is compiled: its size traced at a few steps (loop_sizes), then lowered at more
-(lowered_sizes), and only then run, traced at full length, and its first step run on its own
-(train): the program up to the loop is evaluated on other inputs to get what the loop is given,
-and one step of its body is run on that, whatever spelled the loop (scan, fori_loop, while_loop).
+The training loop is sent in three steps, cheapest first, so that an unrolled loop is named
+before anything is compiled: traced at a few steps (loop_sizes: the judge counts its equations),
+then at more (lowered_sizes: the judge lowers it), and only then at full length (train): the judge
+runs it from each start the checks read (`runs`), reads its structure (`program_summary`), and
+runs its first step on its own (`first_steps`: the program up to the loop evaluated on other
+inputs to get what the loop is given, and one step of its body run on that, whatever spelled the
+loop: scan, fori_loop, while_loop).
 
-What the learner returns is read here, where its objects are: a result of the wrong structure
-fails with the grader's message (it names the type that came back). Readings that a check makes
-only later (e.g. the final DynScale of a training run) are `reading`s: the value, or the verdict
-reading it would have given, with WHAT standing for the check's own words, so that each check
-fails where and as it always did.
+What the learner returns is read where it is: a result of the wrong structure fails with the
+grader's message (it names the type that came back). Readings that a check makes only later (e.g.
+the final DynScale of a training run) are `reading`s: the value, or the verdict reading it would
+have given, with WHAT standing for the check's own words, so that each check fails where and as it
+always did.
 """
 
 from pathlib import Path
@@ -23,7 +27,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from graders.kit import jaxpr, verdicts
+from graders.kit import jaxpr, program as program_data, verdicts
 from graders.kit.verdicts import CheckFailed, fail, where
 from graders.kit.numeric import as_array
 from graders.kit.probing import probe
@@ -189,24 +193,55 @@ def scaled_grads(sol, params, x, y, scale, what):
 
 @probe
 def scaled_grads_program(sol, params, x, y, scale):
-    """The operand dtypes of every dot_general of the live traced scaled_grads (a decoy computed
-    and discarded is not in it), or {"error": why it cannot be traced}."""
+    """scaled_grads(params, x, y, scale)'s program, traced with all four as inputs, as data for the
+    judge to read and run (graders/kit/program.py), or {"error": why it cannot be traced}."""
     params, x, y = arrays((params, x, y))
     try:
-        program = jaxpr.live(jaxpr.trace(lambda q, s: traced(sol, sol.scaled_grads, q, x, y, s),
-                                         params, jnp.float32(scale)))
+        closed = jax.make_jaxpr(lambda q, xx, yy, s: traced(sol, sol.scaled_grads, q, xx, yy, s))(
+            params, x, y, jnp.float32(scale))
     except CheckFailed as exc:
         return {"error": str(exc)}
-    return {"dots": [[str(v.aval.dtype) for v in e.invars] for e in jaxpr.find(program, "dot")]}
+    return program_data.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
+
+
+def grads_reading(closed, params, data, scales) -> dict:
+    """What the judge reads of scaled_grads' program (rebuilt from what the worker sent): the operand
+    dtypes of every dot_general of the live program (a decoy computed and discarded is not in it),
+    and the gradients it computes, run here, on each data set (params, x, y) of `data` at each
+    scale of `scales` ({"grads": [[flat float64 gradient per scale] per data set]}); or {"error":
+    why it is not a program of scaled_grads' inputs and results}. Run in the judge."""
+    leaves = jax.tree.leaves((params, data[0][1], data[0][2], np.float32(1)))
+    want_in = [(tuple(np.shape(a)), "float32") for a in leaves]
+    got_in = [(tuple(v.aval.shape), str(v.aval.dtype)) for v in closed.invars]
+    if got_in != want_in:
+        return {"error": f"the program sent for scaled_grads takes inputs {got_in}, not the grader's (params, x, y, "
+                         f"scale) {want_in}"}
+    shapes = [tuple(np.shape(params[k])) for k in KEYS]  # a dict's leaves: in the order of its sorted keys
+    got_out = [tuple(v.aval.shape) for v in closed.outvars]
+    if got_out[:len(KEYS)] != [tuple(np.shape(params[k])) for k in sorted(KEYS)] or len(got_out) != len(KEYS) + 1:
+        return {"error": f"the program sent for scaled_grads returns values of shapes {got_out}, not the gradients "
+                         f"of params (a dict of shapes {dict(zip(KEYS, shapes))}) and finite"}
+    run = jax.jit(jax.extend.core.jaxpr_as_fun(closed))
+    grads = []
+    for p, xx, yy in data:
+        per_scale = []
+        for scale in scales:
+            outs = run(*jax.tree.leaves((p, xx, yy, np.float32(scale))))
+            by_key = dict(zip(sorted(KEYS), outs[:len(KEYS)]))
+            per_scale.append(np.concatenate([np.asarray(by_key[k], np.float64).ravel() for k in KEYS]))
+        grads.append(per_scale)
+    return {"dots": [[str(v.aval.dtype) for v in e.invars] for e in jaxpr.find(jaxpr.live(closed), "dot")],
+            "grads": grads}
 
 
 # ---------------------------------------------------------------- train_fp16_dynamic
 
-def train_program(sol, params, x, y, ls, steps, tx):
+def train_program(sol, params, x, y, ls, steps, tx, return_shape=False):
     """The traced train_fp16_dynamic(q, xx, yy, l, steps, tx) as a function of (q, l, xx, yy) (a
-    ClosedJaxpr): the data are inputs, so the program can be run on other data."""
-    return traced(sol, jax.make_jaxpr(lambda q, l, xx, yy: sol.train_fp16_dynamic(q, xx, yy, l, steps, tx)),
-                  params, ls, x, y)
+    ClosedJaxpr): the data are inputs, so the program can be run on other data. With
+    return_shape, also the shapes of what it returns, in their containers."""
+    return traced(sol, jax.make_jaxpr(lambda q, l, xx, yy: sol.train_fp16_dynamic(q, xx, yy, l, steps, tx),
+                                      return_shape=return_shape), params, ls, x, y)
 
 
 def callable_as_the_stub(sol):
@@ -228,17 +263,21 @@ def equations(program) -> int:
     return sum(1 for _ in jaxpr.walk(getattr(program, "jaxpr", program)))
 
 
+def send(sol, closed) -> dict:
+    return program_data.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
+
+
 @probe
 def loop_sizes(sol, params, x, y, scale, lr, steps_list):
-    """{"sizes": {steps: equations of the traced loop}} for each number of steps (tracing a few
+    """{"programs": {steps: the traced loop, as data}} for each number of steps (tracing a few
     steps costs little even when every step is unrolled in Python), or {"error": why the loop
-    cannot be traced}."""
+    cannot be traced}. The judge counts their equations (`equations`)."""
     params, x, y = arrays((params, x, y))
     tx = optax.adam(lr)
     callable_as_the_stub(sol)
     try:
-        return {"sizes": {n: equations(train_program(sol, params, x, y, state(sol, scale, 0), n, tx))
-                          for n in steps_list}}
+        return {"programs": {n: send(sol, train_program(sol, params, x, y, state(sol, scale, 0), n, tx))
+                             for n in steps_list}}
     except CheckFailed as exc:
         return {"error": str(exc)}
 
@@ -251,18 +290,19 @@ def unroll_of(eqn) -> int:
 
 @probe
 def lowered_sizes(sol, params, x, y, scale, lr, steps_list):
-    """{steps: {"lines": lines of the program handed to XLA (StableHLO), "unroll": the largest
-    unroll of its scans}}: a scan whose steps are unrolled (unroll=True) is one scan in the jaxpr,
-    but one copy of the step per step in what XLA compiles."""
+    """{steps: the traced loop, as data}, for the judge to lower (`lowered_size`)."""
     params, x, y = arrays((params, x, y))
     tx = optax.adam(lr)
-    out = {}
-    for n in steps_list:
-        fn = jax.jit(lambda q, l, xx, yy, n=n: sol.train_fp16_dynamic(q, xx, yy, l, n, tx))
-        traced_fn = traced(sol, fn.trace, params, state(sol, scale, 0), x, y)
-        out[n] = {"lines": traced_fn.lower().as_text().count("\n"),
-                  "unroll": max((unroll_of(e) for e in jaxpr.find(traced_fn.jaxpr.jaxpr, "scan")), default=1)}
-    return out
+    return {n: send(sol, train_program(sol, params, x, y, state(sol, scale, 0), n, tx)) for n in steps_list}
+
+
+def lowered_size(closed) -> dict:
+    """{"lines": lines of the program handed to XLA (StableHLO), "unroll": the largest unroll of
+    its scans}: a scan whose steps are unrolled (unroll=True) is one scan in the jaxpr, but one
+    copy of the step per step in what XLA compiles. Run in the judge, on a rebuilt program."""
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.invars]
+    text = jax.jit(jax.extend.core.jaxpr_as_fun(closed)).lower(*avals).as_text()
+    return {"lines": text.count("\n"), "unroll": max((unroll_of(e) for e in jaxpr.find(closed, "scan")), default=1)}
 
 
 def is_loop(eqn, steps: int) -> bool:
@@ -361,10 +401,11 @@ def param_slots(carry, params) -> dict:
     return slots
 
 
-def first_steps(sol, closed, live, steps, cases) -> dict:
+def first_steps(closed, live, steps, cases) -> dict:
     """For each case (name, params, ls, x, y): what the first step of the loop does to the
     parameters it carries, and whether it changes any other carried float array of a parameter's
-    shape (the optimizer's moments). {"error": why} when the step cannot be run on its own."""
+    shape (the optimizer's moments). {"error": why} when the step cannot be run on its own. Run in
+    the judge, on the rebuilt program, each ls a pair (float32 scale, int32 good_steps)."""
     loops = training_loops(live, steps)
     if len(loops) != 1:
         return {"error": "no single loop of the training steps"}
@@ -372,7 +413,7 @@ def first_steps(sol, closed, live, steps, cases) -> dict:
     shapes = {tuple(np.shape(v)) for v in cases[0][1].values()}
     out = {}
     for name, params, ls, x, y in cases:
-        result = traced(sol, step, *jax.tree.leaves((params, ls, x, y)))
+        result = step(*jax.tree.leaves((params, ls, x, y)))
         if result is None:
             return {"error": "the loop is nested where its steps cannot be run one by one"}
         carry_in, carry_out = ([np.asarray(v) for v in part] for part in jax.device_get(result))
@@ -389,46 +430,87 @@ def first_steps(sol, closed, live, steps, cases) -> dict:
 
 
 @probe
-def train(sol, data, runs, steps, lr, step_cases):
-    """train_fp16_dynamic(params, x, y, DynScale(scale, good), steps, optax.adam(lr)) for each run
-    (name, data set, scale, good) (one compile: one tx), read; the loop traced on the first run's
-    inputs, summarised; and its first step run on its own for each of step_cases (name, data set,
-    scale, good) (see first_steps). The traced parts are a message instead when the loop cannot
-    be traced."""
-    data = {name: arrays(d) for name, d in data.items()}
-    tx = optax.adam(lr)
-    readings = {}
-    for name, which, scale, good in runs:
-        params, x, y = data[which]
-        result = traced(sol, sol.train_fp16_dynamic, params, x, y, state(sol, scale, good), steps, tx)
-        if not isinstance(result, tuple) or len(result) != 5:
-            fail(f"train_fp16_dynamic should return (params, ls, scales, finites, losses), got {type(result).__name__}"
-                 f"{' of length ' + str(len(result)) if isinstance(result, tuple) else ''}.")
-        readings[name] = run_readings(sol, jax.device_get(result), steps)
-    _, which, scale, good = runs[0]
-    params, x, y = data[which]
+def train(sol, params, x, y, scale, lr, steps):
+    """train_fp16_dynamic(params, x, y, DynScale(scale, 0), steps, optax.adam(lr)) traced, as data
+    for the judge, which runs it (`runs`), reads it (`program_summary`) and runs its first step on
+    its own (`first_steps`); with the layout of what it returns (`layout`: its containers, the
+    results of the program at their leaves). {"error": why} when it cannot be traced."""
+    params, x, y = arrays((params, x, y))
     try:
-        closed = train_program(sol, params, x, y, state(sol, scale, good), steps, tx)
-    except CheckFailed as exc:  # runs on concrete values, but cannot be traced: not one jitted loop
-        return {"runs": readings, "program": str(exc), "first_steps": {"error": str(exc)}}
-    live = live_program(closed)
-    cases = [(name, data[which][0], state(sol, scale, good), *data[which][1:])
-             for name, which, scale, good in step_cases]
-    try:
-        steps_alone = first_steps(sol, closed, live, steps, cases)
-    except CheckFailed as exc:
-        steps_alone = {"error": str(exc)}
-    except Exception as exc:  # a program the grader cannot take apart: say so, not a traceback
-        steps_alone = {"error": f"the grader could not take the traced loop apart ({type(exc).__name__})"}
-    return {"runs": readings, "program": program_summary(live, steps), "first_steps": steps_alone}
+        closed, shape = train_program(sol, params, x, y, state(sol, scale, 0), steps, optax.adam(lr), True)
+    except CheckFailed as exc:  # not one traceable loop
+        return {"error": str(exc)}
+    if not isinstance(shape, tuple) or len(shape) != 5:
+        fail(f"train_fp16_dynamic should return (params, ls, scales, finites, losses), got {type(shape).__name__}"
+             f"{' of length ' + str(len(shape)) if isinstance(shape, tuple) else ''}.")
+    return {"program": send(sol, closed), "layout": layout(shape)}
 
 
-def run_readings(sol, run, steps) -> dict:
+def layout(tree, count=None) -> object:
+    """What a program returns, as plain data: its containers (tuple, list, dict, None, any other
+    kind by its name) with, at each array, its index among the program's results."""
+    count = count if count is not None else [0]
+    if tree is None:
+        return None
+    if isinstance(tree, tuple):
+        return {"tuple": [layout(t, count) for t in tree]}
+    if isinstance(tree, list):
+        return {"list": [layout(t, count) for t in tree]}
+    if isinstance(tree, dict):
+        return {"dict": [[str(k), layout(v, count)] for k, v in sorted(tree.items(), key=lambda kv: str(kv[0]))]}
+    if isinstance(tree, jax.ShapeDtypeStruct):
+        count[0] += 1
+        return {"leaf": count[0] - 1}
+    children, _ = jax.tree_util.tree_flatten(tree, is_leaf=lambda t: t is not tree)
+    return {"node": type(tree).__name__, "children": [layout(c, count) for c in children]}
+
+
+def rebuild(shape, outs: list, used=None):
+    """The returned value from the program's results `outs` and its layout (the judge's side of
+    `layout`): tuples, lists and dicts as they were, another kind as an object of its name."""
+    if shape is None:
+        return None
+    if not (isinstance(shape, dict) and len(shape) in (1, 2)):
+        raise ValueError("a malformed layout")
+    if "leaf" in shape and isinstance(shape["leaf"], int) and 0 <= shape["leaf"] < len(outs):
+        return outs[shape["leaf"]]
+    if "tuple" in shape:
+        return tuple(rebuild(s, outs) for s in shape["tuple"])
+    if "list" in shape:
+        return [rebuild(s, outs) for s in shape["list"]]
+    if "dict" in shape:
+        return {str(k): rebuild(v, outs) for k, v in shape["dict"]}
+    if "node" in shape and isinstance(shape["node"], str):
+        return type(shape["node"][:60] or "node", (), {})()
+    raise ValueError("a malformed layout")
+
+
+def judged(fn, *args) -> dict:
+    """`reading` in the judge, on values it computed itself: {"ok": fn(*args)} or the verdict."""
+    try:
+        return {"ok": fn(*args)}
+    except Exception as exc:
+        return {"verdict": verdicts.classify(exc, None, Path("."), 0.0)}
+
+
+def runs(closed, shape, starts, data, steps) -> dict:
+    """{name: readings of the run} for each start (name, scale, good) of the rebuilt training
+    program, run here on the data set (params, x, y) (one compile). Run in the judge."""
+    params, x, y = data
+    run = jax.jit(jax.extend.core.jaxpr_as_fun(closed))
+    out = {}
+    for name, scale, good in starts:
+        outs = jax.device_get(run(*jax.tree.leaves((params, (np.float32(scale), np.int32(good)), x, y))))
+        out[name] = run_readings(rebuild(shape, list(outs)), steps)
+    return out
+
+
+def run_readings(run, steps) -> dict:
     """What the checks read from one run, each a reading (WHAT: the check's description)."""
-    return {"per_step": reading(sol, per_step, run, WHAT, steps),
-            "params": reading(sol, lambda: params_of(run, WHAT) and None),
-            "params_f64": reading(sol, lambda: {k: np.asarray(run[0][k], np.float64) for k in KEYS}),
-            "params_dtypes": reading(sol, lambda: {k: str(jnp.asarray(v).dtype) for k, v in run[0].items()}),
-            "ls": reading(sol, scale_state, run[1], f"{WHAT}: the returned DynScale"),
-            "ls_scale_dtype": reading(sol, lambda: str(jnp.asarray(run[1][0]).dtype)),
-            "scales_dtype": reading(sol, lambda: str(jnp.asarray(run[2]).dtype))}
+    return {"per_step": judged(per_step, run, WHAT, steps),
+            "params": judged(lambda: params_of(run, WHAT) and None),
+            "params_f64": judged(lambda: {k: np.asarray(run[0][k], np.float64) for k in KEYS}),
+            "params_dtypes": judged(lambda: {k: str(jnp.asarray(v).dtype) for k, v in run[0].items()}),
+            "ls": judged(scale_state, run[1], f"{WHAT}: the returned DynScale"),
+            "ls_scale_dtype": judged(lambda: str(jnp.asarray(run[1][0]).dtype)),
+            "scales_dtype": judged(lambda: str(jnp.asarray(run[2]).dtype))}
