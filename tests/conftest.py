@@ -9,51 +9,48 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["GRADERS_NO_RESIDENT"] = "1"
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from grading import ROOT, grade, grade_corpus
+from grading import CORPUS, ROOT, Corpora, grade
 
-_corpus_cache: dict = {}
-# Corpora being graded in the background (see pytest_collection_finish): ex_id -> Future.
-_background: dict = {}
-_background_pool: ThreadPoolExecutor | None = None
+# The corpora the selected tests read, graded in the background while the tests run (see
+# pytest_collection_finish); None until the session has collected its tests.
+_corpora: Corpora | None = None
 
 
-def _corpus_exercise(item) -> str | None:
-    """The exercise whose corpus a test reads through the `corpus` fixture: named in its
-    parameters (ex_id, "ex2/case") or in its module's name (test_ex2_grader)."""
+def _corpus_read(item) -> tuple[str, object] | None:
+    """The corpus a test reads through the `corpus` fixture: (ex_id, folder), the exercise named
+    in its parameters (ex_id, "ex2/case") or in its module's name (test_ex2_grader), the folder
+    its module's CORPUS_FOLDER (tests/right/ for tests/test_right_solutions.py), else tests/corpus/."""
     if "corpus" not in getattr(item, "fixturenames", ()):
         return None
     params = getattr(getattr(item, "callspec", None), "params", {})
     for value in [*params.values(), item.module.__name__.replace("_", " ")]:
         found = re.search(r"\b(ex\d+|quiz)\b", str(value))
         if found:
-            return found.group(1)
+            return found.group(1), getattr(item.module, "CORPUS_FOLDER", CORPUS)
     return None
 
 
 def pytest_collection_finish(session):
     """Start grading, in a background thread, the corpora the selected tests read, in the order
-    they first ask for them. Most other tests leave a CPU idle much of the time (in-process
-    checks, a single grading, a wait for a timeout), and the corpora, about 40% of the suite's
-    time when graded in turn, fill it: `make test` took 317 s without this and 282 s with it on
-    2 CPUs (warm checkout). A corpus asked for before the background has started it is graded
-    in the foreground instead (the `corpus` fixture)."""
-    global _background_pool
-    order = list(dict.fromkeys(ex for ex in map(_corpus_exercise, session.items) if ex))
-    if not order or session.config.option.collectonly:
+    they first ask for them, one case at a time. Most other tests leave a CPU idle much of the
+    time (in-process checks, a single grading, a wait for a timeout), and the corpora, about 60%
+    of the suite's CPU, fill it; a test that needs a corpus grades what is left of it beside the
+    background (grading.Corpora)."""
+    global _corpora
+    _corpora = Corpora(dict(os.environ))  # as the session starts: some tests point it elsewhere for a while
+    if session.config.option.collectonly:
         return
-    env = dict(os.environ)  # as the session starts: some tests point it elsewhere for a while
-    _background_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus")
-    for ex_id in order:
-        _background[ex_id] = _background_pool.submit(grade_corpus, ex_id, env)
+    for read in dict.fromkeys(filter(None, map(_corpus_read, session.items))):
+        _corpora.want(*read)
+    _corpora.start()
 
 
 def pytest_sessionfinish(session):
-    if _background_pool is not None:
-        _background_pool.shutdown(wait=True, cancel_futures=True)
+    if _corpora is not None:
+        _corpora.stop()
 
 
 @pytest.fixture(scope="session")
@@ -70,16 +67,9 @@ def stub_run():
 
 @pytest.fixture(scope="session")
 def corpus():
-    """corpus(ex_id) -> {case: Run}: each wrong solution of tests/corpus/<ex_id>/ graded once."""
-    def get(ex_id: str):
-        if ex_id not in _corpus_cache:
-            started = _background.pop(ex_id, None)
-            if started is not None and not started.cancel():
-                _corpus_cache[ex_id] = started.result()  # being graded, or done, in the background
-            else:
-                _corpus_cache[ex_id] = grade_corpus(ex_id)
-        return _corpus_cache[ex_id]
-    return get
+    """corpus(ex_id, folder=tests/corpus) -> {case: Run}: each solution of <folder>/<ex_id>/
+    graded once (the wrong ones by default)."""
+    return _corpora.get
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -91,30 +92,135 @@ def corpus_cases(ex_id: str, corpus: Path = CORPUS) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
 
 
+def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher) -> Run:
+    """One solution of <corpus>/<ex_id>/, graded in a folder of its own through the same grading
+    code as the command, from `launcher`'s fork server."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(corpus / ex_id / f"{case}.py", Path(tmp) / f"{catalog.module_name(ex_id)}.py")
+        start = time.monotonic()
+        result = grading.grade_exercise(ex_id, Path(tmp), options, launcher)
+        text = report.format_report([result], Path(tmp), TEST_SEED, verbose=True)
+        results = report.results_json([result], text, time.monotonic() - start, TEST_SEED)
+        return Run(0 if result.status == "passed" else 1, text, "", results)
+
+
 def grade_corpus(ex_id: str, base_env: dict | None = None, corpus: Path = CORPUS) -> dict[str, Run]:
     """Grade every solution in <corpus>/<ex_id>/ (the wrong ones of tests/corpus by default),
     each in a folder of its own, through the same grading code as the command, from one fork
     server (the libraries imported once), one case per CPU at a time, in `base_env` (default:
     this process's environment)."""
-    module = catalog.module_name(ex_id)
     cases = corpus_cases(ex_id, corpus)
     options = grading.Options(seed=TEST_SEED, jobs=1)
     launcher = launch.launcher([ex_id], options.env(base_env))
-
-    def one(case: str) -> Run:
-        with tempfile.TemporaryDirectory() as tmp:
-            shutil.copy(corpus / ex_id / f"{case}.py", Path(tmp) / f"{module}.py")
-            start = time.monotonic()
-            result = grading.grade_exercise(ex_id, Path(tmp), options, launcher)
-            text = report.format_report([result], Path(tmp), TEST_SEED, verbose=True)
-            results = report.results_json([result], text, time.monotonic() - start, TEST_SEED)
-            return Run(0 if result.status == "passed" else 1, text, "", results)
-
     try:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            return dict(zip(cases, pool.map(one, cases)))
+            return dict(zip(cases, pool.map(lambda case: _grade_case(ex_id, corpus, case, options, launcher), cases)))
     finally:
         launcher.close()
+
+
+class Corpora:
+    """The corpora a test session reads, graded case by case by one background thread while the
+    tests run, and by the test that needs one as well: a test that asks for a corpus grades its
+    cases not yet started itself, beside the background, then waits for those under way.
+
+    So two gradings run at a time while a test waits for a corpus, and one beside a test that
+    works: not more processes than CPUs on 2 CPUs (grading corpora two at a time in the
+    background beside the tests cost 6% more CPU than grading them in the foreground, for the
+    same wall time: graders/PERFORMANCE.md). A corpus is (ex_id, folder); each has one
+    fork server, started when its first case is, ended after its last."""
+
+    def __init__(self, base_env: dict | None = None):
+        self.options = grading.Options(seed=TEST_SEED, jobs=1)
+        self.env = dict(os.environ if base_env is None else base_env)
+        self._cond = threading.Condition()
+        self._order: list[tuple[str, Path]] = []
+        self._pending: dict = {}  # corpus -> cases not started, in order
+        self._running: dict = {}  # corpus -> cases under way
+        self._results: dict = {}  # corpus -> {case: Run}
+        self._errors: dict = {}  # corpus -> the exception a grading raised
+        self._launchers: dict = {}
+        self._starting: dict = {}  # corpus -> lock held while its fork server starts
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def want(self, ex_id: str, folder: Path = CORPUS) -> None:
+        key = (ex_id, folder)
+        with self._cond:
+            if key not in self._pending:
+                self._order.append(key)
+                self._pending[key] = list(corpus_cases(ex_id, folder))
+                self._running[key], self._results[key] = 0, {}
+                self._starting[key] = threading.Lock()
+                self._cond.notify_all()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._background, name="corpus", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        for launcher in self._launchers.values():
+            launcher.close()
+        self._launchers.clear()
+
+    def get(self, ex_id: str, folder: Path = CORPUS) -> dict[str, Run]:
+        key = (ex_id, folder)
+        self.want(ex_id, folder)
+        while self._work(key):
+            pass
+        with self._cond:
+            self._cond.wait_for(lambda: self._running[key] == 0)
+            if key in self._errors:
+                raise self._errors[key]
+            results = self._results[key]
+        return {case: results[case] for case in corpus_cases(ex_id, folder)}
+
+    def _background(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopped or any(self._pending[k] for k in self._order))
+                if self._stopped:
+                    return
+            self._work(None)
+
+    def _work(self, key) -> bool:
+        """Grade one case not yet started (of `key`, else of the first corpus asked for that has
+        one); False when there was none."""
+        with self._cond:
+            if key is None:
+                key = next((k for k in self._order if self._pending[k]), None)
+            if key is None or not self._pending[key]:
+                return False
+            case = self._pending[key].pop(0)
+            self._running[key] += 1
+        try:
+            run = _grade_case(key[0], key[1], case, self.options, self._launcher(key))
+        except BaseException as exc:  # the test that reads the corpus reports it
+            with self._cond:
+                self._errors.setdefault(key, exc)
+                self._running[key] -= 1
+                self._cond.notify_all()
+            return True
+        with self._cond:
+            self._results[key][case] = run
+            self._running[key] -= 1
+            done = not self._pending[key] and self._running[key] == 0
+            launcher = self._launchers.pop(key, None) if done else None
+            self._cond.notify_all()
+        if launcher is not None:
+            launcher.close()
+        return True
+
+    def _launcher(self, key):
+        with self._starting[key]:
+            if key not in self._launchers:
+                self._launchers[key] = launch.launcher([key[0]], self.options.env(self.env))
+            return self._launchers[key]
 
 
 def technique_free(ex_id: str, case: str) -> bool:
