@@ -119,6 +119,22 @@ def grade_corpus(ex_id: str, base_env: dict | None = None, corpus: Path = CORPUS
         launcher.close()
 
 
+def _busy_seconds() -> float:
+    """CPU-seconds the machine has spent busy since boot (Linux: /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+IDLE_WINDOW = 0.5  # seconds over which the machine's load is read before a grading is started
+
+
+def _a_cpu_is_idle() -> bool:
+    """Whether, over the last IDLE_WINDOW, at least one CPU was idle about half the time."""
+    before = _busy_seconds()
+    time.sleep(IDLE_WINDOW)
+    return (_busy_seconds() - before) / IDLE_WINDOW < (os.cpu_count() or 2) - 0.5
+
+
 class Corpora:
     """The corpora a test session reads, graded case by case by one background thread while the
     tests run, and by the test that needs one as well: a test that asks for a corpus grades its
@@ -142,7 +158,7 @@ class Corpora:
         self._launchers: dict = {}
         self._starting: dict = {}  # corpus -> lock held while its fork server starts
         self._stopped = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def want(self, ex_id: str, folder: Path = CORPUS) -> None:
         key = (ex_id, folder)
@@ -155,15 +171,17 @@ class Corpora:
                 self._cond.notify_all()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._background, name="corpus", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._background, name="corpus", daemon=True),
+                         threading.Thread(target=self._background, args=(True,), name="corpus-idle", daemon=True)]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
+        for thread in self._threads:
+            thread.join()
         for launcher in self._launchers.values():
             launcher.close()
         self._launchers.clear()
@@ -180,12 +198,16 @@ class Corpora:
             results = self._results[key]
         return {case: results[case] for case in corpus_cases(ex_id, folder)}
 
-    def _background(self) -> None:
+    def _background(self, only_when_idle: bool = False) -> None:
+        """Grade the cases not yet started, in order. The second background thread grades one
+        only while the machine leaves a CPU idle (a test waiting for a timeout or a process)."""
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._stopped or any(self._pending[k] for k in self._order))
                 if self._stopped:
                     return
+            if only_when_idle and not _a_cpu_is_idle():
+                continue
             self._work(None)
 
     def _work(self, key) -> bool:
