@@ -34,11 +34,11 @@ def _corpus_read(item) -> tuple[str, object] | None:
 
 
 def pytest_collection_finish(session):
-    """Start grading, in a background thread, the corpora the selected tests read, in the order
-    they first ask for them, one case at a time. Most other tests leave a CPU idle much of the
-    time (in-process checks, a single grading, a wait for a timeout), and the corpora, about 60%
-    of the suite's CPU, fill it; a test that needs a corpus grades what is left of it beside the
-    background (grading.Corpora)."""
+    """Start grading the corpora the selected tests read, in the order they first ask for them,
+    one case at a time, in the background (grading.Corpora). Most other tests leave a CPU idle
+    much of the time (in-process checks, a single grading, a wait for a timeout), and the
+    corpora, about 60% of the suite's CPU, fill it; a test that needs a corpus grades what is
+    left of it beside the background."""
     global _corpora
     _corpora = Corpora(dict(os.environ))  # as the session starts: some tests point it elsewhere for a while
     if session.config.option.collectonly:

@@ -8,7 +8,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,21 +103,6 @@ def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher) -> Run:
         return Run(0 if result.status == "passed" else 1, text, "", results)
 
 
-def grade_corpus(ex_id: str, base_env: dict | None = None, corpus: Path = CORPUS) -> dict[str, Run]:
-    """Grade every solution in <corpus>/<ex_id>/ (the wrong ones of tests/corpus by default),
-    each in a folder of its own, through the same grading code as the command, from one fork
-    server (the libraries imported once), one case per CPU at a time, in `base_env` (default:
-    this process's environment)."""
-    cases = corpus_cases(ex_id, corpus)
-    options = grading.Options(seed=TEST_SEED, jobs=1)
-    launcher = launch.launcher([ex_id], options.env(base_env))
-    try:
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            return dict(zip(cases, pool.map(lambda case: _grade_case(ex_id, corpus, case, options, launcher), cases)))
-    finally:
-        launcher.close()
-
-
 def _busy_seconds() -> float:
     """CPU-seconds the machine has spent busy since boot (Linux: /proc/stat)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -136,15 +120,15 @@ def _a_cpu_is_idle() -> bool:
 
 
 class Corpora:
-    """The corpora a test session reads, graded case by case by one background thread while the
-    tests run, and by the test that needs one as well: a test that asks for a corpus grades its
-    cases not yet started itself, beside the background, then waits for those under way.
+    """The corpora a test session reads, graded case by case while the tests run: by a
+    background thread, by a second one while a CPU is idle (a test waiting for a timeout or a
+    process), and by the test that needs a corpus, which grades its cases not yet started itself,
+    beside the background, then waits for those under way.
 
-    So two gradings run at a time while a test waits for a corpus, and one beside a test that
-    works: not more processes than CPUs on 2 CPUs (grading corpora two at a time in the
-    background beside the tests cost 6% more CPU than grading them in the foreground, for the
-    same wall time: graders/PERFORMANCE.md). A corpus is (ex_id, folder); each has one
-    fork server, started when its first case is, ended after its last."""
+    So about as many gradings run as there are CPUs. Grading whole corpora two at a time in the
+    background beside the tests (as before) kept more processes than CPUs busy and cost 6% more
+    CPU for no shorter wall time; graders/PERFORMANCE.md has the figures. A corpus is (ex_id,
+    folder); each has one fork server, started with its first case and ended after its last."""
 
     def __init__(self, base_env: dict | None = None):
         self.options = grading.Options(seed=TEST_SEED, jobs=1)
