@@ -1,9 +1,11 @@
 """Exercise 5's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, and what they keep."""
 
+import numpy as np
 import pytest
 
-from grading import declared, technique_free_cases
+from grading import ROOT, declared, grade, grader_module, technique_free_cases
+from graders import settings
 
 EX = "ex5"
 # The checks that read the program rather than the numbers; the rest are the numbers checks.
@@ -80,3 +82,22 @@ def test_no_call_of_the_learners_code_runs_in_the_main_thread(tmp_path):
     (tmp_path / "ex5_linen_checkpoint.py").write_text(module)
     run = grade(tmp_path, ["ex5"])
     assert run.exercise("ex5")["status"] == "passed", run.lost("ex5")
+
+
+def test_a_seed_whose_probe_input_turns_off_every_hidden_unit_still_gives_full_marks(monkeypatch):
+    # The probed program's x is drawn from the grading seed. Where the first layer's ReLU turns
+    # every unit off at that x, the gradient with respect to x is 0 for every solution, and no
+    # cotangent tap can show that it crosses the checkpoint: the reference lost 9 points there
+    # (CI, a seed drawn at random). The grader then probes with -x.
+    checks = grader_module(EX)
+    first = checks.needed_params()[checks.PROBE_SEED, checks.PROBE_D, checks.PROBE_F]["Dense_0"]
+
+    def all_off(seed):
+        monkeypatch.setenv(settings.SEED, str(seed))
+        x = checks.make_x(checks.PROBE_SEED, checks.PROBE_D).astype(np.float64)
+        return not (x @ first["kernel"] + first["bias"] > 0).any()
+
+    seed = next(s for s in range(1000) if all_off(s))
+    assert (checks.probe_x() == -checks.make_x(checks.PROBE_SEED, checks.PROBE_D)).all()
+    run = grade(ROOT / "reference", [EX], "--seed", str(seed))
+    assert run.exercise(EX)["score"] == sum(declared(EX).values()), (seed, run.lost(EX))
