@@ -104,8 +104,9 @@ def said_name(obj) -> str:
 # ---- encoding (the worker) ------------------------------------------------------------------
 
 class _Encoder:
-    def __init__(self, filename: str, forward: bool):
+    def __init__(self, filename: str, forward: bool, policies: list | None = None):
         self.filename, self.forward = str(filename or ""), forward
+        self.policies = policies  # encode_with_policies: the learner's own policies, by number
         self.count = 0
         self.table: list = []  # every program, each after the programs it holds (no nesting on the wire)
         self.done: dict = {}  # id(jaxpr) -> its index in table
@@ -227,6 +228,12 @@ class _Encoder:
             return {"mesh": type(value).__name__}
         if callable(value):
             name = policy_name(value)
+            if name is None and self.policies is not None:
+                for number, known in enumerate(self.policies):
+                    if known is value:
+                        return {"custom_policy": number}
+                self.policies.append(value)
+                return {"custom_policy": len(self.policies) - 1}
             if name is None:
                 raise ProgramError(f"a function ({said_name(value)}) in a parameter, e.g. a checkpoint policy "
                                    "of your own: only jax.checkpoint_policies are read")
@@ -280,6 +287,21 @@ def encode(closed, filename: str = "", forward: bool = False) -> dict:
     return {"program": encoder.table}
 
 
+def encode_with_policies(closed, filename: str = "", forward: bool = False) -> tuple[dict, list]:
+    """encode_or_reason's result, and the policies of the learner's own it holds: each such
+    policy (a callable that is not one of jax.checkpoint_policies) travels as its number in that
+    list, {"custom_policy": n}, never as code. The judge rebuilds it as CustomPolicy(n) (decode
+    with custom_policies=True), which it never calls: what such a checkpoint keeps is read from
+    the gradient's dataflow (graders/exercises/ex6_nnx_block_remat). Opt-in: encode refuses them."""
+    policies: list = []
+    encoder = _Encoder(filename, forward, policies)
+    try:
+        encoder.jaxpr(closed)
+    except ProgramError as exc:
+        return {"unreadable": str(exc)}, []
+    return {"program": encoder.table}, policies
+
+
 # ---- decoding (the judge) -------------------------------------------------------------------
 
 _registry: dict = {}
@@ -319,9 +341,28 @@ class Program:
         return jax.jit(core.jaxpr_as_fun(self.closed))(*args)
 
 
+MAX_CUSTOM_POLICIES = 64
+
+
+class CustomPolicy:
+    """A checkpoint policy of the learner's own, as the judge rebuilds it: only its number in the
+    worker's list (encode_with_policies). It is never asked anything; calling it is an error, so
+    that no analysis takes it for a policy it does not know."""
+
+    def __init__(self, number: int):
+        self.number = number
+
+    def __call__(self, *args, **kwargs):
+        raise ProgramError(f"policy #{self.number} is the learner's own: the judge does not run it")
+
+    def __repr__(self):
+        return f"CustomPolicy({self.number})"
+
+
 class _Decoder:
-    def __init__(self):
+    def __init__(self, custom_policies: bool = False):
         self.count, self.const_bytes = 0, 0
+        self.custom = {} if custom_policies else None  # number -> CustomPolicy, one object each
         self.built: list = []  # the table's programs rebuilt so far
 
     def aval(self, data):
@@ -456,6 +497,9 @@ class _Decoder:
             return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * data[1]))
         if kind == "policy" and isinstance(data, str) and data in _policies():
             return _policies()[data]
+        if (kind == "custom_policy" and self.custom is not None and isinstance(data, int)
+                and not isinstance(data, bool) and 0 <= data < MAX_CUSTOM_POLICIES):
+            return self.custom.setdefault(data, CustomPolicy(data))
         raise ProgramError(f"a parameter the grader does not rebuild ({kind[:40]!r})")
 
     def flat(self, data, depth):
@@ -485,15 +529,16 @@ def _list(value) -> list:
     return value
 
 
-def decode(message) -> Program:
+def decode(message, custom_policies: bool = False) -> Program:
     """The program a worker sent (encode's result after the wire), rebuilt and type-checked; a
-    ProgramError for anything else."""
+    ProgramError for anything else. custom_policies: accept the learner's own checkpoint policies
+    as numbers (encode_with_policies), rebuilt as CustomPolicy."""
     if isinstance(message, dict) and set(message) == {"unreadable"} and isinstance(message["unreadable"], str):
         raise ProgramError(f"your program holds {message['unreadable'][:300]}")
     if not (isinstance(message, dict) and set(message) == {"program"}):
         raise ProgramError("no program came back")
     try:
-        closed = _Decoder().table(message["program"])
+        closed = _Decoder(custom_policies).table(message["program"])
         core.check_jaxpr(closed)
     except ProgramError:
         raise
