@@ -58,6 +58,9 @@ scatter-min scatter-max select_n shift_left shift_right_arithmetic shift_right_l
 slice sort split sqrt square squeeze stack stop_gradient sub tan tanh tile top_k transpose while xor
 """.split())
 
+# What jax.debug.print binds: effects and no outputs. encode_with_policies leaves them out.
+PRINTS = frozenset({"debug_print", "debug_callback"})
+
 CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
 # JAX objects a parameter may hold, by kind: the judge rebuilds them from these classes only.
@@ -107,6 +110,7 @@ class _Encoder:
     def __init__(self, filename: str, forward: bool, policies: list | None = None):
         self.filename, self.forward = str(filename or ""), forward
         self.policies = policies  # encode_with_policies: the learner's own policies, by number
+        self.drop_prints = policies is not None  # ... and jax.debug.print left out (PRINTS)
         self.count = 0
         self.table: list = []  # every program, each after the programs it holds (no nesting on the wire)
         self.done: dict = {}  # id(jaxpr) -> its index in table
@@ -148,7 +152,9 @@ class _Encoder:
             self.count += 1
             if self.count > MAX_EQUATIONS:
                 raise ProgramError(f"more than {MAX_EQUATIONS} equations")
-            if eqn.effects:
+            if self.drop_prints and eqn.primitive.name in PRINTS and not eqn.outvars:
+                continue  # a print returns nothing: the program computes the same without it
+            if eqn.effects and not (self.drop_prints and all(type(e).__name__ == "DebugEffect" for e in eqn.effects)):
                 raise ProgramError(f"{eqn.primitive.name} has effects ({', '.join(map(str, eqn.effects))})")
             name, params = eqn.primitive.name, eqn.params
             if name in CUSTOM:
@@ -292,7 +298,9 @@ def encode_with_policies(closed, filename: str = "", forward: bool = False) -> t
     policy (a callable that is not one of jax.checkpoint_policies) travels as its number in that
     list, {"custom_policy": n}, never as code. The judge rebuilds it as CustomPolicy(n) (decode
     with custom_policies=True), which it never calls: what such a checkpoint keeps is read from
-    the gradient's dataflow (graders/exercises/ex6_nnx_block_remat). Opt-in: encode refuses them."""
+    the gradient's dataflow (graders/exercises/ex6_nnx_block_remat). Opt-in: encode refuses them.
+    A jax.debug.print (PRINTS: no outputs, only a debug effect) is left out here: the program
+    computes the same values without it."""
     policies: list = []
     encoder = _Encoder(filename, forward, policies)
     try:
