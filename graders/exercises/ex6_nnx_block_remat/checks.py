@@ -22,6 +22,7 @@ for them only once the learner's model has traced in some variant, so a stub sto
 """
 
 import functools
+import secrets
 from functools import partial
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -315,10 +316,16 @@ def probe_args(cfg: Config, seed: int) -> tuple:
     return (tuple(cfg), MODEL_SEEDS, tuple((tuple(c), layout) for c, layout in stack_specs(seed)), *data(cfg, 0, 0))
 
 
+def nonce() -> str:
+    """This judge's nonce, kept in its own process's probes module (probes.IN_PROCESS): a probe
+    that finds it there runs in this process (no --sandbox) and hands its programs over."""
+    return program_reading.IN_PROCESS.setdefault("judge", secrets.token_hex(16))
+
+
 @functools.cache
 def started(run: Run, cfg: Config) -> bool:
     """Start the learner's work in the worker; whether any variant of their model traced."""
-    traced = run.worker.start(*probe_args(cfg, run.seed))
+    traced = run.worker.start(*probe_args(cfg, run.seed), nonce())
     if not (isinstance(traced, list) and len(traced) == len(VARIANTS) and all(isinstance(t, bool) for t in traced)):
         raise Verdict("failed", "the process running your code sent back something no probe sends")
     return any(traced)
@@ -348,7 +355,8 @@ def replies(run: Run, cfg: Config) -> dict:
             # short one must not pass for a right one.
             out[r] = Verdict("failed", "the process running your code sent back something no probe sends")
             continue
-        out[r] = judged(reply, cfg, r, runs, pool)
+        handed = program_reading.IN_PROCESS.pop(("variant", nonce(), r), None)
+        out[r] = judged(reply, cfg, r, runs, pool, handed)
     pool.shutdown(wait=False)
     return out
 
@@ -360,17 +368,21 @@ class Unreadable(NamedTuple):
     devices: int
 
 
-def judged(reply: dict, cfg: Config, remat, runs, pool) -> dict:
+def judged(reply: dict, cfg: Config, remat, runs, pool, handed: dict | None = None) -> dict:
     """The reply as the checks read it: params (the worker's: values, held to the plain stack),
     and, from the programs rebuilt here, "gradient", "forward", "leaves" (each input leaf's
     block), "compiled" (a future: the gradient program compiled here, run and measured here),
     "policies" (the worker's descriptions of the learner's own policies, for messages). For a
-    program that could not be sent or read, "unreadable" (Unreadable) and the worker's numbers."""
+    program that could not be sent or read, "unreadable" (Unreadable) and the worker's numbers.
+    handed: the programs themselves, traced and compiling, when the probe ran in this very process
+    (probes.IN_PROCESS: no --sandbox), read in place of their encoding: the same programs, the
+    learner's own policies numbered alike ("custom")."""
     if reply["params_error"] is not None:
         return {"params_error": reply["params_error"], "params": None}
-    v = {"params_error": None, "params": reply["params"], "policies": reply["policies"], "unreadable": None}
+    v = {"params_error": None, "params": reply["params"], "policies": reply["policies"], "unreadable": None,
+         "custom": []}
     try:
-        gradient, forward, leaves = rebuilt(reply, cfg)
+        gradient, forward, leaves = rebuilt(reply, cfg, handed)
     except program_data.ProgramError as exc:
         v["unreadable"] = Unreadable(str(exc), reply["devices"])
         if len(reply["outs"]) != len(MODEL_SEEDS) or len(reply["grads"]) != len(MODEL_SEEDS):
@@ -385,18 +397,30 @@ def judged(reply: dict, cfg: Config, remat, runs, pool) -> dict:
             value = reply["params"][k][name[0]][name[1]] if name is not None else given
             args.append(np.asarray(value).astype(aval.dtype))
         inputs.append([*args, rx, ry])
-    v.update(gradient=gradient, forward=forward, leaves=[None if n is None else n[0] for n in reply["leaves"]],
-             names=reply["leaves"], inputs=inputs,
-             compiled=pool.submit(lambda: jax.jit(program_data.core.jaxpr_as_fun(gradient)).lower(*inputs[0]).compile()))
+    v.update(gradient=gradient, forward=forward, leaves=leaves, names=reply["leaves"], inputs=inputs)
+    if handed is not None:
+        treedef = handed["treedef"]
+        v.update(custom=handed["custom"], compiled=handed["compiled"],
+                 call=lambda compiled, args: jax.tree.leaves(compiled(jax.tree.unflatten(treedef, args[:-2]), *args[-2:])))
+    else:
+        v.update(compiled=pool.submit(lambda: jax.jit(program_data.core.jaxpr_as_fun(gradient)).lower(*inputs[0]).compile()),
+                 call=lambda compiled, args: compiled(*args))
     return v
 
 
-def rebuilt(reply: dict, cfg: Config) -> tuple:
-    """The gradient and forward programs the worker sent, rebuilt (graders/kit/program.py) and
-    checked to take the model's parameter leaves, x (and y) and return model(x) (and a gradient
-    per leaf), every parameter the checks read named once; a ProgramError otherwise."""
-    gradient = program_data.decode(reply["gradient"], custom_policies=True).closed
-    forward = program_data.decode(reply["forward"], custom_policies=True).closed
+def rebuilt(reply: dict, cfg: Config, handed: dict | None = None) -> tuple:
+    """The gradient and forward programs the worker sent, rebuilt (graders/kit/program.py), or
+    handed over in this process, and checked to take the model's parameter leaves, x (and y) and
+    return model(x) (and a gradient per leaf), every parameter the checks read named once; a
+    ProgramError otherwise."""
+    for sent in (reply["gradient"], reply["forward"]):  # refused alike, handed or not
+        if isinstance(sent, dict) and set(sent) == {"unreadable"} and isinstance(sent["unreadable"], str):
+            raise program_data.ProgramError(f"your program holds {sent['unreadable'][:300]}")
+    if handed is not None:
+        gradient, forward = handed["gradient"], handed["forward"]
+    else:
+        gradient = program_data.decode(reply["gradient"], custom_policies=True).closed
+        forward = program_data.decode(reply["forward"], custom_policies=True).closed
     names, params = reply["leaves"], reply["params"][0]
     act = (cfg.batch, cfg.length, cfg.d_model)
     wanted = [(i, p) for i in range(cfg.layers) for p in PARAMS]
@@ -431,7 +455,7 @@ def variant(run: Run, cfg: Config, remat) -> dict:
         v["outs"], v["grads"] = [], []
         n = len(v["names"])
         for args in v["inputs"]:
-            results = [np.asarray(a) for a in compiled(*args)]
+            results = [np.asarray(a) for a in v["call"](compiled, args)]
             v["outs"].append(results[0])
             grads = [{} for _ in range(cfg.layers)]
             for name, g in zip(v["names"], results[1:1 + n]):
@@ -571,7 +595,7 @@ def structure(run: Run, cfg: Config, remat) -> Structure:
         s = program_reading.structure(v["gradient"], v["forward"], v["leaves"], cfg)
     except program_data.ProgramError as exc:
         fail(f"the grader could not read the checkpoints of Transformer(remat={show(remat)}): {exc}.")
-    judged = judged_policies(s, cfg, v["policies"])
+    judged = judged_policies(s, cfg, v["policies"], v["custom"])
     blocks = [dict(b, policies=[judged[id(p)]["label"] for p in b["policies"]]) for b in s["blocks"]]
     return Structure(s["live"], s["working"], blocks, Counter(s["gradient_outside"]), s["side_channels"],
                      s["prevent_cse_off"], s["looped"], [judged[id(p)] for p in s["policies"]],
@@ -597,13 +621,15 @@ def flow_kind(kept: list, cfg: Config) -> str | None:
     return ""
 
 
-def judged_policies(s: dict, cfg: Config, described: list) -> dict:
+def judged_policies(s: dict, cfg: Config, described: list, custom: list) -> dict:
     """id(policy) -> {"is", "label", "text", "error", "policy"} for each policy the programs'
     checkpoints carry. "label": which policy the program says it is (None, one of JAX's,
     judged by asking it in the grader; a policy of the learner's own by what its checkpoints
     keep). "is": the same, once held to what the gradient's dataflow keeps: a dots_saveable that
     keeps no matmul result is none of the policies. "text": the worker's description of a policy of
-    the learner's own (messages only); described here for JAX's own, when a message needs it."""
+    the learner's own (messages only); described here for JAX's own, when a message needs it.
+    custom: the learner's own policies, by number, when the programs were handed over in this
+    process (rebuilt, each is a program.CustomPolicy that knows its number)."""
     kept: dict = {}
     objects = {id(p): p for p in s["policies"]}
     for i, b in enumerate(s["blocks"]):
@@ -613,10 +639,12 @@ def judged_policies(s: dict, cfg: Config, described: list) -> dict:
     out = {}
     for key, policy in objects.items():
         flow = flow_kind(kept.get(key, []), cfg)
-        if isinstance(policy, program_data.CustomPolicy):
-            words = described[policy.number] if policy.number < len(described) else {"text": None, "error": None}
+        number = policy.number if isinstance(policy, program_data.CustomPolicy) else next(
+            (n for n, p in enumerate(custom) if p is policy), None)
+        if number is not None:
+            words = described[number] if number < len(described) else {"text": None, "error": None}
             kind = {"full": "nothing_saveable", "dots": "dots_saveable"}.get(flow, "")
-            out[key] = {"is": kind, "label": kind, "text": words["text"] or f"a policy of your own (#{policy.number})",
+            out[key] = {"is": kind, "label": kind, "text": words["text"] or f"a policy of your own (#{number})",
                         "error": words["error"], "policy": policy}
             continue
         label = policy_kind(policy, cfg)

@@ -336,8 +336,9 @@ class Work:
     """Everything started for one learner module, configuration and data: each variant traced
     (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
 
-    def __init__(self, sol, cfg: Config, seeds, stacks, x, y):
+    def __init__(self, sol, cfg: Config, seeds, stacks, x, y, local: bool = False):
         self.cfg, self.traced, self.compiled, self.blocks = cfg, {}, {}, None
+        self.local = local  # in the judge's own process (no --sandbox): see IN_PROCESS
         self.sent: dict = {}  # remat -> the programs as data, encoded when first asked for
         pool = ThreadPoolExecutor(max_workers=len(VARIANTS) + len(stacks))
         try:
@@ -353,6 +354,8 @@ class Work:
                 except Exception as exc:  # raised again by every probe that needs this variant
                     self.traced[r] = exc
                     continue
+                if local:  # the judge would compile this very program: it is compiled here once
+                    self.compiled[r] = pool.submit(self.traced[r].program.lower().compile)
             self.temp_memory = [pool.submit(lambda c=StackConfig(*c), layout=layout:
                                             sol.temp_memory_bytes(GraderStack(c, layout), *stack_data(c)))
                                 for c, layout in stacks]
@@ -369,14 +372,30 @@ class Work:
 _WORK: dict = {}
 
 
-def work_of(sol, cfg, seeds, stacks, x, y) -> Work:
+def work_of(sol, cfg, seeds, stacks, x, y, local: bool = False) -> Work:
     cfg, seeds = Config(*cfg), tuple(seeds)
     stacks = tuple((tuple(c), tuple(layout)) for c, layout in stacks)
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
     key = (id(sol), cfg, seeds, stacks, x.tobytes(), y.tobytes())
     if key not in _WORK:
-        _WORK[key] = Work(sol, cfg, seeds, stacks, jnp.asarray(x), jnp.asarray(y))
+        _WORK[key] = Work(sol, cfg, seeds, stacks, jnp.asarray(x), jnp.asarray(y), local)
     return _WORK[key]
+
+
+# Without --sandbox the probes run in the judge's own process (graders/child/probe_channel.py's
+# Local), where encoding a program, sending it through the wire and rebuilding it would only
+# cost time: the judge puts a nonce of its own here before its first probe call, a probe that
+# finds it here runs in the judge's process, and hands the judge its traced programs and their
+# compilation in place of their encoding (IN_PROCESS[("variant", nonce, remat)]). The judge takes
+# them only from its own process's dict: under --sandbox nothing the worker does reaches it, and
+# the judge decodes what the worker sent. Either way the programs are first encoded
+# (program.encode_with_policies), so that what cannot be sent is refused, and the learner's own
+# policies numbered, alike.
+IN_PROCESS: dict = {}
+
+
+def in_process(nonce) -> bool:
+    return isinstance(nonce, str) and bool(nonce) and IN_PROCESS.get("judge") == nonce
 
 
 # ----- what the learner's programs hold -------------------------------------------------------
@@ -682,10 +701,11 @@ def structure(gradient, forward, leaves: list, cfg: Config) -> dict:
 # ----- the probes ------------------------------------------------------------------------------
 
 @probe
-def start(sol, cfg, seeds, stacks, x, y):
+def start(sol, cfg, seeds, stacks, x, y, nonce=None):
     """Start the work (see Work) and return, for each of VARIANTS in order, whether it traced:
-    the checks start the grader's own programs only for a model that has something to check."""
-    work = work_of(sol, cfg, seeds, stacks, x, y)
+    the checks start the grader's own programs only for a model that has something to check.
+    nonce: the judge's, found in IN_PROCESS only in the judge's own process."""
+    work = work_of(sol, cfg, seeds, stacks, x, y, in_process(nonce))
     return [not isinstance(work.traced[r], Exception) for r in VARIANTS]
 
 
@@ -718,8 +738,8 @@ def sent_programs(work: "Work", sol, remat) -> dict:
         forward, _ = program_data.encode_with_policies(t.forward, filename, forward=True)
         compiled = None
         if "unreadable" in gradient or "unreadable" in forward:
-            compiled = t.program.lower().compile()
-        work.sent[remat] = {"gradient": gradient, "forward": forward, "compiled": compiled,
+            compiled = work.compiled[remat].result() if work.local else t.program.lower().compile()
+        work.sent[remat] = {"gradient": gradient, "forward": forward, "compiled": compiled, "custom": custom,
                             "policies": [describe_custom(p, work.cfg, sol) for p in custom]}
     return work.sent[remat]
 
@@ -754,6 +774,11 @@ def variant(sol, cfg, remat, seeds, stacks, x, y, runs):
         leaves = jax.tree.leaves(nnx.split(model, nnx.Param, ...)[1])
         reply["state"].append([None if name is not None else np.asarray(a) for name, a in zip(reply["leaves"], leaves)])
     program = sent["compiled"]
+    if program is None and work.local:
+        IN_PROCESS[("variant", IN_PROCESS["judge"], remat)] = {
+            "gradient": t.gradient, "forward": t.forward, "custom": sent["custom"], "compiled": work.compiled[remat],
+            "treedef": jax.tree.structure(nnx.split(t.models[0], nnx.Param, ...)[1])}
+        reply.update(gradient={"in_process": 1}, forward={"in_process": 1})
     if program is None:
         return reply
     shardings = jax.tree.leaves((program.input_shardings, program.output_shardings))
