@@ -403,8 +403,12 @@ def judged(reply: dict, cfg: Config, remat, runs, pool, handed: dict | None = No
         v.update(custom=handed["custom"], compiled=handed["compiled"],
                  call=lambda compiled, args: jax.tree.leaves(compiled(jax.tree.unflatten(treedef, args[:-2]), *args[-2:])))
     else:
+        # Sent by another process: model(x)'s program, whose checkpoints the checks read too, is run
+        # here as well (require_held). Handed over in this process, it is the model's own trace.
         v.update(compiled=pool.submit(lambda: jax.jit(program_data.core.jaxpr_as_fun(gradient)).lower(*inputs[0]).compile()),
-                 call=lambda compiled, args: compiled(*args))
+                 call=lambda compiled, args: compiled(*args),
+                 forward_compiled=pool.submit(lambda: jax.jit(program_data.core.jaxpr_as_fun(forward)).lower(
+                     *inputs[0][:-1]).compile()))
     return v
 
 
@@ -579,6 +583,13 @@ def require_held(run: Run, cfg: Config, remat) -> None:
              "(its output or a gradient differs): how a program checkpoints is judged only on a program that "
              "computes the model's outputs and gradients. Hint: make the numbers right first (the outputs and "
              "gradients checks say how).")
+    v = variant(run, cfg, remat)
+    if v.get("forward_compiled") is not None:
+        out = np.asarray(v["forward_compiled"].result()(*v["inputs"][0][:-1])[0])
+        if not is_close(out, numbers(run, cfg, remat)[0][4]):
+            fail(f"run by the grader on its own inputs, the program of Transformer(remat={show(remat)})(x) that the "
+                 "process running your code sent does not compute the model's output, which its gradient program "
+                 "does: the checkpoints of model(x) are judged only on a program that computes it.")
 
 
 @functools.cache
