@@ -192,3 +192,17 @@ def test_a_print_is_left_out_by_encode_with_policies_only():
     message, _ = program.encode_with_policies(closed)
     rebuilt = program.decode(wire.round_trip(message), custom_policies=True)
     assert np.allclose(rebuilt.run(jnp.ones(3))[0], jax.grad(fn)(jnp.ones(3)))
+
+
+def test_a_differentiated_scan_over_stacked_states_travels_with_its_layout():
+    # the transpose of a scan states its layout as a tree of tuples and lists (FTPyTree)
+    def body(x, s):
+        return x * s["a"] + s["b"], None
+
+    def fn(x, stacked):
+        return jnp.sum(jax.lax.scan(jax.checkpoint(body), x, stacked)[0] ** 2)
+
+    args = (jnp.ones(3) / 2, {"a": jnp.full((4, 3), 0.9), "b": jnp.full((4, 3), 0.1)})
+    rebuilt = program.decode(sent(jax.value_and_grad(fn), args))
+    value, grad = rebuilt.run(*jax.tree.leaves(args))
+    assert np.allclose(value, fn(*args)) and np.allclose(grad, jax.grad(fn)(*args), rtol=1e-5)

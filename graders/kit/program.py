@@ -55,7 +55,7 @@ le lgamma log log1p logistic lt max min mul name ne neg nextafter not optimizati
 one_minus_square population_count pow real reduce_and reduce_max reduce_min reduce_or reduce_precision reduce_prod reduce_sum
 reduce_xor rem remat2 reshape rev round rsqrt scan scatter scatter-add scatter_add scatter-mul scatter_mul
 scatter-min scatter-max select_n shift_left shift_right_arithmetic shift_right_logical sign sin sinh
-slice sort split sqrt square squeeze stack stop_gradient sub tan tanh tile top_k transpose while xor
+slice sort split sqrt square squeeze stack stop_gradient sub tan tanh tile top_k transpose unstack while xor
 """.split())
 
 # What jax.debug.print binds: effects and no outputs. encode_with_policies leaves them out.
@@ -253,7 +253,54 @@ class _Encoder:
             return {"one": self.param(tree.val, depth)}
         if isinstance(tree, flattree.FTFiltered):
             return {"filtered": self.flat(tree.val, depth)}
+        if isinstance(tree, flattree.FTPyTree):
+            # a scan's transpose states its layout as a tree of tuples and lists (a scan over a
+            # model's stacked states, differentiated): sent as that skeleton, nothing else
+            return {"pytree": [[self.param(x, depth) for x in tree.xs], _skeleton(tree.tree)]}
         raise ProgramError(f"a scan layout of kind {type(tree).__name__}")
+
+
+class _Leaf:
+    """Where a leaf stands in a tree's skeleton (_skeleton, _treedef)."""
+
+
+def _skeleton(treedef, depth: int = 0):
+    """A PyTreeDef made only of tuples, lists, dicts (string keys) and None, as plain data."""
+    def walk(node, depth):
+        if depth > MAX_NESTING:
+            raise ProgramError("a scan layout nested too deeply")
+        if isinstance(node, _Leaf):
+            return {"leaf": 0}
+        if node is None:
+            return {"none": 0}
+        if type(node) in (tuple, list):
+            return {type(node).__name__: [walk(n, depth + 1) for n in node]}
+        if type(node) is dict and all(isinstance(k, str) for k in node):
+            return {"dict": [[k, walk(v, depth + 1)] for k, v in node.items()]}
+        raise ProgramError(f"a scan layout holding a {type(node).__name__}")
+    return walk(jax.tree_util.tree_unflatten(treedef, [_Leaf() for _ in range(treedef.num_leaves)]), depth)
+
+
+def _treedef(data):
+    """The PyTreeDef a skeleton stands for (the judge's side of _skeleton)."""
+    def build(d, depth):
+        if depth > MAX_NESTING or not (isinstance(d, dict) and len(d) == 1):
+            raise ProgramError("a malformed scan layout")
+        (kind, value), = d.items()
+        if kind == "leaf" and value == 0:
+            return _Leaf()
+        if kind == "none" and value == 0:
+            return None
+        if kind in ("tuple", "list"):
+            items = [build(v, depth + 1) for v in _list(value)]
+            return tuple(items) if kind == "tuple" else items
+        if kind == "dict":
+            pairs = _list(value)
+            if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
+                raise ProgramError("a malformed scan layout")
+            return {k: build(v, depth + 1) for k, v in pairs}
+        raise ProgramError("a malformed scan layout")
+    return jax.tree_util.tree_structure(build(data, 0), is_leaf=lambda n: isinstance(n, _Leaf))
 
 
 LINE = "graders_learner_line"  # where a rebuilt equation keeps the learner's line (its xla_metadata)
@@ -517,6 +564,13 @@ class _Decoder:
             return flattree.FTSingleton(self.param(data["one"], depth))
         if isinstance(data, dict) and set(data) == {"filtered"}:
             return flattree.FTFiltered(self.flat(data["filtered"], depth))
+        if isinstance(data, dict) and set(data) == {"pytree"} and isinstance(data["pytree"], list) and len(data["pytree"]) == 2:
+            xs, skeleton = data["pytree"]
+            treedef = _treedef(skeleton)
+            xs = tuple(self.param(x, depth) for x in _list(xs))
+            if len(xs) != treedef.num_leaves:
+                raise ProgramError("a malformed scan layout")
+            return flattree.FTPyTree(xs, treedef)
         raise ProgramError("a malformed scan layout")
 
 
