@@ -91,7 +91,7 @@ def test_a_forged_description_or_program_earns_no_technique_points_under_the_san
     assert got <= honest[ex_id], (forge, way, got, honest[ex_id], run.lost(ex_id))
 
 
-def test_a_dots_label_on_a_program_that_keeps_nothing_earns_no_dots_point(tmp_path):
+def test_ex6_a_dots_label_on_checkpoints_that_keep_nothing_earns_no_dots_point(tmp_path):
     # ex6: a name is not what a checkpoint keeps (tests/attacks/described/relabel_ex6.py, put in
     # place by swapping __code__, on a right per-block model).
     module = catalog.module_name("ex6")
