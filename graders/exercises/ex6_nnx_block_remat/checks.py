@@ -343,7 +343,11 @@ def replies(run: Run, cfg: Config) -> dict:
     cfg_args, seeds, stacks, x, y = probe_args(cfg, run.seed)
     runs = [data(cfg, run.seed, k + 1) for k in range(len(MODEL_SEEDS))]
     out = {}
+    # Each reply is rebuilt (and its programs lowered and compiled) in a thread while the next is
+    # asked for: under --sandbox the worker encodes one while the judge rebuilds the last.
     pool = ThreadPoolExecutor(max_workers=len(VARIANTS))
+    # the compilations judged() starts (never shut down while it may still submit; idle at the end)
+    compiling = ThreadPoolExecutor(max_workers=2 * len(VARIANTS))
     for r in VARIANTS:
         try:
             reply = run.worker.variant(cfg_args, r, seeds, stacks, x, y, runs)
@@ -356,7 +360,7 @@ def replies(run: Run, cfg: Config) -> dict:
             out[r] = Verdict("failed", "the process running your code sent back something no probe sends")
             continue
         handed = program_reading.IN_PROCESS.pop(("variant", nonce(), r), None)
-        out[r] = judged(reply, cfg, r, runs, pool, handed)
+        out[r] = pool.submit(judged, reply, cfg, r, runs, compiling, handed)
     pool.shutdown(wait=False)
     return out
 
@@ -453,6 +457,7 @@ def variant(run: Run, cfg: Config, remat) -> dict:
     v = replies(run, cfg)[remat]
     if isinstance(v, Verdict):
         raise v
+    v = v.result()  # a Verdict judged() raised is raised again here
     if v["params_error"] is None and v["unreadable"] is None and "outs" not in v:
         compiled = v["compiled"].result()
         v["memory"] = costs.memory_figures(compiled)

@@ -334,35 +334,49 @@ def trace(sol, cfg: Config, remat, seeds, x, y, plain: "Traced | None" = None) -
 
 class Work:
     """Everything started for one learner module, configuration and data: each variant traced
-    (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
+    (or the exception its tracing raised) and, in the judge's own process, compiling, and
+    temp_memory_bytes running."""
 
     def __init__(self, sol, cfg: Config, seeds, stacks, x, y, local: bool = False):
         self.cfg, self.traced, self.compiled, self.blocks = cfg, {}, {}, None
         self.local = local  # in the judge's own process (no --sandbox): see IN_PROCESS
         self.sent: dict = {}  # remat -> the programs as data, encoded when first asked for
+        self.trace = lambda r: trace(sol, cfg, r, seeds, x, y, self.plain())
         pool = ThreadPoolExecutor(max_workers=len(VARIANTS) + len(stacks))
         try:
-            # Tracing holds the GIL and compiling does not: each variant is traced here and
-            # compiles in a thread while the next is traced, and only then does the learner's
-            # temp_memory_bytes start (in a thread, tracing and compiling the gradient of the
-            # grader's model), so that its tracing overlaps these compilations rather than
-            # holding them back.
-            for r in VARIANTS:
-                try:
-                    plain = self.traced.get(None)
-                    self.traced[r] = trace(sol, cfg, r, seeds, x, y, plain if isinstance(plain, Traced) else None)
-                except Exception as exc:  # raised again by every probe that needs this variant
-                    self.traced[r] = exc
-                    continue
-                if local:  # the judge would compile this very program: it is compiled here once
+            # Tracing holds the GIL and compiling does not. In the judge's process each variant is
+            # traced here and compiles in a thread while the next is traced, and only then does
+            # the learner's temp_memory_bytes start (in a thread, tracing and compiling the
+            # gradient of the grader's model), so that its tracing overlaps these compilations
+            # rather than holding them back. Under --sandbox the judge compiles: remat=None is
+            # traced here, and each other variant when the judge first asks for it, so that the
+            # judge rebuilds and compiles one variant while the next is traced here.
+            for r in VARIANTS if local else (None,):
+                self.traced[r] = self.attempt(r)
+                if local and isinstance(self.traced[r], Traced):  # compiled once, here, for the judge
                     self.compiled[r] = pool.submit(self.traced[r].program.lower().compile)
+            if not local and isinstance(self.traced[None], Exception):
+                for r in VARIANTS[1:]:  # the checks start only for a model that traces in some variant
+                    self.traced[r] = self.attempt(r)
             self.temp_memory = [pool.submit(lambda c=StackConfig(*c), layout=layout:
                                             sol.temp_memory_bytes(GraderStack(c, layout), *stack_data(c)))
                                 for c, layout in stacks]
         finally:
             pool.shutdown(wait=False)
 
+    def attempt(self, remat):
+        try:
+            return self.trace(remat)
+        except Exception as exc:  # raised again by every probe that needs this variant
+            return exc
+
+    def plain(self) -> "Traced | None":
+        found = self.traced.get(None)
+        return found if isinstance(found, Traced) else None
+
     def variant(self, remat) -> Traced:
+        if remat not in self.traced:
+            self.traced[remat] = self.attempt(remat)
         found = self.traced[remat]
         if isinstance(found, Exception):
             raise found  # the learner's error again, in this check
@@ -706,7 +720,8 @@ def start(sol, cfg, seeds, stacks, x, y, nonce=None):
     the checks start the grader's own programs only for a model that has something to check.
     nonce: the judge's, found in IN_PROCESS only in the judge's own process."""
     work = work_of(sol, cfg, seeds, stacks, x, y, in_process(nonce))
-    return [not isinstance(work.traced[r], Exception) for r in VARIANTS]
+    # a variant not traced yet (under --sandbox, once remat=None has traced) is traced when asked for
+    return [not isinstance(work.traced.get(r), Exception) for r in VARIANTS]
 
 
 def leaf_name(path) -> list | None:
