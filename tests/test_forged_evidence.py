@@ -30,7 +30,7 @@ DESCRIBED = Path(__file__).resolve().parent / "attacks" / "described"
 # that does not compute the right values. The exercises without one are what issue 31 leaves to do.
 FORGES = sorted(p.stem.removeprefix("forge_") for p in DESCRIBED.glob("forge_*.py"))
 FORGED = sorted({f.split("_")[0] for f in FORGES})
-REACHED = ["ex1", "ex2", "ex8"]  # exercises whose technique checks read the program (graders/kit/program.py)
+REACHED = ["ex1", "ex2", "ex6", "ex8"]  # exercises whose technique checks read the program (graders/kit/program.py)
 SEED = 31_031
 
 INSTALL = {
@@ -89,3 +89,17 @@ def test_a_forged_description_or_program_earns_no_technique_points_under_the_san
     got = score(run, ex_id)
     assert got <= most // 2, (forge, way, got, most, run.exercise(ex_id)["reason"], run.lost(ex_id))
     assert got <= honest[ex_id], (forge, way, got, honest[ex_id], run.lost(ex_id))
+
+
+def test_ex6_a_dots_label_on_checkpoints_that_keep_nothing_earns_no_dots_point(tmp_path):
+    # ex6: a name is not what a checkpoint keeps (tests/attacks/described/relabel_ex6.py, put in
+    # place by swapping __code__, on a right per-block model).
+    module = catalog.module_name("ex6")
+    kit = (ROOT / "tests" / "attacks" / "kit.py").read_text().replace("{checks!r}", repr({module: list(declared("ex6"))}))
+    text = kit + INSTALL["code"] + (DESCRIBED / "relabel_ex6.py").read_text() + "\n" + \
+        (ROOT / "reference" / f"{module}.py").read_text()
+    (tmp_path / f"{module}.py").write_text(text)
+    run = grade(tmp_path, ["ex6"], "--sandbox", "--seed", str(SEED))
+    lost = run.lost("ex6")
+    assert {"dots_uses_dots_saveable", "dots_memory_lies_between"} <= set(lost), lost
+    assert "the program does not keep what its policy says" in lost["dots_uses_dots_saveable"], lost

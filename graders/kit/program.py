@@ -55,8 +55,11 @@ le lgamma log log1p logistic lt max min mul name ne neg nextafter not optimizati
 one_minus_square population_count pow real reduce_and reduce_max reduce_min reduce_or reduce_precision reduce_prod reduce_sum
 reduce_xor rem remat2 reshape rev round rsqrt scan scatter scatter-add scatter_add scatter-mul scatter_mul
 scatter-min scatter-max select_n shift_left shift_right_arithmetic shift_right_logical sign sin sinh
-slice sort split sqrt square squeeze stack stop_gradient sub tan tanh tile top_k transpose while xor
+slice sort split sqrt square squeeze stack stop_gradient sub tan tanh tile top_k transpose unstack while xor
 """.split())
+
+# What jax.debug.print binds: effects and no outputs. encode_with_policies leaves them out.
+PRINTS = frozenset({"debug_print", "debug_callback"})
 
 CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
@@ -104,8 +107,10 @@ def said_name(obj) -> str:
 # ---- encoding (the worker) ------------------------------------------------------------------
 
 class _Encoder:
-    def __init__(self, filename: str, forward: bool):
+    def __init__(self, filename: str, forward: bool, policies: list | None = None):
         self.filename, self.forward = str(filename or ""), forward
+        self.policies = policies  # encode_with_policies: the learner's own policies, by number
+        self.drop_prints = policies is not None  # ... and jax.debug.print left out (PRINTS)
         self.count = 0
         self.table: list = []  # every program, each after the programs it holds (no nesting on the wire)
         self.done: dict = {}  # id(jaxpr) -> its index in table
@@ -147,7 +152,9 @@ class _Encoder:
             self.count += 1
             if self.count > MAX_EQUATIONS:
                 raise ProgramError(f"more than {MAX_EQUATIONS} equations")
-            if eqn.effects:
+            if self.drop_prints and eqn.primitive.name in PRINTS and not eqn.outvars:
+                continue  # a print returns nothing: the program computes the same without it
+            if eqn.effects and not (self.drop_prints and all(type(e).__name__ == "DebugEffect" for e in eqn.effects)):
                 raise ProgramError(f"{eqn.primitive.name} has effects ({', '.join(map(str, eqn.effects))})")
             name, params = eqn.primitive.name, eqn.params
             if name in CUSTOM:
@@ -227,6 +234,12 @@ class _Encoder:
             return {"mesh": type(value).__name__}
         if callable(value):
             name = policy_name(value)
+            if name is None and self.policies is not None:
+                for number, known in enumerate(self.policies):
+                    if known is value:
+                        return {"custom_policy": number}
+                self.policies.append(value)
+                return {"custom_policy": len(self.policies) - 1}
             if name is None:
                 raise ProgramError(f"a function ({said_name(value)}) in a parameter, e.g. a checkpoint policy "
                                    "of your own: only jax.checkpoint_policies are read")
@@ -240,7 +253,54 @@ class _Encoder:
             return {"one": self.param(tree.val, depth)}
         if isinstance(tree, flattree.FTFiltered):
             return {"filtered": self.flat(tree.val, depth)}
+        if isinstance(tree, flattree.FTPyTree):
+            # a scan's transpose states its layout as a tree of tuples and lists (a scan over a
+            # model's stacked states, differentiated): sent as that skeleton, nothing else
+            return {"pytree": [[self.param(x, depth) for x in tree.xs], _skeleton(tree.tree)]}
         raise ProgramError(f"a scan layout of kind {type(tree).__name__}")
+
+
+class _Leaf:
+    """Where a leaf stands in a tree's skeleton (_skeleton, _treedef)."""
+
+
+def _skeleton(treedef, depth: int = 0):
+    """A PyTreeDef made only of tuples, lists, dicts (string keys) and None, as plain data."""
+    def walk(node, depth):
+        if depth > MAX_NESTING:
+            raise ProgramError("a scan layout nested too deeply")
+        if isinstance(node, _Leaf):
+            return {"leaf": 0}
+        if node is None:
+            return {"none": 0}
+        if type(node) in (tuple, list):
+            return {type(node).__name__: [walk(n, depth + 1) for n in node]}
+        if type(node) is dict and all(isinstance(k, str) for k in node):
+            return {"dict": [[k, walk(v, depth + 1)] for k, v in node.items()]}
+        raise ProgramError(f"a scan layout holding a {type(node).__name__}")
+    return walk(jax.tree_util.tree_unflatten(treedef, [_Leaf() for _ in range(treedef.num_leaves)]), depth)
+
+
+def _treedef(data):
+    """The PyTreeDef a skeleton stands for (the judge's side of _skeleton)."""
+    def build(d, depth):
+        if depth > MAX_NESTING or not (isinstance(d, dict) and len(d) == 1):
+            raise ProgramError("a malformed scan layout")
+        (kind, value), = d.items()
+        if kind == "leaf" and value == 0:
+            return _Leaf()
+        if kind == "none" and value == 0:
+            return None
+        if kind in ("tuple", "list"):
+            items = [build(v, depth + 1) for v in _list(value)]
+            return tuple(items) if kind == "tuple" else items
+        if kind == "dict":
+            pairs = _list(value)
+            if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
+                raise ProgramError("a malformed scan layout")
+            return {k: build(v, depth + 1) for k, v in pairs}
+        raise ProgramError("a malformed scan layout")
+    return jax.tree_util.tree_structure(build(data, 0), is_leaf=lambda n: isinstance(n, _Leaf))
 
 
 LINE = "graders_learner_line"  # where a rebuilt equation keeps the learner's line (its xla_metadata)
@@ -278,6 +338,23 @@ def encode(closed, filename: str = "", forward: bool = False) -> dict:
     encoder = _Encoder(filename, forward)
     encoder.jaxpr(closed)
     return {"program": encoder.table}
+
+
+def encode_with_policies(closed, filename: str = "", forward: bool = False) -> tuple[dict, list]:
+    """encode_or_reason's result, and the policies of the learner's own it holds: each such
+    policy (a callable that is not one of jax.checkpoint_policies) travels as its number in that
+    list, {"custom_policy": n}, never as code. The judge rebuilds it as CustomPolicy(n) (decode
+    with custom_policies=True), which it never calls: what such a checkpoint keeps is read from
+    the gradient's dataflow (graders/exercises/ex6_nnx_block_remat). Opt-in: encode refuses them.
+    A jax.debug.print (PRINTS: no outputs, only a debug effect) is left out here: the program
+    computes the same values without it."""
+    policies: list = []
+    encoder = _Encoder(filename, forward, policies)
+    try:
+        encoder.jaxpr(closed)
+    except ProgramError as exc:
+        return {"unreadable": str(exc)}, []
+    return {"program": encoder.table}, policies
 
 
 # ---- decoding (the judge) -------------------------------------------------------------------
@@ -319,9 +396,28 @@ class Program:
         return jax.jit(core.jaxpr_as_fun(self.closed))(*args)
 
 
+MAX_CUSTOM_POLICIES = 64
+
+
+class CustomPolicy:
+    """A checkpoint policy of the learner's own, as the judge rebuilds it: only its number in the
+    worker's list (encode_with_policies). It is never asked anything; calling it is an error, so
+    that no analysis takes it for a policy it does not know."""
+
+    def __init__(self, number: int):
+        self.number = number
+
+    def __call__(self, *args, **kwargs):
+        raise ProgramError(f"policy #{self.number} is the learner's own: the judge does not run it")
+
+    def __repr__(self):
+        return f"CustomPolicy({self.number})"
+
+
 class _Decoder:
-    def __init__(self):
+    def __init__(self, custom_policies: bool = False):
         self.count, self.const_bytes = 0, 0
+        self.custom = {} if custom_policies else None  # number -> CustomPolicy, one object each
         self.built: list = []  # the table's programs rebuilt so far
 
     def aval(self, data):
@@ -456,6 +552,9 @@ class _Decoder:
             return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * data[1]))
         if kind == "policy" and isinstance(data, str) and data in _policies():
             return _policies()[data]
+        if (kind == "custom_policy" and self.custom is not None and isinstance(data, int)
+                and not isinstance(data, bool) and 0 <= data < MAX_CUSTOM_POLICIES):
+            return self.custom.setdefault(data, CustomPolicy(data))
         raise ProgramError(f"a parameter the grader does not rebuild ({kind[:40]!r})")
 
     def flat(self, data, depth):
@@ -465,6 +564,13 @@ class _Decoder:
             return flattree.FTSingleton(self.param(data["one"], depth))
         if isinstance(data, dict) and set(data) == {"filtered"}:
             return flattree.FTFiltered(self.flat(data["filtered"], depth))
+        if isinstance(data, dict) and set(data) == {"pytree"} and isinstance(data["pytree"], list) and len(data["pytree"]) == 2:
+            xs, skeleton = data["pytree"]
+            treedef = _treedef(skeleton)
+            xs = tuple(self.param(x, depth) for x in _list(xs))
+            if len(xs) != treedef.num_leaves:
+                raise ProgramError("a malformed scan layout")
+            return flattree.FTPyTree(xs, treedef)
         raise ProgramError("a malformed scan layout")
 
 
@@ -485,15 +591,16 @@ def _list(value) -> list:
     return value
 
 
-def decode(message) -> Program:
+def decode(message, custom_policies: bool = False) -> Program:
     """The program a worker sent (encode's result after the wire), rebuilt and type-checked; a
-    ProgramError for anything else."""
+    ProgramError for anything else. custom_policies: accept the learner's own checkpoint policies
+    as numbers (encode_with_policies), rebuilt as CustomPolicy."""
     if isinstance(message, dict) and set(message) == {"unreadable"} and isinstance(message["unreadable"], str):
         raise ProgramError(f"your program holds {message['unreadable'][:300]}")
     if not (isinstance(message, dict) and set(message) == {"program"}):
         raise ProgramError("no program came back")
     try:
-        closed = _Decoder().table(message["program"])
+        closed = _Decoder(custom_policies).table(message["program"])
         core.check_jaxpr(closed)
     except ProgramError:
         raise

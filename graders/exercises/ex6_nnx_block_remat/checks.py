@@ -22,6 +22,7 @@ for them only once the learner's model has traced in some variant, so a stub sto
 """
 
 import functools
+import secrets
 from functools import partial
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -31,14 +32,17 @@ import jax
 import numpy as np
 import pytest
 
-from graders.kit import figure_store, jaxpr
+from graders.kit import costs, figure_store, jaxpr
+from graders.kit import program as program_data
 from graders.exercises.ex6_nnx_block_remat import plain_stack
 from graders.kit.expected import expected, recorded_ahead
 from graders.kit.verdicts import Verdict, fail
 from graders.kit.numeric import as_int, assert_close, is_close
 from graders.exercises.ex6_nnx_block_remat.probes import (
     EXPECTED_POLICIES, MARKERS, PARAMS, VARIANTS, Config, StackConfig, abstract_block_args, attention_half, block_fn,
-    grader_stack_forward_temp, grader_stack_memory, markers, mlp_half, mse, own_kept, show)
+    grader_stack_forward_temp, grader_stack_memory, markers, mlp_half, mse, own_kept, policy_kind, show)
+from graders.exercises.ex6_nnx_block_remat import probes as program_reading
+from graders.exercises.ex6_nnx_block_remat.probes import describe_policy as describe_own_policy
 
 cp = jax.checkpoint_policies
 
@@ -312,35 +316,167 @@ def probe_args(cfg: Config, seed: int) -> tuple:
     return (tuple(cfg), MODEL_SEEDS, tuple((tuple(c), layout) for c, layout in stack_specs(seed)), *data(cfg, 0, 0))
 
 
+def nonce() -> str:
+    """This judge's nonce, kept in its own process's probes module (probes.IN_PROCESS): a probe
+    that finds it there runs in this process (no --sandbox) and hands its programs over."""
+    return program_reading.IN_PROCESS.setdefault("judge", secrets.token_hex(16))
+
+
 @functools.cache
 def started(run: Run, cfg: Config) -> bool:
     """Start the learner's work in the worker; whether any variant of their model traced."""
-    traced = run.worker.start(*probe_args(cfg, run.seed))
+    traced = run.worker.start(*probe_args(cfg, run.seed), nonce())
     if not (isinstance(traced, list) and len(traced) == len(VARIANTS) and all(isinstance(t, bool) for t in traced)):
         raise Verdict("failed", "the process running your code sent back something no probe sends")
     return any(traced)
 
 
 @functools.cache
-def variant(run: Run, cfg: Config, remat) -> dict:
-    """Everything of Transformer(remat=remat), from its one compiled program (see the probe)."""
+def replies(run: Run, cfg: Config) -> dict:
+    """remat -> what the worker sent of Transformer(remat=remat) (see the variant probe), its
+    programs rebuilt here and compiling in threads (XLA releases the GIL), or the Verdict that
+    asking for it ended with. All three are asked for at once, so that they compile together."""
     if started(run, cfg):
         # The grader's own programs compile while the learner's do; a model that does not even
         # trace (the stub, a half-written module) has nothing to compare with them.
         own_memory_started(cfg)
     cfg_args, seeds, stacks, x, y = probe_args(cfg, run.seed)
     runs = [data(cfg, run.seed, k + 1) for k in range(len(MODEL_SEEDS))]
-    reply = run.worker.variant(cfg_args, remat, seeds, stacks, x, y, runs)
-    if not well_formed(reply, cfg):
-        # Only a process that did not run the probe sends this: the checks below zip lists, so a
-        # short one must not pass for a right one.
-        raise Verdict("failed", "the process running your code sent back something no probe sends")
-    return reply
+    out = {}
+    # Each reply is rebuilt (and its programs lowered and compiled) in a thread while the next is
+    # asked for: under --sandbox the worker encodes one while the judge rebuilds the last.
+    pool = ThreadPoolExecutor(max_workers=len(VARIANTS))
+    # the compilations judged() starts (never shut down while it may still submit; idle at the end)
+    compiling = ThreadPoolExecutor(max_workers=2 * len(VARIANTS))
+    for r in VARIANTS:
+        try:
+            reply = run.worker.variant(cfg_args, r, seeds, stacks, x, y, runs)
+        except Verdict as exc:
+            out[r] = exc
+            continue
+        if not well_formed(reply, cfg):
+            # Only a process that did not run the probe sends this: the checks below zip lists, so a
+            # short one must not pass for a right one.
+            out[r] = Verdict("failed", "the process running your code sent back something no probe sends")
+            continue
+        handed = program_reading.IN_PROCESS.pop(("variant", nonce(), r), None)
+        out[r] = pool.submit(judged, reply, cfg, r, runs, compiling, handed)
+    pool.shutdown(wait=False)
+    return out
+
+
+class Unreadable(NamedTuple):
+    """A variant whose programs the grader could not read: why, and how many devices the worker
+    says its program ran on (for messages only)."""
+    why: str
+    devices: int
+
+
+def judged(reply: dict, cfg: Config, remat, runs, pool, handed: dict | None = None) -> dict:
+    """The reply as the checks read it: params (the worker's: values, held to the plain stack),
+    and, from the programs rebuilt here, "gradient", "forward", "leaves" (each input leaf's
+    block), "compiled" (a future: the gradient program compiled here, run and measured here),
+    "policies" (the worker's descriptions of the learner's own policies, for messages). For a
+    program that could not be sent or read, "unreadable" (Unreadable) and the worker's numbers.
+    handed: the programs themselves, traced and compiling, when the probe ran in this very process
+    (probes.IN_PROCESS: no --sandbox), read in place of their encoding: the same programs, the
+    learner's own policies numbered alike ("custom")."""
+    if reply["params_error"] is not None:
+        return {"params_error": reply["params_error"], "params": None}
+    v = {"params_error": None, "params": reply["params"], "policies": reply["policies"], "unreadable": None,
+         "custom": []}
+    try:
+        gradient, forward, leaves = rebuilt(reply, cfg, handed)
+    except program_data.ProgramError as exc:
+        v["unreadable"] = Unreadable(str(exc), reply["devices"])
+        if len(reply["outs"]) != len(MODEL_SEEDS) or len(reply["grads"]) != len(MODEL_SEEDS):
+            raise Verdict("failed", "the process running your code sent back something no probe sends") from None
+        v["outs"], v["grads"] = reply["outs"], reply["grads"]
+        return v
+    inputs = []
+    for k, (rx, ry) in enumerate(runs):
+        args = []
+        for j, (name, given) in enumerate(zip(reply["leaves"], reply["state"][k])):
+            aval = gradient.jaxpr.invars[j].aval
+            value = reply["params"][k][name[0]][name[1]] if name is not None else given
+            args.append(np.asarray(value).astype(aval.dtype))
+        inputs.append([*args, rx, ry])
+    v.update(gradient=gradient, forward=forward, leaves=leaves, names=reply["leaves"], inputs=inputs)
+    if handed is not None:
+        treedef = handed["treedef"]
+        v.update(custom=handed["custom"], compiled=handed["compiled"],
+                 call=lambda compiled, args: jax.tree.leaves(compiled(jax.tree.unflatten(treedef, args[:-2]), *args[-2:])))
+    else:
+        # Sent by another process: model(x)'s program, whose checkpoints the checks read too, is run
+        # here as well (require_held). Handed over in this process, it is the model's own trace.
+        v.update(compiled=pool.submit(lambda: jax.jit(program_data.core.jaxpr_as_fun(gradient)).lower(*inputs[0]).compile()),
+                 call=lambda compiled, args: compiled(*args),
+                 forward_compiled=pool.submit(lambda: jax.jit(program_data.core.jaxpr_as_fun(forward)).lower(
+                     *inputs[0][:-1]).compile()))
+    return v
+
+
+def rebuilt(reply: dict, cfg: Config, handed: dict | None = None) -> tuple:
+    """The gradient and forward programs the worker sent, rebuilt (graders/kit/program.py), or
+    handed over in this process, and checked to take the model's parameter leaves, x (and y) and
+    return model(x) (and a gradient per leaf), every parameter the checks read named once; a
+    ProgramError otherwise."""
+    for sent in (reply["gradient"], reply["forward"]):  # refused alike, handed or not
+        if isinstance(sent, dict) and set(sent) == {"unreadable"} and isinstance(sent["unreadable"], str):
+            raise program_data.ProgramError(f"your program holds {sent['unreadable'][:300]}")
+    if handed is not None:
+        gradient, forward = handed["gradient"], handed["forward"]
+    else:
+        gradient = program_data.decode(reply["gradient"], custom_policies=True).closed
+        forward = program_data.decode(reply["forward"], custom_policies=True).closed
+    names, params = reply["leaves"], reply["params"][0]
+    act = (cfg.batch, cfg.length, cfg.d_model)
+    wanted = [(i, p) for i in range(cfg.layers) for p in PARAMS]
+    if sorted(tuple(n) for n in names if n is not None) != sorted(wanted):
+        raise program_data.ProgramError("inputs that are not the model's parameters, each named once")
+    shapes = [tuple(params[n[0]][n[1]].shape) if n is not None else tuple(np.shape(g))
+              for n, g in zip(names, reply["state"][0])]
+    if [tuple(v.aval.shape) for v in gradient.jaxpr.invars] != [*shapes, act, act]:
+        raise program_data.ProgramError("a gradient program whose inputs are not the model's parameters, x and y")
+    if [tuple(v.aval.shape) for v in gradient.jaxpr.outvars] != [act, *shapes]:
+        raise program_data.ProgramError("a gradient program that does not return model(x) and one gradient per parameter")
+    if ([tuple(v.aval.shape) for v in forward.jaxpr.invars] != [*shapes, act]
+            or [tuple(v.aval.shape) for v in forward.jaxpr.outvars] != [act]):
+        raise program_data.ProgramError("a program of model(x) that does not take the model's parameters and x")
+    for k, state in enumerate(reply["state"]):
+        for n, g, shape in zip(names, state, shapes):
+            if (n is None) == (g is None) or (g is not None and tuple(np.shape(g)) != shape):
+                raise program_data.ProgramError("parameter values that do not fit the program")
+    return gradient, forward, [None if n is None else n[0] for n in names]
+
+
+@functools.cache
+def variant(run: Run, cfg: Config, remat) -> dict:
+    """Everything of Transformer(remat=remat) (see judged): the numbers are the grader's own run of
+    the program the worker sent (or, for a program it could not send, the worker's)."""
+    v = replies(run, cfg)[remat]
+    if isinstance(v, Verdict):
+        raise v
+    v = v.result()  # a Verdict judged() raised is raised again here
+    if v["params_error"] is None and v["unreadable"] is None and "outs" not in v:
+        compiled = v["compiled"].result()
+        v["memory"] = costs.memory_figures(compiled)
+        v["outs"], v["grads"] = [], []
+        n = len(v["names"])
+        for args in v["inputs"]:
+            results = [np.asarray(a) for a in v["call"](compiled, args)]
+            v["outs"].append(results[0])
+            grads = [{} for _ in range(cfg.layers)]
+            for name, g in zip(v["names"], results[1:1 + n]):
+                if name is not None:
+                    grads[name[0]][name[1]] = g.astype(np.float32)
+            v["grads"].append(grads)
+    return v
 
 
 def well_formed(v, cfg: Config) -> bool:
     """Whether a variant probe's reply has the shape the probe gives it: one entry per model and
-    per block, every parameter named, the structure and memory figures typed."""
+    per block, every parameter named; the programs are read by graders/kit/program.py."""
     def is_(value, kind):
         return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
 
@@ -349,42 +485,32 @@ def well_formed(v, cfg: Config) -> bool:
                 and all(is_(b, dict) and set(b) == set(PARAMS) and all(is_(a, np.ndarray) for a in b.values())
                         for b in value))
 
-    def counts(value):
-        return is_(value, dict) and all(is_(k, str) and is_(n, int) for k, n in value.items())
-
     def error(e):
         return is_(e, list) and len(e) == 2 and all(is_(m, str) for m in e)
 
     def policy(p):
-        return (is_(p, dict) and set(p) == {"is", "text", "error"} and is_(p["is"], str)
-                and (p["text"] is None or is_(p["text"], str)) and (p["error"] is None or error(p["error"])))
+        return (is_(p, dict) and set(p) == {"text", "error"} and (p["text"] is None or is_(p["text"], str))
+                and (p["error"] is None or error(p["error"])))
+
+    def leaf(n):
+        return n is None or (is_(n, list) and len(n) == 2 and is_(n[0], int) and 0 <= n[0] < cfg.layers
+                             and n[1] in PARAMS)
 
     n = len(MODEL_SEEDS)
-    if not (is_(v, dict) and {"structure", "memory", "params", "params_error", "outs", "grads"} <= set(v)):
-        return False
-    s, memory = v["structure"], v["memory"]
-    if is_(s, dict) and set(s) == {"error"}:
-        if not error(s["error"]):
-            return False
-    elif not (is_(s, dict) and is_(s.get("live"), int) and is_(s.get("dead"), int) and counts(s.get("outside"))
-            and is_(s.get("working"), int) and is_(s.get("side_channels"), int) and is_(s.get("prevent_cse_off"), int)
-            and is_(s.get("looped"), int) and counts(s.get("gradient_outside"))
-            and is_(s.get("blocks"), list) and len(s["blocks"]) == cfg.layers
-            and all(is_(b, dict) and set(b) == {"checkpoints", "policies", "kept", "outside"}
-                    and is_(b["outside"], bool) and all(is_(b[k], list) for k in ("checkpoints", "policies", "kept"))
-                    and len(b["checkpoints"]) == len(b["policies"]) == len(b["kept"])
-                    and all(is_(c, int) for c in b["checkpoints"] + b["kept"]) and all(is_(k, str) for k in b["policies"])
-                    for b in s["blocks"])
-            and is_(s.get("holds"), list) and all(counts(h) for h in s["holds"])
-            and is_(s.get("policies"), list) and all(policy(p) for p in s["policies"])):
-        return False
-    if not (counts(memory) and "temp_size_in_bytes" in memory and is_(v.get("devices"), int)):
+    if not (is_(v, dict) and set(v) == {"params", "params_error", "leaves", "state", "gradient", "forward",
+                                        "policies", "outs", "grads", "devices"}):
         return False
     if v["params_error"] is not None:
         return is_(v["params_error"], str)
     return (is_(v["params"], list) and len(v["params"]) == n and all(blocks(p) for p in v["params"])
-            and is_(v["outs"], list) and len(v["outs"]) == n and all(is_(o, np.ndarray) for o in v["outs"])
-            and is_(v["grads"], list) and len(v["grads"]) == n and all(blocks(g) for g in v["grads"]))
+            and is_(v["leaves"], list) and all(leaf(x) for x in v["leaves"])
+            and is_(v["state"], list) and len(v["state"]) == n
+            and all(is_(s, list) and len(s) == len(v["leaves"]) and all(a is None or is_(a, np.ndarray) for a in s)
+                    for s in v["state"])
+            and is_(v["policies"], list) and all(policy(p) for p in v["policies"])
+            and is_(v["devices"], int)
+            and is_(v["outs"], list) and all(is_(o, np.ndarray) for o in v["outs"])
+            and is_(v["grads"], list) and all(blocks(g) for g in v["grads"]))
 
 
 def params_of(run: Run, cfg: Config, remat) -> list:
@@ -423,7 +549,7 @@ class Structure(NamedTuple):
     looped: int          # working checkpoints of the gradient that run inside a scan or while loop
     policies: list       # the policy of each checkpoint that reaches a gradient: {"is": which of
                          # None, nothing_saveable, dots_saveable it is ("" if none), "text": its
-                         # description, or "error": what asking it raised}
+                         # description, or "error": what asking it raised (judged_policies)}
     dead: int            # checkpoints in the forward pass whose result never reaches the output
     holds: list          # for each live checkpoint of the forward pass: its MARKERS counts
     outside: Counter     # MARKERS counts of live forward work outside every checkpoint
@@ -435,14 +561,118 @@ def raise_verdict(error: list):
     raise Verdict(outcome if outcome in ("failed", "not_attempted") else "failed", message[:2000])
 
 
+def unreadable_text(run: Run, cfg: Config, remat) -> str:
+    """Why the programs of this variant are not read ('' when they are)."""
+    v = variant(run, cfg, remat)
+    if v["unreadable"] is None:
+        return ""
+    return (f"the grader cannot read the gradient program of Transformer(remat={show(remat)}) that the process running "
+            f"your code sent: {v['unreadable'].why}. The technique is judged on the program the grader reads and "
+            "runs itself; where values leave the program's dataflow there (say, activations kept on the host by "
+            f"{SIDE_CHANNELS}, or spread over devices by a sharding), neither what the checkpoints recompute nor the "
+            "memory the gradient keeps can be read. Hint: the exercise needs neither; keep every value in the "
+            "program and let nnx.remat recompute each block.")
+
+
+def require_held(run: Run, cfg: Config, remat) -> None:
+    """What a program holds counts only if the program computes the model: its outputs and
+    gradients, run by the grader on its own inputs, must equal the grader's plain stack (NumPy,
+    float64) of the model's parameters. A program with every mark of the technique that computes
+    something else earns nothing."""
+    for model_seed, _, out, grads, expected_out, expected_grads in numbers(run, cfg, remat):
+        if is_close(out, expected_out) and all(is_close(g[p], e[p]) for g, e in zip(grads, expected_grads)
+                                               for p in PARAMS):
+            continue
+        fail(f"run by the grader on its own inputs, the gradient program of Transformer(remat={show(remat)}) "
+             f"(built from nnx.Rngs({model_seed})) does not compute the grader's plain stack of the model's blocks "
+             "(its output or a gradient differs): how a program checkpoints is judged only on a program that "
+             "computes the model's outputs and gradients. Hint: make the numbers right first (the outputs and "
+             "gradients checks say how).")
+    v = variant(run, cfg, remat)
+    if v.get("forward_compiled") is not None:
+        out = np.asarray(v["forward_compiled"].result()(*v["inputs"][0][:-1])[0])
+        if not is_close(out, numbers(run, cfg, remat)[0][4]):
+            fail(f"run by the grader on its own inputs, the program of Transformer(remat={show(remat)})(x) that the "
+                 "process running your code sent does not compute the model's output, which its gradient program "
+                 "does: the checkpoints of model(x) are judged only on a program that computes it.")
+
+
 @functools.cache
 def structure(run: Run, cfg: Config, remat) -> Structure:
-    s = variant(run, cfg, remat)["structure"]
-    if "error" in s:
-        raise_verdict(s["error"])
-    return Structure(s["live"], s["working"], s["blocks"], Counter(s["gradient_outside"]), s["side_channels"],
-                     s["prevent_cse_off"], s["looped"], s["policies"],
+    """What the checkpoints of the variant's programs do, read here from the programs the worker
+    sent (probes.structure), once they are held to the plain stack (require_held)."""
+    params_of(run, cfg, remat)
+    problem = unreadable_text(run, cfg, remat)
+    if problem:
+        fail(problem)
+    require_held(run, cfg, remat)
+    v = variant(run, cfg, remat)
+    try:
+        s = program_reading.structure(v["gradient"], v["forward"], v["leaves"], cfg)
+    except program_data.ProgramError as exc:
+        fail(f"the grader could not read the checkpoints of Transformer(remat={show(remat)}): {exc}.")
+    judged = judged_policies(s, cfg, v["policies"], v["custom"])
+    blocks = [dict(b, policies=[judged[id(p)]["label"] for p in b["policies"]]) for b in s["blocks"]]
+    return Structure(s["live"], s["working"], blocks, Counter(s["gradient_outside"]), s["side_channels"],
+                     s["prevent_cse_off"], s["looped"], [judged[id(p)] for p in s["policies"]],
                      s["dead"], [Counter(h) for h in s["holds"]], Counter(s["outside"]))
+
+
+def flow_kind(kept: list, cfg: Config) -> str | None:
+    """What the checkpoints carrying one policy keep, read from the gradient's dataflow: "full" when
+    every one is computed from no more of the forward pass than the grader's own checkpoint with no
+    policy, "dots" when every one is computed from what the grader's own with dots_saveable is
+    (within KEPT_MARGIN), "" otherwise; None when no block has a checkpoint of its own to read.
+    `kept`: (block, bytes) of each block whose one checkpoint carries that policy."""
+    if not kept:
+        return None
+    own = own_kept_bytes(cfg)
+    # blocks[0]'s input is the model's: a right model may make it a value of its own first
+    slack = [cfg.batch * cfg.length * cfg.d_model * np.dtype(np.float32).itemsize] + [0] * (cfg.layers - 1)
+    if all(k <= (1 + KEPT_MARGIN) * own["full"][i] + slack[i] for i, k in kept):
+        return "full"
+    if all((1 - KEPT_MARGIN) * own["dots"][i] - slack[i] <= k <= (1 + KEPT_MARGIN) * own["dots"][i] + slack[i]
+           for i, k in kept):
+        return "dots"
+    return ""
+
+
+def judged_policies(s: dict, cfg: Config, described: list, custom: list) -> dict:
+    """id(policy) -> {"is", "label", "text", "error", "policy"} for each policy the programs'
+    checkpoints carry. "label": which policy the program says it is (None, one of JAX's,
+    judged by asking it in the grader; a policy of the learner's own by what its checkpoints
+    keep). "is": the same, once held to what the gradient's dataflow keeps: a dots_saveable that
+    keeps no matmul result is none of the policies. "text": the worker's description of a policy of
+    the learner's own (messages only); described here for JAX's own, when a message needs it.
+    custom: the learner's own policies, by number, when the programs were handed over in this
+    process (rebuilt, each is a program.CustomPolicy that knows its number)."""
+    kept: dict = {}
+    objects = {id(p): p for p in s["policies"]}
+    for i, b in enumerate(s["blocks"]):
+        objects.update((id(p), p) for p in b["policies"])
+        if len(b["kept"]) == 1:
+            kept.setdefault(id(b["policies"][0]), []).append((i, b["kept"][0]))
+    out = {}
+    for key, policy in objects.items():
+        flow = flow_kind(kept.get(key, []), cfg)
+        number = policy.number if isinstance(policy, program_data.CustomPolicy) else next(
+            (n for n, p in enumerate(custom) if p is policy), None)
+        if number is not None:
+            words = described[number] if number < len(described) else {"text": None, "error": None}
+            kind = {"full": "nothing_saveable", "dots": "dots_saveable"}.get(flow, "")
+            out[key] = {"is": kind, "label": kind, "text": words["text"] or f"a policy of your own (#{number})",
+                        "error": words["error"], "policy": policy}
+            continue
+        label = policy_kind(policy, cfg)
+        entry = {"is": label, "label": label, "text": None, "error": None, "policy": policy, "cfg": cfg}
+        if label == "dots_saveable" and flow not in (None, "dots"):
+            i, k = kept[key][0]
+            entry["is"] = ""
+            entry["text"] = (f"dots_saveable by name, yet in the gradient the checkpoint of blocks[{i}] is computed from "
+                             f"{k:,} bytes of the forward pass's values, where dots_saveable keeps "
+                             f"{own_kept_bytes(cfg)['dots'][i]:,} (the program does not keep what its policy says)")
+        out[key] = entry
+    return out
 
 
 def counts_text(c: Counter) -> str:
@@ -612,12 +842,13 @@ def policies(run: Run, cfg: Config, remat) -> list:
 
 
 def describe_policy(policy: dict) -> str:
-    """The policy's name and what it really keeps of a block, as the probe asked it; if asking it
-    raised in the learner's code, that ends the check as it would have there."""
+    """The policy's name and what it keeps of a block: the worker's description of a policy of the
+    learner's own (if asking it raised in the learner's code, that ends the check as it would have
+    there), the grader's of one of JAX's."""
     if policy["error"] is not None:
         raise_verdict(policy["error"])
-    if policy["text"] is None:  # the probe describes only a policy the variant may not carry
-        raise Verdict("failed", "the process running your code sent back something no probe sends")
+    if policy["text"] is None:
+        policy["text"] = describe_own_policy(policy["policy"], policy["cfg"])
     return policy["text"]
 
 
@@ -637,21 +868,16 @@ def policy_problem(run: Run, cfg: Config, remat) -> str:
 # ----- memory, measured by the grader ----------------------------------------------------------
 
 def measured(run: Run, cfg: Config, remat) -> dict:
-    """memory_analysis() of the learner's program for this variant (the one compiled for the numbers)."""
+    """memory_analysis() of the learner's program for this variant, compiled here (the one run for
+    the numbers), once it is held to the plain stack."""
+    require_measurable(run, cfg)
+    require_held(run, cfg, remat)
     return variant(run, cfg, remat)["memory"]
 
 
 def temp(run: Run, cfg: Config, remat) -> int:
-    """temp_size_in_bytes of the learner's program for this variant. The worker measures it, so
-    the figure is checked to be one a gradient of this model can need: the grader's own per-block
-    checkpointed gradient ('full') needs the least, and none needs less than half of that."""
-    figure = measured(run, cfg, remat)["temp_size_in_bytes"]
-    least = own_temp(cfg, "full")
-    if not figure >= least / 2:
-        fail(f"the process running your code sent back {figure} bytes of temporary memory for the gradient of "
-             f"remat={show(remat)}; the grader's own gradient with one jax.checkpoint around each block, the "
-             f"least any variant needs, takes {least} bytes, and no gradient of this model takes less than half.")
-    return figure
+    """temp_size_in_bytes of the learner's program for this variant, compiled by the grader."""
+    return measured(run, cfg, remat)["temp_size_in_bytes"]
 
 
 def own_temp(cfg: Config, remat) -> int:
@@ -701,21 +927,24 @@ SIDE_CHANNELS = "a callback that returns values, such as jax.pure_callback, or a
 
 def require_measurable(run: Run, cfg: Config) -> None:
     """temp_size_in_bytes says what a gradient keeps only if every value stays in the program
-    and the gradient runs on one device (the figure is what one device holds)."""
+    and the gradient runs on one device (the figure is what one device holds): the grader compiles
+    the program it reads, and a program that goes around its dataflow (a callback) or is spread
+    over devices (a sharding) is not sent (graders/kit/program.py); the worker's count of devices
+    only words the message."""
     for r in VARIANTS:
-        found = structure(run, cfg, r).side_channels
-        if found:
-            fail(f"Transformer(remat={show(r)}) goes around the program's dataflow {found} time(s) in model(x) or its "
-                 f"gradient ({SIDE_CHANNELS}): what "
-                 "leaves the program there (say, activations kept on the host or in a mutable array) is not in the "
-                 "temporary memory the grader measures, so the figure says nothing about what the gradient keeps. "
-                 "Hint: the exercise needs neither; let nnx.remat recompute each block.")
-        devices = variant(run, cfg, r)["devices"]
-        if devices > 1:
-            fail(f"the gradient of Transformer(remat={show(r)}) runs on {devices} devices (its values are sharded "
-                 "across them, e.g. by jax.lax.with_sharding_constraint): the temporary memory the grader measures is "
-                 "what one device holds, not what the gradient keeps. Hint: the exercise runs on one device; let "
-                 "nnx.remat recompute each block.")
+        params_of(run, cfg, r)
+        unreadable = variant(run, cfg, r)["unreadable"]
+        if unreadable is None:
+            continue
+        if unreadable.devices > 1:
+            fail(f"the gradient of Transformer(remat={show(r)}) runs on {unreadable.devices} devices (its values are "
+                 "sharded across them, e.g. by jax.lax.with_sharding_constraint): the temporary memory the grader "
+                 "measures is what one device holds, not what the gradient keeps, and the grader does not read such a "
+                 f"program ({unreadable.why}). Hint: the exercise runs on one device; let nnx.remat recompute each block.")
+        fail(f"the grader cannot read the gradient program of Transformer(remat={show(r)}): {unreadable.why} "
+             f"({SIDE_CHANNELS}, say): what leaves the program there (say, activations kept on the host or in a "
+             "mutable array) is not in the temporary memory the grader measures, so no figure says what the gradient "
+             "keeps. Hint: the exercise needs neither; let nnx.remat recompute each block.")
 
 
 def require_one_whole_block_per_checkpoint(run: Run, cfg: Config, remat) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from flax import nnx
 
 from graders.kit import costs, jaxpr, verdicts
+from graders.kit import program as program_data
 from graders.kit.verdicts import fail
 from graders.exercises.ex6_nnx_block_remat.plain_stack import LN_EPS, MASKED
 from graders.kit.probing import probe
@@ -284,7 +285,8 @@ class Traced(NamedTuple):
     paths: list          # the key path of each nnx.Param, in the order its gradients are returned
     forward: object      # jaxpr of model(x)
     gradient: object     # jaxpr of (model(x), gradients w.r.t. the nnx.Param state)
-    lowered: object
+    program: object      # jax.jit(...).trace of the gradient: lowered and compiled here only for a
+                         # program that cannot be sent (the judge compiles the others itself)
 
 
 def _fits(state, like) -> bool:
@@ -327,37 +329,54 @@ def trace(sol, cfg: Config, remat, seeds, x, y, plain: "Traced | None" = None) -
     forward = jaxpr.trace(lambda s, x: nnx.merge(graphdef, s, rest)(x), state, x)
     program = jax.jit(out_and_grads).trace(state, x, y)
     paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
-    return Traced(models, graphdef, rest, paths, forward, program.jaxpr, program.lower())
+    return Traced(models, graphdef, rest, paths, forward, program.jaxpr, program)
 
 
 class Work:
     """Everything started for one learner module, configuration and data: each variant traced
-    (or the exception its tracing raised) and compiling, and temp_memory_bytes running."""
+    (or the exception its tracing raised) and, in the judge's own process, compiling, and
+    temp_memory_bytes running."""
 
-    def __init__(self, sol, cfg: Config, seeds, stacks, x, y):
+    def __init__(self, sol, cfg: Config, seeds, stacks, x, y, local: bool = False):
         self.cfg, self.traced, self.compiled, self.blocks = cfg, {}, {}, None
+        self.local = local  # in the judge's own process (no --sandbox): see IN_PROCESS
+        self.sent: dict = {}  # remat -> the programs as data, encoded when first asked for
+        self.trace = lambda r: trace(sol, cfg, r, seeds, x, y, self.plain())
         pool = ThreadPoolExecutor(max_workers=len(VARIANTS) + len(stacks))
         try:
-            # Tracing holds the GIL and compiling does not: each variant is traced here and
-            # compiles in a thread while the next is traced, and only then does the learner's
-            # temp_memory_bytes start (in a thread, tracing and compiling the gradient of the
-            # grader's model), so that its tracing overlaps these compilations rather than
-            # holding them back.
-            for r in VARIANTS:
-                try:
-                    plain = self.traced.get(None)
-                    self.traced[r] = trace(sol, cfg, r, seeds, x, y, plain if isinstance(plain, Traced) else None)
-                except Exception as exc:  # raised again by every probe that needs this variant
-                    self.traced[r] = exc
-                    continue
-                self.compiled[r] = pool.submit(self.traced[r].lowered.compile)
+            # Tracing holds the GIL and compiling does not. In the judge's process each variant is
+            # traced here and compiles in a thread while the next is traced, and only then does
+            # the learner's temp_memory_bytes start (in a thread, tracing and compiling the
+            # gradient of the grader's model), so that its tracing overlaps these compilations
+            # rather than holding them back. Under --sandbox the judge compiles: remat=None is
+            # traced here, and each other variant when the judge first asks for it, so that the
+            # judge rebuilds and compiles one variant while the next is traced here.
+            for r in VARIANTS if local else (None,):
+                self.traced[r] = self.attempt(r)
+                if local and isinstance(self.traced[r], Traced):  # compiled once, here, for the judge
+                    self.compiled[r] = pool.submit(self.traced[r].program.lower().compile)
+            if not local and isinstance(self.traced[None], Exception):
+                for r in VARIANTS[1:]:  # the checks start only for a model that traces in some variant
+                    self.traced[r] = self.attempt(r)
             self.temp_memory = [pool.submit(lambda c=StackConfig(*c), layout=layout:
                                             sol.temp_memory_bytes(GraderStack(c, layout), *stack_data(c)))
                                 for c, layout in stacks]
         finally:
             pool.shutdown(wait=False)
 
+    def attempt(self, remat):
+        try:
+            return self.trace(remat)
+        except Exception as exc:  # raised again by every probe that needs this variant
+            return exc
+
+    def plain(self) -> "Traced | None":
+        found = self.traced.get(None)
+        return found if isinstance(found, Traced) else None
+
     def variant(self, remat) -> Traced:
+        if remat not in self.traced:
+            self.traced[remat] = self.attempt(remat)
         found = self.traced[remat]
         if isinstance(found, Exception):
             raise found  # the learner's error again, in this check
@@ -367,14 +386,30 @@ class Work:
 _WORK: dict = {}
 
 
-def work_of(sol, cfg, seeds, stacks, x, y) -> Work:
+def work_of(sol, cfg, seeds, stacks, x, y, local: bool = False) -> Work:
     cfg, seeds = Config(*cfg), tuple(seeds)
     stacks = tuple((tuple(c), tuple(layout)) for c, layout in stacks)
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
     key = (id(sol), cfg, seeds, stacks, x.tobytes(), y.tobytes())
     if key not in _WORK:
-        _WORK[key] = Work(sol, cfg, seeds, stacks, jnp.asarray(x), jnp.asarray(y))
+        _WORK[key] = Work(sol, cfg, seeds, stacks, jnp.asarray(x), jnp.asarray(y), local)
     return _WORK[key]
+
+
+# Without --sandbox the probes run in the judge's own process (graders/child/probe_channel.py's
+# Local), where encoding a program, sending it through the wire and rebuilding it would only
+# cost time: the judge puts a nonce of its own here before its first probe call, a probe that
+# finds it here runs in the judge's process, and hands the judge its traced programs and their
+# compilation in place of their encoding (IN_PROCESS[("variant", nonce, remat)]). The judge takes
+# them only from its own process's dict: under --sandbox nothing the worker does reaches it, and
+# the judge decodes what the worker sent. Either way the programs are first encoded
+# (program.encode_with_policies), so that what cannot be sent is refused, and the learner's own
+# policies numbered, alike.
+IN_PROCESS: dict = {}
+
+
+def in_process(nonce) -> bool:
+    return isinstance(nonce, str) and bool(nonce) and IN_PROCESS.get("judge") == nonce
 
 
 # ----- what the learner's programs hold -------------------------------------------------------
@@ -388,20 +423,6 @@ def _verdict(exc: Exception, sol) -> list:
 
 # The policies each checkpointed variant may carry, by policy_kind: what the checks accept.
 EXPECTED_POLICIES = {"full": ("None", "nothing_saveable"), "dots": ("dots_saveable",)}
-
-
-def policy_summary(policy, cfg: Config, sol, remat) -> dict:
-    """Which of JAX's policies it is (if it is one the checks ask for), and, if it is not one
-    Transformer(remat=remat) may carry, what it keeps: only a wrong policy is shown to the
-    learner, and asking one means tracing the grader's block."""
-    summary = {"is": policy_kind(policy, cfg), "text": None, "error": None}
-    if summary["is"] in EXPECTED_POLICIES.get(remat, ()) or remat is None:
-        return summary  # nothing a check says about it: remat=None's checkpoints are only counted
-    try:
-        summary["text"] = describe_policy(policy, cfg)
-    except Exception as exc:  # the learner's policy raised when asked about the grader's block
-        summary["error"] = _verdict(exc, sol)
-    return summary
 
 
 def block_of_leaf(path) -> int | None:
@@ -536,15 +557,15 @@ def own_kept(cfg: Config, policy) -> list[int]:
     block, act = abstract_block_args(cfg)
     shapes = [block] * cfg.layers
     closed = jax.make_jaxpr(grad_fn)(shapes, act, act)
-    paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(shapes)[0]]
-    found = gradient_sources(closed, paths, cfg.layers, jaxpr.live_equations(closed))
+    leaves = [block_of_leaf(p) for p, _ in jax.tree_util.tree_flatten_with_path(shapes)[0]]
+    found = gradient_sources(closed, leaves, cfg.layers, jaxpr.live_equations(closed))
     return [f["kept"][0] if len(f["kept"]) == 1 else -1 for f in found]
 
 
-def gradient_sources(closed, paths: list, layers: int, live: set, cfg: Config | None = None) -> list[dict]:
+def gradient_sources(closed, leaves: list, layers: int, live: set) -> list[dict]:
     """For each block: which working checkpoints of the gradient program compute its parameters'
     gradients ("checkpoints": one number per execution of a checkpoint, so a jitted remat called
-    for every block counts once per block), the policy each carries ("policies", policy_kind)
+    for every block counts once per block), the policy each carries ("policies": the object)
     and how many bytes each receives from the forward pass ("kept", Gradient.reached), and whether
     any part of those gradients is computed outside every checkpoint ("outside"). Followed back
     from each gradient through the equations that only move, add or reshape values
@@ -552,10 +573,10 @@ def gradient_sources(closed, paths: list, layers: int, live: set, cfg: Config | 
     passes on (nnx.remat hands the module's state in and out, and so its gradient too) is
     followed to where it was made. A block checkpointed in the gradient has its parameters'
     gradients made inside its own checkpoint's backward pass; a block run plainly has them made
-    outside every checkpoint, whatever the forward pass alone looks like. `paths`: the key path
-    of each parameter, in the order of the gradients, which the program returns last."""
+    outside every checkpoint, whatever the forward pass alone looks like. `leaves`: the block of
+    each parameter (or None), in the order of the gradients, which the program returns last."""
     g = Gradient(closed)
-    grads = g.outputs[len(g.outputs) - len(paths):]
+    grads = g.outputs[len(g.outputs) - len(leaves):]
     numbers: dict = {}  # site -> its number, in the order the blocks' gradients reach them
     bodies: dict = {}
 
@@ -583,8 +604,7 @@ def gradient_sources(closed, paths: list, layers: int, live: set, cfg: Config | 
         return made
 
     found = [{"checkpoints": {}, "outside": False} for _ in range(layers)]
-    for path, value in zip(paths, grads):
-        i = block_of_leaf(path)
+    for i, value in zip(leaves, grads):
         if i is None or not 0 <= i < layers:
             continue
         seen, stack = set(), [value]
@@ -613,7 +633,7 @@ def gradient_sources(closed, paths: list, layers: int, live: set, cfg: Config | 
         for values in by_checkpoint.values():
             charged.update(dict.fromkeys(values, i))
     return [{"checkpoints": sorted(f["checkpoints"]),
-             "policies": [policy_kind(f["checkpoints"][k].eqn.params.get("policy"), cfg) for k in sorted(f["checkpoints"])],
+             "policies": [f["checkpoints"][k].eqn.params.get("policy") for k in sorted(f["checkpoints"])],
              "kept": [sum(size for v, size in reached[i][k].items() if charged[v] == i) for k in sorted(f["checkpoints"])],
              "outside": f["outside"]} for i, f in enumerate(found)]
 
@@ -643,12 +663,14 @@ def side_channels(closed) -> int:
     return found
 
 
-def structure(t: Traced, cfg: Config, sol, remat) -> dict:
-    """What the learner's checkpoints do, read from both programs.
+def structure(gradient, forward, leaves: list, cfg: Config) -> dict:
+    """What the learner's checkpoints do, read from both programs, in the judge (the programs the
+    worker sent, rebuilt: graders/kit/program.py). `gradient` returns (model(x), the gradients
+    of the nnx.Param state's leaves), `forward` is model(x); `leaves`: each leaf's block.
 
     From the gradient program (the one compiled and measured): working: its checkpoints whose
-    work reaches a gradient (a stop_gradient'ed or zeroed one does not); policies: a summary of
-    each one's policy; blocks: for each block, which of them hand out its parameters' gradients
+    work reaches a gradient (a stop_gradient'ed or zeroed one does not); policies: each one's
+    policy (None, a JAX policy, or program.CustomPolicy: the checks judge it); blocks: for each block, which of them hand out its parameters' gradients
     and whether block work outside them computes any (gradient_sources); gradient_outside:
     MARKERS counts of the work outside every checkpoint that reaches a gradient (a model
     checkpointed per block runs exactly each block's forward pass there).
@@ -657,20 +679,20 @@ def structure(t: Traced, cfg: Config, sol, remat) -> dict:
     never reaches the output; holds: each live checkpoint's MARKERS counts; outside: MARKERS
     counts of live work outside every checkpoint."""
     # The program returns (model(x), gradients): only work that reaches a gradient counts.
-    used = [False] + [True] * (len(t.gradient.jaxpr.outvars) - 1)
-    live_grad = jaxpr.live_equations(t.gradient, used)
-    working = [e for e in jaxpr.find(t.gradient, "checkpoint") if id(e) in live_grad]
-    looped = sum(1 for e, outer in jaxpr.walk_nested(t.gradient.jaxpr)
+    used = [False] + [True] * (len(gradient.jaxpr.outvars) - 1)
+    live_grad = jaxpr.live_equations(gradient, used)
+    working = [e for e in jaxpr.find(gradient, "checkpoint") if id(e) in live_grad]
+    looped = sum(1 for e, outer in jaxpr.walk_nested(gradient.jaxpr)
                  if jaxpr.is_a(e, "checkpoint") and id(e) in live_grad
                  and any(o.primitive.name in ("scan", "while") for o in outer))
     gradient_outside = Counter()
-    for e, outer in jaxpr.walk_nested(t.gradient.jaxpr):
+    for e, outer in jaxpr.walk_nested(gradient.jaxpr):
         if (id(e) in live_grad and not any(jaxpr.is_a(o, "checkpoint") for o in outer)
                 and not any(True for _ in jaxpr.sub_jaxprs(e))):
             gradient_outside.update(markers([e]))
-    live_fwd = jaxpr.live_equations(t.forward)
+    live_fwd = jaxpr.live_equations(forward)
     holds, dead, outside = [], 0, Counter()
-    for e, outer in jaxpr.walk_nested(t.forward):
+    for e, outer in jaxpr.walk_nested(forward):
         if any(jaxpr.is_a(o, "checkpoint") for o in outer):
             continue
         if jaxpr.is_a(e, "checkpoint"):
@@ -680,58 +702,103 @@ def structure(t: Traced, cfg: Config, sol, remat) -> dict:
                 dead += 1
         elif id(e) in live_fwd and not any(True for _ in jaxpr.sub_jaxprs(e)):
             outside.update(markers([e]))
-    summaries = {}
-    for e in working:
-        policy = e.params.get("policy")
-        if id(policy) not in summaries:
-            summaries[id(policy)] = policy_summary(policy, cfg, sol, remat)
     return {"live": min(len(working), len(holds)), "working": len(working),
-            "policies": [summaries[id(e.params.get("policy"))] for e in working],
-            "blocks": gradient_sources(t.gradient, t.paths, cfg.layers, live_grad, cfg),
+            "policies": [e.params.get("policy") for e in working],
+            "blocks": gradient_sources(gradient, leaves, cfg.layers, live_grad),
             "gradient_outside": dict(gradient_outside),
             "prevent_cse_off": sum(e.params.get("prevent_cse") is False for e in working),
             "looped": looped,
-            "side_channels": side_channels(t.gradient) + side_channels(t.forward),
+            "side_channels": side_channels(gradient) + side_channels(forward),
             "dead": dead, "holds": [dict(h) for h in holds], "outside": dict(outside)}
 
 
 # ----- the probes ------------------------------------------------------------------------------
 
 @probe
-def start(sol, cfg, seeds, stacks, x, y):
+def start(sol, cfg, seeds, stacks, x, y, nonce=None):
     """Start the work (see Work) and return, for each of VARIANTS in order, whether it traced:
-    the checks start the grader's own programs only for a model that has something to check."""
-    work = work_of(sol, cfg, seeds, stacks, x, y)
-    return [not isinstance(work.traced[r], Exception) for r in VARIANTS]
+    the checks start the grader's own programs only for a model that has something to check.
+    nonce: the judge's, found in IN_PROCESS only in the judge's own process."""
+    work = work_of(sol, cfg, seeds, stacks, x, y, in_process(nonce))
+    # a variant not traced yet (under --sandbox, once remat=None has traced) is traced when asked for
+    return [not isinstance(work.traced.get(r), Exception) for r in VARIANTS]
+
+
+def leaf_name(path) -> list | None:
+    """[i, "qkv.kernel"] for a leaf of the nnx.Param state under blocks[i] that the checks read
+    (PARAMS), else None."""
+    i = block_of_leaf(path)
+    keys = [getattr(k, "key", getattr(k, "name", None)) for k in path[2:]]
+    name = ".".join(k for k in keys if isinstance(k, str) and k != "value")
+    return [i, name] if i is not None and name in PARAMS else None
+
+
+def describe_custom(policy, cfg: Config, sol) -> dict:
+    """What a policy of the learner's own keeps of the grader's block, for messages only (the
+    judge decides what it keeps from the gradient's dataflow): {"text", "error"}."""
+    try:
+        return {"text": describe_policy(policy, cfg), "error": None}
+    except Exception as exc:  # the learner's policy raised when asked about the grader's block
+        return {"text": None, "error": _verdict(exc, sol)}
+
+
+def sent_programs(work: "Work", sol, remat) -> dict:
+    """The variant's two programs as data (graders/kit/program.py), its policies of the learner's
+    own described, and, for a program that cannot be sent (a callback, a sharding), its compiled
+    program started here: its numbers are then all the judge gets (value checks only)."""
+    if remat not in work.sent:
+        t = work.variant(remat)
+        filename = getattr(sol, "__file__", "") or ""
+        gradient, custom = program_data.encode_with_policies(t.gradient, filename)
+        forward, _ = program_data.encode_with_policies(t.forward, filename, forward=True)
+        compiled = None
+        if "unreadable" in gradient or "unreadable" in forward:
+            compiled = work.compiled[remat].result() if work.local else t.program.lower().compile()
+        work.sent[remat] = {"gradient": gradient, "forward": forward, "compiled": compiled, "custom": custom,
+                            "policies": [describe_custom(p, work.cfg, sol) for p in custom]}
+    return work.sent[remat]
 
 
 @probe
 def variant(sol, cfg, remat, seeds, stacks, x, y, runs):
-    """Everything the checks need of Transformer(remat=remat), from its one compiled program:
-    params: for each model seed, each block's parameters (or params_error, the message of a
-    block that lacks one); outs, grads: model(x) and the gradients of the mean squared error
-    w.r.t. every nnx.Param, for each model seed and its (x, y) in `runs`; structure (see
-    structure()); memory: the program's memory_analysis() figures. The first call starts the
-    work for every variant and temp_memory_bytes (x, y: the data they are traced with)."""
+    """What the judge needs of Transformer(remat=remat): params: for each model seed, each block's
+    parameters (or params_error, the message of a block that lacks one); leaves: which of them
+    each leaf of the nnx.Param state is ([block, name], or None for a parameter the checks do not
+    read, whose values are in `state`); gradient: the program returning model(x) and the
+    gradients of the grader's mean squared error w.r.t. those leaves, given (leaves, x, y);
+    forward: model(x)'s program, given (leaves, x); policies: the learner's own checkpoint
+    policies, by their number in the gradient program, described (for messages). Nothing is
+    compiled or run here: the judge rebuilds, compiles and runs the programs. Only for a program
+    that cannot be sent are outs and grads (for each model seed and its (x, y) in `runs`) and
+    devices computed here. The first call starts the work for every variant and
+    temp_memory_bytes (x, y: the data they are traced with)."""
     work = work_of(sol, cfg, seeds, stacks, x, y)
     cfg = work.cfg
     t = work.variant(remat)
-    program = work.compiled[remat].result()
-    try:
-        found = structure(t, cfg, sol, remat)
-    except Exception as exc:  # only the checks that read the structure say so
-        found = {"error": _verdict(exc, sol)}
-    shardings = jax.tree.leaves((program.input_shardings, program.output_shardings))
-    reply = {"structure": found,
-             "memory": costs.memory_figures(program),
-             # memory_analysis() is per device: a program spread over several says less than it keeps
-             "devices": max((len(s.device_set) for s in shardings), default=1),
-             "params": None, "params_error": None, "outs": [], "grads": []}
+    reply = {"params": None, "params_error": None, "leaves": [], "state": [], "gradient": None, "forward": None,
+             "policies": [], "outs": [], "grads": [], "devices": 1}
     try:
         reply["params"] = [read_params(m, cfg, remat) for m in t.models]
     except verdicts.CheckFailed as exc:
         reply["params_error"] = str(exc)
         return reply
+    sent = sent_programs(work, sol, remat)
+    reply.update(gradient=sent["gradient"], forward=sent["forward"], policies=sent["policies"])
+    reply["leaves"] = [leaf_name(p) for p in t.paths]
+    for model in t.models:
+        leaves = jax.tree.leaves(nnx.split(model, nnx.Param, ...)[1])
+        reply["state"].append([None if name is not None else np.asarray(a) for name, a in zip(reply["leaves"], leaves)])
+    program = sent["compiled"]
+    if program is None and work.local:
+        IN_PROCESS[("variant", IN_PROCESS["judge"], remat)] = {
+            "gradient": t.gradient, "forward": t.forward, "custom": sent["custom"], "compiled": work.compiled[remat],
+            "treedef": jax.tree.structure(nnx.split(t.models[0], nnx.Param, ...)[1])}
+        reply.update(gradient={"in_process": 1}, forward={"in_process": 1})
+    if program is None:
+        return reply
+    shardings = jax.tree.leaves((program.input_shardings, program.output_shardings))
+    # memory_analysis() is per device: a program spread over several says less than it keeps (messages only)
+    reply["devices"] = max((len(s.device_set) for s in shardings), default=1)
     for model, (rx, ry) in zip(t.models, runs):
         out, grads = program(nnx.split(model, nnx.Param, ...)[1], jnp.asarray(rx), jnp.asarray(ry))
         reply["outs"].append(out)

@@ -1,0 +1,61 @@
+"""Exercise 6 without the technique: every number right, no checkpoint. Transformer stores
+`remat` and calls every block plainly whatever it says; temp_memory_bytes measures the model it
+is given, as it should (the grader's own model checkpoints its blocks itself). Graded honestly it
+scores at most half."""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+class Block(nnx.Module):
+    """Pre-LN Transformer block: causal multi-head self-attention, then a GELU MLP."""
+
+    def __init__(self, d_model, num_heads, d_ff, *, rngs):
+        self.num_heads = num_heads
+        self.ln1 = nnx.LayerNorm(d_model, rngs=rngs)
+        self.ln2 = nnx.LayerNorm(d_model, rngs=rngs)
+        self.qkv = nnx.Linear(d_model, 3 * d_model, use_bias=False, rngs=rngs)
+        self.proj = nnx.Linear(d_model, d_model, use_bias=False, rngs=rngs)
+        self.fc1 = nnx.Linear(d_model, d_ff, rngs=rngs)
+        self.fc2 = nnx.Linear(d_ff, d_model, rngs=rngs)
+
+    def attn(self, x):
+        batch, length, width = x.shape
+        head = width // self.num_heads
+        q, k, v = jnp.split(self.qkv(x), 3, axis=-1)
+        q, k, v = (a.reshape(batch, length, self.num_heads, head) for a in (q, k, v))
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.float32(head))
+        causal = jnp.tril(jnp.ones((length, length), dtype=bool))
+        weights = jax.nn.softmax(jnp.where(causal, scores, jnp.finfo(scores.dtype).min), axis=-1)
+        mixed = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, length, width)
+        return self.proj(mixed)
+
+    def __call__(self, x):
+        h = x + self.attn(self.ln1(x))
+        return h + self.fc2(jax.nn.gelu(self.fc1(self.ln2(h))))
+
+
+def mse_loss(model, x, y):
+    return jnp.mean((model(x) - y) ** 2)
+
+
+class Transformer(nnx.Module):
+    def __init__(self, num_layers, d_model, num_heads, d_ff, *, remat=None, rngs):
+        self.remat = remat
+        self.blocks = nnx.List([Block(d_model, num_heads, d_ff, rngs=rngs) for _ in range(num_layers)])
+
+    def __call__(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def temp_memory_bytes(model, x, y):
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+    def grad_of_params(params, x, y):
+        return jax.grad(lambda p: mse_loss(nnx.merge(graphdef, p, rest), x, y))(params)
+
+    compiled = jax.jit(grad_of_params).lower(params, x, y).compile()
+    return int(compiled.memory_analysis().temp_size_in_bytes)
