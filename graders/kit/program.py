@@ -174,7 +174,7 @@ class _Encoder:
                 if not self.forward:
                     raise ProgramError(f"a {name.split('_call')[0]} function: its derivative rule is Python "
                                        "code, which is not sent")
-                name, params = "jit", _as_jit(params, len(eqn.invars), len(eqn.outvars))
+                name, params = "jit", _as_jit(params, len(eqn.invars), len(eqn.outvars), name)
             elif name not in ALLOWED:
                 raise ProgramError(f"the primitive {name!r}, which no exercise's program needs")
             ins = [atom(v) for v in eqn.invars]
@@ -362,14 +362,15 @@ _DTYPES = frozenset(np.dtype(t).name for t in (
     np.float16, np.float32, np.float64, np.complex64, np.complex128)) | {"bfloat16"}
 
 
-def _as_jit(params, n_in, n_out) -> dict:
-    """A custom_jvp/custom_vjp call as a jit call of its primal program (run forwards only)."""
+def _as_jit(params, n_in, n_out, kind="custom_primal") -> dict:
+    """A custom_jvp/custom_vjp call as a jit call of its primal program (run forwards only), named
+    after the kind of call it was (custom_jvp_call, custom_vjp_call: what a message can say)."""
     from jax._src.sharding_impls import UNSPECIFIED
 
     body = params["call_jaxpr"]
     return {"jaxpr": body, "in_shardings": (UNSPECIFIED,) * n_in, "out_shardings": (UNSPECIFIED,) * n_out,
             "in_layouts": (None,) * n_in, "out_layouts": (None,) * n_out, "donated_invars": (False,) * n_in,
-            "ctx_mesh": _jit_defaults()[1], "name": "custom_primal",
+            "ctx_mesh": _jit_defaults()[1], "name": kind,
             "keep_unused": False, "inline": _jit_defaults()[0].AUTO,
             "compiler_options_kvs": ()}
 
