@@ -407,23 +407,31 @@ def swapped_runs(worker, seed: int, n: int) -> dict:
         def run(flat, new):
             return jaxpr.evaluate(closed, consts, flat, lambda e, i: apply(e, i, new))[0]
 
-        def three(flat, new):
-            return run(flat, None), run(flat, new), run(list(new) + list(flat[len(new):]), None)
+        def four(flat, new, flat_n):
+            return (run(flat, None), run(flat, new), run(list(new) + list(flat[len(new):]), None),
+                    run(flat_n, None))
 
         flat = _flat(m, p, x, y)
         swap = _flat(m, other, x, y)[:2]
         try:
             with jax.set_mesh(m):
-                before, swapped, direct = jax.jit(three)(flat, swap)
+                before, swapped, direct, at_n = jax.jit(four)(flat, swap, _flat(m, *problem(seed, n, n)))
         except Exception as exc:  # noqa: BLE001
             fail(f"the grader could not run the program it rebuilt on {n} devices ({type(exc).__name__}: "
                  f"{' '.join(str(exc).split())[:200]}).")
         _REPLIES[key] = {"before": np.asarray(before, np.float64), "swapped": np.asarray(swapped, np.float64),
-                         "direct": np.asarray(direct, np.float64)}
+                         "direct": np.asarray(direct, np.float64), "at_n": np.asarray(at_n, np.float64)}
     runs = _REPLIES[key]
     p, x, y = problem(seed, n, READ_INPUTS)
     held_to_the_loss([(runs["before"], p, x, y), (runs["direct"], problem(seed, n, OTHER_INPUTS)[0], x, y)], n,
                      "your loss")
+    # the program read is the one whose value and gradient the other checks run: on the same
+    # inputs, the loss program and the value_and_grad program give the same loss
+    _, reply = value_and_grad(worker, seed, n)
+    if not is_close(runs["at_n"], np.asarray(reply["loss"]).reshape(())):
+        fail(f"run by the grader on the same inputs, the program of your loss on {n} devices gives "
+             f"{float(runs['at_n']):.6g} and the program of its value_and_grad gives {float(reply['loss']):.6g}: "
+             "they are not one function's programs, so the technique read in one says nothing of the other.")
     return runs
 
 
