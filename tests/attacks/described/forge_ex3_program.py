@@ -22,26 +22,42 @@ def _decoy(mesh):
     return jax.shard_map(local, mesh=mesh, in_specs=({"w1": rows, "w2": rows}, rows, rows), out_specs=P())
 
 
-def _forged(kind):
-    def forged(sol, n, p, x, y):
-        kind  # noqa: B018  (one free variable, as the wrapped probes have)
-        import jax
-        from graders.exercises.ex3_fsdp_shard_map import probes
-        from graders.kit import program
-        m = probes.mesh(n, kind == "auto")
-        args = probes.placed(m, p, x, y)
-        with jax.set_mesh(m):
-            decoy = sol._decoy(m)
-            if kind == "auto":
-                return program.encode(jax.make_jaxpr(jax.grad(decoy))(*args), "", forward=True)
-            if kind == "fresh":
-                return program.encode(jax.make_jaxpr(jax.value_and_grad(decoy))(*args), "", forward=True)
-            return {"loss": program.encode(jax.make_jaxpr(decoy)(*args), "", forward=True),
-                    "value_and_grad": program.encode(jax.make_jaxpr(jax.value_and_grad(sol.make_fsdp_loss(m)))(*args),
-                                                     "", forward=True)}
-    return forged
+def _forge_program(sol, kind, n, p, x, y):
+    import jax
+    from graders.exercises.ex3_fsdp_shard_map import probes
+    from graders.kit import program
+    m = probes.mesh(n, kind == "auto")
+    args = probes.placed(m, p, x, y)
+    with jax.set_mesh(m):
+        decoy = sol._decoy(m)
+        if kind == "auto":
+            return program.encode(jax.make_jaxpr(jax.grad(decoy))(*args), "", forward=True)
+        if kind == "fresh":
+            return program.encode(jax.make_jaxpr(jax.value_and_grad(decoy))(*args), "", forward=True)
+        return {"loss": program.encode(jax.make_jaxpr(decoy)(*args), "", forward=True),
+                "value_and_grad": program.encode(jax.make_jaxpr(jax.value_and_grad(sol.make_fsdp_loss(m)))(*args),
+                                                 "", forward=True)}
 
 
-_install("programs", _forged("programs"))
-_install("auto_gradient_program", _forged("auto"))
-_install("fresh_program", _forged("fresh"))
+def _forged():
+    """The three forged probes, each with one free variable as the wrapped probes have (a code
+    swapped in keeps the probe's own closure, so each says its kind in its code)."""
+    cell = None
+
+    def programs(sol, n, p, x, y):
+        cell  # noqa: B018
+        return sol._forge_program(sol, "programs", n, p, x, y)
+
+    def auto(sol, n, p, x, y):
+        cell  # noqa: B018
+        return sol._forge_program(sol, "auto", n, p, x, y)
+
+    def fresh(sol, n, p, x, y):
+        cell  # noqa: B018
+        return sol._forge_program(sol, "fresh", n, p, x, y)
+    return programs, auto, fresh
+
+
+_install("programs", _forged()[0])
+_install("auto_gradient_program", _forged()[1])
+_install("fresh_program", _forged()[2])
