@@ -219,12 +219,22 @@ def test_a_malformed_mesh_spec_or_axis_is_a_program_error():
     for fn in bad:
         with pytest.raises(program.ProgramError):
             program.decode(changed(fn))
-    # and a sharded value's type naming an axis its mesh lacks
-    m = copy.deepcopy(message)
-    top = m["program"][-1]
-    top["in"][0][3]["spec"] = [["zz", None], [], []]
-    with pytest.raises(program.ProgramError):
-        program.decode(m)
+    # and a sharded value's type naming an axis its mesh lacks, or malformed, or not sent
+    def typed(fn):
+        m = copy.deepcopy(message)
+        fn(m, m["types"][m["program"][-1]["in"][0][3]])
+        return m
+
+    for fn in (lambda m, t: t.__setitem__("spec", [["zz", None], [], []]),
+               lambda m, t: t.__setitem__("spec", [["a", None, None, None], [], []]),  # more parts than the rank
+               lambda m, t: t.__setitem__("mat", [["zz"], [], []]),
+               lambda m, t: t.__setitem__("mesh", ["Mesh", [2, 2], ["a", "b"], ["Manual", "Nope"]]),
+               lambda m, t: t.pop("mat"),
+               lambda m, t: m["program"][-1]["in"][0].__setitem__(3, 10_000),
+               lambda m, t: m["program"][-1]["in"][0].__setitem__(3, True),
+               lambda m, t: m.__setitem__("types", "x")):
+        with pytest.raises(program.ProgramError):
+            program.decode(typed(fn))
 
 
 def mutations(message):

@@ -118,6 +118,8 @@ class _Encoder:
         self.count = 0
         self.table: list = []  # every program, each after the programs it holds (no nesting on the wire)
         self.done: dict = {}  # id(jaxpr) -> its index in table
+        self.types: dict = {}  # (sharding, manual axis type) -> its index in typed
+        self.typed: list = []  # the sharded types of the program's values, each sent once
 
     def aval(self, aval):
         if type(aval) is not core.ShapedArray:
@@ -132,9 +134,14 @@ class _Encoder:
             return plain  # a value outside any mesh: what every program off a mesh holds
         if mat.unreduced_kind not in (None, core.UnreducedKind.sum):
             raise ProgramError(f"a value unreduced by {mat.unreduced_kind}")
-        return plain + [{"mesh": _mesh_data(sharding.mesh), "spec": _spec_data(sharding.spec),
-                         "mat": [sorted(map(str, mat.varying)), sorted(map(str, mat.unreduced)),
-                                 sorted(map(str, mat.reduced))]}]
+        # a sharded type is sent once per program message, and each value refers to it by index
+        key = (sharding, mat)
+        if key not in self.types:
+            self.types[key] = len(self.types)
+            self.typed.append({"mesh": _mesh_data(sharding.mesh), "spec": _spec_data(sharding.spec),
+                               "mat": [sorted(map(str, mat.varying)), sorted(map(str, mat.unreduced)),
+                                       sorted(map(str, mat.reduced))]})
+        return plain + [self.types[key]]
 
     def jaxpr(self, jaxpr, depth: int = 0) -> int:
         """jaxpr's index in the table, after every program it holds."""
@@ -390,6 +397,8 @@ def encode(closed, filename: str = "", forward: bool = False) -> dict:
     lines the equations keep; `forward`: custom_jvp/custom_vjp functions as their primal."""
     encoder = _Encoder(filename, forward)
     encoder.jaxpr(closed)
+    if encoder.typed:  # a program on a mesh: the sharded types its values refer to
+        return {"program": encoder.table, "types": encoder.typed}
     return {"program": encoder.table}
 
 
@@ -439,6 +448,8 @@ class _Decoder:
         self.built: list = []  # the table's programs rebuilt so far
         self.devices = list(devices) if devices is not None else None
         self.meshes: dict = {}
+        self.typed: list = []  # the message's sharded types, as sent
+        self.typed_built: dict = {}  # index -> (abstract mesh, spec, varying, unreduced, reduced)
 
     def aval(self, data):
         if not (isinstance(data, list) and len(data) in (3, 4) and isinstance(data[0], list)
@@ -450,13 +461,22 @@ class _Decoder:
         shape, dtype = tuple(data[0]), np.dtype(data[1]) if data[1] != "bfloat16" else np.dtype(jax.numpy.bfloat16)
         if len(data) == 3:
             return core.ShapedArray(shape, dtype, weak_type=data[2])
-        typed = data[3]
-        if not (isinstance(typed, dict) and set(typed) == {"mesh", "spec", "mat"} and isinstance(typed["mat"], list)
-                and len(typed["mat"]) == 3):
-            raise ProgramError("a malformed sharded abstract value")
-        mesh = self.mesh(typed["mesh"]).abstract_mesh if typed["mesh"][0] == "Mesh" else self.mesh(typed["mesh"])
-        spec = self.spec(typed["spec"], mesh, len(shape))
-        varying, unreduced, reduced = (self.names(v, mesh) for v in typed["mat"])
+        index = data[3]
+        if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self.typed)):
+            raise ProgramError("a value of a sharded type not sent")
+        if index not in self.typed_built:
+            typed = self.typed[index]
+            if not (isinstance(typed, dict) and set(typed) == {"mesh", "spec", "mat"}
+                    and isinstance(typed["mat"], list) and len(typed["mat"]) == 3
+                    and isinstance(typed["mesh"], list) and typed["mesh"]):
+                raise ProgramError("a malformed sharded type")
+            mesh = self.mesh(typed["mesh"])
+            mesh = mesh.abstract_mesh if isinstance(mesh, jax.sharding.Mesh) else mesh
+            spec = self.spec(typed["spec"], mesh)
+            self.typed_built[index] = (mesh, spec, *(self.names(v, mesh) for v in typed["mat"]))
+        mesh, spec, varying, unreduced, reduced = self.typed_built[index]
+        if len(spec.partitions) > len(shape):
+            raise ProgramError(f"a partition spec of {len(spec.partitions)} parts for a value of rank {len(shape)}")
         try:
             return core.ShapedArray(shape, dtype, weak_type=data[2],
                                     sharding=jax.sharding.NamedSharding(mesh, spec),
@@ -775,10 +795,14 @@ def decode(message, devices=None) -> Program:
     jax.devices() unless given), in their order."""
     if isinstance(message, dict) and set(message) == {"unreadable"} and isinstance(message["unreadable"], str):
         raise ProgramError(f"your program holds {message['unreadable'][:300]}")
-    if not (isinstance(message, dict) and set(message) == {"program"}):
+    if not (isinstance(message, dict) and set(message) in ({"program"}, {"program", "types"})):
         raise ProgramError("no program came back")
     try:
-        closed = _Decoder(devices).table(message["program"])
+        decoder = _Decoder(devices)
+        decoder.typed = _list(message.get("types", []))
+        if len(decoder.typed) > MAX_EQUATIONS:
+            raise ProgramError("too many sharded types")
+        closed = decoder.table(message["program"])
         core.check_jaxpr(closed)
     except ProgramError:
         raise
