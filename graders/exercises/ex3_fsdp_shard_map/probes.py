@@ -173,10 +173,9 @@ def programs(sol, n, p, x, y):
     args = placed(m, p, x, y)
     with on_mesh(m):
         f = learner_loss(sol, m)
-        shape = jax.eval_shape(f, *args)
+        loss, shape = jax.make_jaxpr(f, return_shape=True)(*args)
         if getattr(shape, "shape", None) != ():
             raise _Problem("not_a_scalar", shape=str(shape))
-        loss = jax.make_jaxpr(f)(*args)
         both = jax.make_jaxpr(jax.value_and_grad(f))(*args)
     return {"loss": _encoded(loss, sol), "value_and_grad": _encoded(both, sol)}
 
