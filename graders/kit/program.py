@@ -65,6 +65,9 @@ one_minus_square population_count pow real reduce_and reduce_max reduce_min redu
 reduce_xor rem remat2 reshape rev round rsqrt scan scatter scatter-add scatter_add scatter-mul scatter_mul
 scatter-min scatter-max select_n shift_left shift_right_arithmetic shift_right_logical sign sin sinh
 slice sort split sqrt square squeeze stack stop_gradient sub tan tanh tile top_k transpose while xor
+unstack clz conj complex conv_general_dilated reduce_window reduce_window_sum reduce_window_max
+reduce_window_min select_and_scatter_add select_and_gather_add polygamma igamma igammac igamma_grad_a
+random_gamma_grad bessel_i0e bessel_i1e regularized_incomplete_beta zeta
 """.split()) | MESH_PRIMITIVES
 
 CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
@@ -415,7 +418,7 @@ def _primitives() -> dict:
 
         import jax.lax  # noqa: F401
         from jax._src import ad_checkpoint, pjit, shard_map  # noqa: F401
-        from jax._src.lax import parallel  # noqa: F401
+        from jax._src.lax import convolution, parallel, special, windowed_reductions  # noqa: F401
 
         for module in list(sys.modules.values()):
             if not getattr(module, "__name__", "").startswith("jax"):
