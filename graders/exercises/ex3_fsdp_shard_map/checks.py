@@ -296,7 +296,12 @@ def traced(worker, seed: int, n: int):
     """The summary of make_fsdp_loss(mesh)'s loss program on n devices, read here."""
     key = ("read", n)
     if key not in _REPLIES:
-        _REPLIES[key] = summarize(decoded(worker, seed, n, "loss"))
+        closed = decoded(worker, seed, n, "loss")
+        try:
+            _REPLIES[key] = summarize(closed)
+        except Exception as exc:  # noqa: BLE001 (a program JAX's rules accepted that the reading cannot follow)
+            fail(f"the program of your loss on {n} devices could not be read ({type(exc).__name__}: "
+                 f"{' '.join(str(exc).split())[:200]}).")
     read = _REPLIES[key]
     if read["outputs"] != 1:
         fail(f"the loss should return one scalar, got {read['outputs']} values.")
@@ -752,7 +757,11 @@ def fresh_run(worker, seed: int, n: int) -> dict:
         closed = decoded(worker, seed, n, None, probe="fresh_program", inputs=11, outputs=3,
                          what="fsdp_loss's value_and_grad", rebound=REBOUND_AT_IMPORT)
         ((loss, *grads),) = ran(closed, n, problem(seed, n, 11))
-    _, outputs = jaxpr.dataflow(closed, getattr(closed, "consts", ()))
-    out = unwrapped(outputs[0])
+    try:
+        _, outputs = jaxpr.dataflow(closed, getattr(closed, "consts", ()))
+        out = unwrapped(outputs[0])
+    except Exception as exc:  # noqa: BLE001
+        fail(f"the program of fsdp_loss's value_and_grad on {n} devices could not be read ({type(exc).__name__}: "
+             f"{' '.join(str(exc).split())[:200]}).")
     return {"made_by": primitive(out), "is_shard_map": out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"),
             "loss": loss, "type": "dict", "grads": dict(zip(WEIGHTS, grads))}
