@@ -134,10 +134,6 @@ def sharding_data(sharding, shape) -> dict:
     return {"spec": str(getattr(sharding, "spec", sharding)), "memory_kind": sharding.memory_kind, "rows": held}
 
 
-def gradients_data(grads) -> dict:
-    return {"type": type(grads).__name__, "grads": dict(grads) if isinstance(grads, dict) else None}
-
-
 def unwrapped(value):
     """The value a loss is made from by reshaping or casting alone (x[0], squeeze, reshape,
     astype of a one-element result), else the loss itself: a shard_map that returns the loss as
