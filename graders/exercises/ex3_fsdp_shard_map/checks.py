@@ -1,19 +1,23 @@
 """Grader for Exercise 3: FSDP written by hand with jax.shard_map.
 
-The checks never call the learner's code: graders/exercises/ex3_fsdp_shard_map/probes.py does, with the
-inputs drawn here, and hands back plain data (losses, gradients, summaries of the traced and
-compiled programs). Expected values come from a float64 NumPy forward pass and its analytic
-gradient; the FLOP budget comes from the grader's own single-device JAX program. The learner's
-function runs on meshes of 8, 4 and 2 of the child's 8 CPU devices, each at sizes of its own drawn
-from the grading seed.
+The checks never call the learner's code: graders/exercises/ex3_fsdp_shard_map/probes.py traces it,
+at the shapes drawn here, and sends its programs as data (graders/kit/program.py, issue 31): the
+loss's and its value_and_grad's on each mesh, the gradient's on an Auto mesh, and a fresh
+fsdp_loss's value_and_grad. This process rebuilds them on its own devices, runs them on its own
+inputs, holds them to its own loss and gradient (a float64 NumPy forward pass and its analytic
+gradient), reads them and compiles them itself; the FLOP budget comes from the grader's own
+single-device JAX program. The learner's function runs on meshes of 8, 4 and 2 of the child's 8
+CPU devices, each at sizes of its own drawn from the grading seed.
 
-Technique checks read the traced loss as dataflow (graders.kit.jaxpr.dataflow, in the probe, followed
-into every jit, checkpoint and custom_vjp/custom_jvp of the shard_map's body): the loss must be the
-shard_map's own output, so a shard_map whose result is discarded, scaled by zero or averaged outside
-earns nothing; how the local losses are averaged is measured, not read (a pmean and a psum of
-scaled losses are the same average); and the program is re-run with other weights entering the
+Technique checks read the loss program as dataflow (probes.summarize, followed into every jit,
+checkpoint and custom_vjp/custom_jvp of the shard_map's body): the loss must be the shard_map's
+own output, so a shard_map whose result is discarded, scaled by zero or averaged outside earns
+nothing; how the local losses are averaged is measured, not read (a pmean and a psum of scaled
+losses are the same average); and the program is re-run with other weights entering the
 shard_map sharded, so weights used from another copy are seen by what they compute, not by their
-spelling. The compiled gradient's collectives are judged by the elements they move.
+spelling. A program read must compute the loss (or a named mistake of it) and agree with the
+value_and_grad program the numeric checks run. The compiled gradient's collectives are judged by
+the elements they move.
 """
 
 import functools
