@@ -21,6 +21,7 @@ the elements they move.
 """
 
 import functools
+import secrets
 
 import jax
 import jax.numpy as jnp
@@ -34,8 +35,8 @@ from graders.kit import jaxpr, costs, hlo, program
 from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, is_close, rng
-from graders.exercises.ex3_fsdp_shard_map.probes import (AXIS, ROWS, WEIGHTS, mesh, placed, primitive,
-                                                         sharding_data, summarize, unwrapped)
+from graders.exercises.ex3_fsdp_shard_map.probes import (AXIS, HANDED, IN_PROCESS, ROWS, WEIGHTS, mesh, placed,
+                                                         primitive, sharding_data, summarize, unwrapped)
 
 BATCH = (2, 3)  # x and y: the loss's inputs after w1 and w2, in jax's flattening of (p, x, y)
 
@@ -158,10 +159,38 @@ def ask(worker, name: str, n: int, *args, rebound: str = REBOUND_FACTORY):
     with the problem's meaning if the probe met one. A reply is kept only if it came back: code
     that raised is asked again by the next check, as it is run again."""
     if (name, n) not in _REPLIES:
-        _REPLIES[name, n] = getattr(worker, name)(n, *args)
+        nonce()
+        _REPLIES[name, n] = handed_back(getattr(worker, name)(n, *args), name, n)
     reply = _REPLIES[name, n]
     if isinstance(reply, dict) and "problem" in reply:
         fail(problem_message(reply["problem"], rebound))
+    return reply
+
+
+def nonce() -> str:
+    """This judge's nonce, kept in its own process's probes module (probes.IN_PROCESS): a probe
+    that finds it there runs in this process (no --sandbox) and hands its programs over."""
+    return IN_PROCESS.setdefault("judge", secrets.token_hex(16))
+
+
+def handed_back(reply, name: str, n: int):
+    """The reply with each program the probe handed over in this process (probes.HANDED in its
+    place) given its encoding back, as a reply under --sandbox holds it; the traced program kept
+    for `decoded`, which reads it in place of rebuilding the encoding. A HANDED that no program
+    was filed for here stays, and is read as no program."""
+    def handed(message) -> bool:
+        return isinstance(message, dict) and set(message) == set(HANDED)
+
+    def back(message, kind):
+        filed = IN_PROCESS.pop((nonce(), name, n, kind), None) if handed(message) else None
+        if filed is None:
+            return message
+        _REPLIES[("handed", name, kind, n)] = filed[1]
+        return filed[0]
+    if handed(reply):
+        return back(reply, None)
+    if isinstance(reply, dict) and any(handed(v) for v in reply.values()):
+        return {k: back(v, k) for k, v in reply.items()}
     return reply
 
 
@@ -249,13 +278,15 @@ def _shapes(closed, which: str) -> list:
 def decoded(worker, seed: int, n: int, kind: str, *, probe: str = "programs", inputs: int = READ_INPUTS,
             auto: bool = False, outputs: int = 1, what: str = "your loss", rebound: str = REBOUND_FACTORY):
     """The program `kind` of the probe's reply (traced on n devices at draw `inputs`), rebuilt on
-    this process's own devices and type-checked; its inputs and outputs of the shapes asked."""
+    this process's own devices and type-checked (or, handed over in this process, the traced
+    program itself: see handed_back); its inputs and outputs of the shapes asked."""
     key = ("decoded", probe, kind, n)
     if key not in _REPLIES:
         reply = ask(worker, probe, n, *problem(seed, n, inputs), rebound=rebound)
         message = reply.get(kind) if isinstance(reply, dict) and kind else reply
         try:
-            _REPLIES[key] = program.decode(message).closed
+            handed = _REPLIES.get(("handed", probe, kind, n))
+            _REPLIES[key] = handed if handed is not None else program.decode(message).closed
         except program.ProgramError as exc:
             _REPLIES[key] = exc
     closed = _REPLIES[key]

@@ -16,6 +16,8 @@ import importlib.util
 
 import jax
 import numpy as np
+from jax._src import core
+from jax._src.pjit import jit_p
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -154,10 +156,59 @@ def primitive(value) -> str:
 
 # ---- probes: the learner's programs, sent as data (graders/kit/program.py) -------------------
 
-def _encoded(closed, sol) -> dict:
+# Without --sandbox the probes run in the judge's own process (graders/child/probe_channel.py's
+# Local), where sending a program through the wire and rebuilding it there would only cost the
+# learner's edit loop time. The judge puts a nonce of its own here before its first probe call
+# (checks.nonce); a probe that finds it runs in the judge's process, files each program it sent
+# here, its encoding and the traced program itself (IN_PROCESS[(nonce, probe, n, kind)]), and
+# replies HANDED in its place; the judge takes them back only from its own process's dict, and
+# reads and runs the traced program in place of the rebuilt one. Under --sandbox nothing the
+# worker does reaches that dict, and the judge decodes what the worker sent. Either way the program
+# is first encoded, so what cannot be sent is refused alike (its reason is sent, never handed
+# over), and what is handed over is the program as the judge would rebuild it (as_sent).
+IN_PROCESS: dict = {}
+HANDED = {"in_process": 1}
+
+
+def _encoded(closed, sol, *key) -> dict:
     # forward=True: the judge only runs these programs forwards (a gradient program already holds
     # its backward pass), so a custom_jvp/custom_vjp call that remains is sent as its primal
-    return program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
+    message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
+    judge = IN_PROCESS.get("judge")
+    if judge is None or "program" not in message:
+        return message
+    IN_PROCESS[(judge, *key)] = (message, as_sent(closed))
+    return dict(HANDED)
+
+
+def as_sent(closed, memo=None):
+    """The traced program as the judge rebuilds it from its encoding (forward=True): each
+    custom_jvp/custom_vjp call, at any depth, a jit of its primal program named after it
+    (program._as_jit, as the encoder writes it); every other equation as it was traced."""
+    memo = {} if memo is None else memo
+    if id(closed) in memo:
+        return memo[id(closed)]
+
+    def param(value):
+        if isinstance(value, core.Jaxpr):
+            return as_sent(value, memo)
+        if type(value) in (tuple, list):
+            new = type(value)(param(v) for v in value)
+            return value if all(a is b for a, b in zip(new, value)) else new
+        return value
+
+    eqns = []
+    for eqn in closed.eqns:
+        params = {k: param(v) for k, v in eqn.params.items()}
+        if eqn.primitive.name in program.CUSTOM:
+            eqn = eqn.replace(primitive=jit_p, params=program._as_jit(
+                params, len(eqn.invars), len(eqn.outvars), eqn.primitive.name))
+        elif any(params[k] is not v for k, v in eqn.params.items()):
+            eqn = eqn.replace(params=params)
+        eqns.append(eqn)
+    same = all(a is b for a, b in zip(eqns, closed.eqns))
+    memo[id(closed)] = out = closed if same else closed.replace(eqns=eqns)
+    return out
 
 
 @probe
@@ -173,7 +224,8 @@ def programs(sol, n, p, x, y):
         if getattr(shape, "shape", None) != ():
             raise _Problem("not_a_scalar", shape=str(shape))
         both = jax.make_jaxpr(jax.value_and_grad(f))(*args)
-    return {"loss": _encoded(loss, sol), "value_and_grad": _encoded(both, sol)}
+    return {"loss": _encoded(loss, sol, "programs", n, "loss"),
+            "value_and_grad": _encoded(both, sol, "programs", n, "value_and_grad")}
 
 
 @probe
@@ -184,7 +236,7 @@ def auto_gradient_program(sol, n, p, x, y):
     m = mesh(n, auto=True)
     with on_mesh(m):
         closed = jax.make_jaxpr(jax.grad(learner_loss(sol, m)))(*placed(m, p, x, y))
-    return _encoded(closed, sol)
+    return _encoded(closed, sol, "auto_gradient_program", n, None)
 
 
 @probe
@@ -197,7 +249,7 @@ def fresh_program(sol, n, p, x, y):
     args = placed(m, p, x, y)
     with on_mesh(m):
         closed = jax.make_jaxpr(jax.value_and_grad(f))(*args)
-    return _encoded(closed, sol)
+    return _encoded(closed, sol, "fresh_program", n, None)
 
 
 # ---- reading a program (the judge, on the program it rebuilt) --------------------------------
