@@ -6,7 +6,8 @@ loss's and its value_and_grad's on each mesh, the gradient's on an Auto mesh, an
 fsdp_loss's value_and_grad. This process rebuilds them on its own devices, runs them on its own
 inputs, holds them to its own loss and gradient (a float64 NumPy forward pass and its analytic
 gradient), reads them and compiles them itself; the FLOP budget comes from the grader's own
-single-device JAX program. The learner's function runs on meshes of 8, 4 and 2 of the child's 8
+single-device JAX program. Without --sandbox the probes run in this process and hand over the
+traced programs in place of their encoding (handed_back; probes.IN_PROCESS), the same programs. The learner's function runs on meshes of 8, 4 and 2 of the child's 8
 CPU devices, each at sizes of its own drawn from the grading seed.
 
 Technique checks read the loss program as dataflow (probes.summarize, followed into every jit,
