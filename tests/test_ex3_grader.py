@@ -1,10 +1,15 @@
 """Exercise 3's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, and what they keep."""
 
+import importlib.util
+
+import jax
 import pytest
 
-from grading import TEST_SEED, technique_free_cases
+from grading import ROOT, TEST_SEED, technique_free_cases
 from graders.exercises.ex3_fsdp_shard_map import checks as g
+from graders.exercises.ex3_fsdp_shard_map import probes
+from graders.kit import jaxpr, program
 
 EX = "ex3"
 
@@ -62,3 +67,26 @@ def test_each_mesh_gets_sizes_of_its_own():
         for n, (d, h, b) in drawn.items():
             assert (d == h) == (n == g.EQUAL_ON), (seed, n, drawn)
             assert d % n == h % n == b % n == 0, (seed, n, drawn)
+
+
+@pytest.mark.parametrize("path", ["reference/ex3_fsdp_shard_map.py", "tests/right/ex3/custom_vjp_gather_scatters_by_hand.py"])
+def test_a_program_handed_over_in_process_is_the_one_the_judge_would_rebuild(path):
+    # Without --sandbox the judge reads the traced program in place of rebuilding its encoding
+    # (probes.as_sent): verdicts and messages are the same only while the two are one program,
+    # jax.nn.relu's custom_jvp and a learner's custom_vjp made jit calls of their primal in both.
+    spec = importlib.util.spec_from_file_location("ex3_fsdp_shard_map_handed", ROOT / path)
+    sol = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sol)
+    n = g.READ_ON
+    m = probes.mesh(n)
+    args = probes.placed(m, *g.problem(TEST_SEED, n, g.READ_INPUTS))
+    with jax.set_mesh(m):
+        loss = sol.make_fsdp_loss(m)
+        traced = [jax.make_jaxpr(loss)(*args), jax.make_jaxpr(jax.value_and_grad(loss))(*args)]
+    assert any(program.CUSTOM & jaxpr.primitive_names(t) for t in traced)
+    for t in traced:
+        handed, rebuilt = probes.as_sent(t), program.decode(program.encode(t, sol.__file__, forward=True)).closed
+        assert str(handed) == str(rebuilt)
+        assert not program.CUSTOM & jaxpr.primitive_names(handed)
+    assert probes.summarize(probes.as_sent(traced[0])) == probes.summarize(
+        program.decode(program.encode(traced[0], sol.__file__, forward=True)).closed)

@@ -98,11 +98,143 @@ def test_an_unsharded_named_sharding_travels_by_its_rank():
             program.decode(m)
 
 
-def test_a_sharding_over_a_mesh_of_devices_is_refused():
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
-    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
-    with pytest.raises(program.ProgramError, match="mesh"):
-        program._Encoder("", False).param(spec, 0)
+def on_a_mesh(mesh):
+    """A program on a 2x2 mesh: a shard_map whose body gathers along one axis, sums along the
+    other, permutes and reads its position; and its gradient (a reduce-scatter, a psum)."""
+    from jax.sharding import PartitionSpec as P
+
+    def body(w, x):
+        w = jax.lax.all_gather(w, "a", tiled=True)
+        h = jnp.tanh(x @ w) + jax.lax.axis_index("b")
+        h = h + jax.lax.ppermute(h, "a", [(0, 1), (1, 0)])
+        return jax.lax.pmean(jnp.sum(h ** 2), ("a", "b"))
+
+    loss = jax.shard_map(body, mesh=mesh, in_specs=(P("a", None), P(("a", "b"), None)), out_specs=P())
+    return loss, jax.value_and_grad(loss)
+
+
+MESH_ARGS = (np.random.default_rng(4).normal(size=(6, 5)).astype(np.float32),
+             np.random.default_rng(5).normal(size=(8, 6)).astype(np.float32))
+
+
+def mesh_of(devices, types=None):
+    from jax.sharding import AxisType
+    return jax.sharding.Mesh(np.array(devices[:4]).reshape(2, 2), ("a", "b"),
+                             axis_types=types or (AxisType.Explicit, AxisType.Explicit))
+
+
+def placed_on(mesh, args=MESH_ARGS):
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    return [jax.device_put(a, NamedSharding(mesh, spec)) for a, spec in zip(args, (P("a", None), P(("a", "b"), None)))]
+
+
+def mesh_message(fn_index=1):
+    mesh = mesh_of(jax.devices())
+    with jax.set_mesh(mesh):
+        fn = on_a_mesh(mesh)[fn_index]
+        closed = jax.make_jaxpr(fn)(*placed_on(mesh))
+        want = fn(*placed_on(mesh))
+    return wire.round_trip(program.encode(closed, forward=True)), want
+
+
+def test_a_program_on_a_2x2_mesh_is_rebuilt_on_the_judges_devices_in_another_order():
+    message, want = mesh_message()
+    text = repr(message)
+    assert "'a'" in text and "TFRT_CPU" not in text and "CpuDevice" not in text  # axes travel, devices never
+    reversed_devices = jax.devices()[::-1]
+    rebuilt = program.decode(message, devices=reversed_devices)
+    smap = next(e for e in rebuilt.closed.eqns if e.primitive.name == "shard_map")
+    assert list(smap.params["mesh"].devices.flat) == reversed_devices[:4]
+    judge_mesh = mesh_of(reversed_devices)
+    with jax.set_mesh(judge_mesh):
+        got = rebuilt.run(*placed_on(judge_mesh))
+    assert np.allclose(got[0], want[0], rtol=1e-5)
+    assert np.allclose(got[1], want[1], rtol=1e-5)
+
+
+def test_a_fori_loop_under_grad_with_a_tree_carry_is_read():
+    def fn(p, x):
+        def step(i, carry):
+            h, acc = carry
+            h = jnp.tanh(h @ p["w"][i])
+            return h, {"s": acc["s"] + jnp.sum(h), "n": acc["n"] + 1.0}
+        h, acc = jax.lax.fori_loop(0, p["w"].shape[0], step, (x, {"s": 0.0, "n": 0.0}))
+        return acc["s"] / acc["n"] + jnp.mean(h)
+    args = ({"w": jnp.asarray(np.random.default_rng(6).normal(size=(3, 4, 4)), jnp.float32)},
+            jnp.asarray(np.random.default_rng(7).normal(size=(2, 4)), jnp.float32))
+    rebuilt = program.decode(sent(jax.grad(fn), args))
+    assert np.allclose(rebuilt.run(*jax.tree.leaves(args))[0], jax.grad(fn)(*args)["w"], rtol=1e-5)
+
+
+def shard_map_eqn(table):
+    return next((i, j) for i, p in enumerate(table) for j, e in enumerate(p["eqns"]) if e[0] == "shard_map")
+
+
+def test_a_malformed_mesh_spec_or_axis_is_a_program_error():
+    message, _ = mesh_message()
+
+    def changed(fn):
+        m = copy.deepcopy(message)
+        i, j = shard_map_eqn(m["program"])
+        fn(m["program"][i]["eqns"][j], m["program"])
+        return m
+
+    def set_mesh(value):
+        return lambda e, t: e[3].__setitem__("mesh", {"mesh": value})
+
+    def set_spec(which, k, value):
+        return lambda e, t: e[3][which]["tuple"].__setitem__(k, {"spec": value})
+
+    def collective_axis(name):
+        def change(e, t):
+            for p in t:
+                for eq in p["eqns"]:
+                    if eq[0] == "all_gather":
+                        eq[3]["axis_name"] = {"tuple": [name]}
+        return change
+
+    bad = [
+        set_mesh(["Mesh", [2, 2], ["a", "a"], ["Explicit", "Explicit"]]),   # an axis named twice
+        set_mesh(["Mesh", [64, 2], ["a", "b"], ["Explicit", "Explicit"]]),  # more devices than the judge has
+        set_mesh(["Mesh", [0, 2], ["a", "b"], ["Explicit", "Explicit"]]),   # an empty axis
+        set_mesh(["Mesh", [2, 2], ["a", "b"], ["Explicit", "Sideways"]]),   # an unknown axis type
+        set_mesh(["Mesh", [2, 2], ["a"], ["Explicit", "Explicit"]]),        # names and sizes disagree
+        set_mesh(["Mesh", [2, 2], ["a", 7], ["Explicit", "Explicit"]]),     # a name that is no string
+        set_mesh(["Mesh", [4, 1], ["a", "b"], ["Explicit", "Explicit"]]),   # other sizes than the values' blocks
+        set_mesh(["Mesh", [2, 2, 1, 1, 1], ["a", "b", "c", "d", "e"], ["Explicit"] * 5]),  # too many axes
+        set_mesh("Mesh2"),
+        set_spec("in_specs", 0, [["z", None], [], []]),         # an axis not of the mesh
+        set_spec("in_specs", 0, [["a", "a"], [], []]),          # an axis twice
+        set_spec("in_specs", 0, [[None, None, None], [], []]),  # more parts than the value's rank
+        set_spec("in_specs", 0, [[None, None], [], []]),        # a block that is not what the body takes
+        set_spec("in_specs", 1, [["a", None], [], []]),         # splits by 2 where the body takes a quarter
+        set_spec("in_specs", 0, [[{"eval": "x"}, None], [], []]),
+        set_spec("out_specs", 0, [["a"], [], []]),              # a scalar split
+        set_spec("in_specs", 0, "P('a')"),
+        lambda e, t: e[3]["in_specs"]["tuple"].pop(),           # fewer specs than values
+        lambda e, t: e[3].__setitem__("newly_manual_axes", {"frozenset": ["q"]}),
+        collective_axis("q"),                                   # a collective over no axis of the mesh
+        collective_axis(5),
+    ]
+    for fn in bad:
+        with pytest.raises(program.ProgramError):
+            program.decode(changed(fn))
+    # and a sharded value's type naming an axis its mesh lacks, or malformed, or not sent
+    def typed(fn):
+        m = copy.deepcopy(message)
+        fn(m, m["types"][m["program"][-1]["in"][0][3]])
+        return m
+
+    for fn in (lambda m, t: t.__setitem__("spec", [["zz", None], [], []]),
+               lambda m, t: t.__setitem__("spec", [["a", None, None, None], [], []]),  # more parts than the rank
+               lambda m, t: t.__setitem__("mat", [["zz"], [], []]),
+               lambda m, t: t.__setitem__("mesh", ["Mesh", [2, 2], ["a", "b"], ["Manual", "Nope"]]),
+               lambda m, t: t.pop("mat"),
+               lambda m, t: m["program"][-1]["in"][0].__setitem__(3, 10_000),
+               lambda m, t: m["program"][-1]["in"][0].__setitem__(3, True),
+               lambda m, t: m.__setitem__("types", "x")):
+        with pytest.raises(program.ProgramError):
+            program.decode(typed(fn))
 
 
 def mutations(message):

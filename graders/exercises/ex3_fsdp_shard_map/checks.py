@@ -1,35 +1,43 @@
 """Grader for Exercise 3: FSDP written by hand with jax.shard_map.
 
-The checks never call the learner's code: graders/exercises/ex3_fsdp_shard_map/probes.py does, with the
-inputs drawn here, and hands back plain data (losses, gradients, summaries of the traced and
-compiled programs). Expected values come from a float64 NumPy forward pass and its analytic
-gradient; the FLOP budget comes from the grader's own single-device JAX program. The learner's
-function runs on meshes of 8, 4 and 2 of the child's 8 CPU devices, each at sizes of its own drawn
-from the grading seed.
+The checks never call the learner's code: graders/exercises/ex3_fsdp_shard_map/probes.py traces it,
+at the shapes drawn here, and sends its programs as data (graders/kit/program.py, issue 31): the
+loss's and its value_and_grad's on each mesh, the gradient's on an Auto mesh, and a fresh
+fsdp_loss's value_and_grad. This process rebuilds them on its own devices, runs them on its own
+inputs, holds them to its own loss and gradient (a float64 NumPy forward pass and its analytic
+gradient), reads them and compiles them itself; the FLOP budget comes from the grader's own
+single-device JAX program. Without --sandbox the probes run in this process and hand over the
+traced programs in place of their encoding (handed_back; probes.IN_PROCESS), the same programs. The learner's function runs on meshes of 8, 4 and 2 of the child's 8
+CPU devices, each at sizes of its own drawn from the grading seed.
 
-Technique checks read the traced loss as dataflow (graders.kit.jaxpr.dataflow, in the probe, followed
-into every jit, checkpoint and custom_vjp/custom_jvp of the shard_map's body): the loss must be the
-shard_map's own output, so a shard_map whose result is discarded, scaled by zero or averaged outside
-earns nothing; how the local losses are averaged is measured, not read (a pmean and a psum of
-scaled losses are the same average); and the program is re-run with other weights entering the
+Technique checks read the loss program as dataflow (probes.summarize, followed into every jit,
+checkpoint and custom_vjp/custom_jvp of the shard_map's body): the loss must be the shard_map's
+own output, so a shard_map whose result is discarded, scaled by zero or averaged outside earns
+nothing; how the local losses are averaged is measured, not read (a pmean and a psum of scaled
+losses are the same average); and the program is re-run with other weights entering the
 shard_map sharded, so weights used from another copy are seen by what they compute, not by their
-spelling. The compiled gradient's collectives are judged by the elements they move.
+spelling. A program read must compute the loss (or a named mistake of it) and agree with the
+value_and_grad program the numeric checks run. The compiled gradient's collectives are judged by
+the elements they move.
 """
 
 import functools
+import secrets
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax._src.pjit import jit_p
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import jaxpr, costs
+from graders.kit import jaxpr, costs, hlo, program
 from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, is_close, rng
-from graders.exercises.ex3_fsdp_shard_map.probes import AXIS, ROWS, WEIGHTS, mesh
+from graders.exercises.ex3_fsdp_shard_map.probes import (AXIS, HANDED, IN_PROCESS, ROWS, WEIGHTS, mesh, placed,
+                                                         primitive, sharding_data, summarize, unwrapped)
 
 BATCH = (2, 3)  # x and y: the loss's inputs after w1 and w2, in jax's flattening of (p, x, y)
 
@@ -152,10 +160,38 @@ def ask(worker, name: str, n: int, *args, rebound: str = REBOUND_FACTORY):
     with the problem's meaning if the probe met one. A reply is kept only if it came back: code
     that raised is asked again by the next check, as it is run again."""
     if (name, n) not in _REPLIES:
-        _REPLIES[name, n] = getattr(worker, name)(n, *args)
+        nonce()
+        _REPLIES[name, n] = handed_back(getattr(worker, name)(n, *args), name, n)
     reply = _REPLIES[name, n]
     if isinstance(reply, dict) and "problem" in reply:
         fail(problem_message(reply["problem"], rebound))
+    return reply
+
+
+def nonce() -> str:
+    """This judge's nonce, kept in its own process's probes module (probes.IN_PROCESS): a probe
+    that finds it there runs in this process (no --sandbox) and hands its programs over."""
+    return IN_PROCESS.setdefault("judge", secrets.token_hex(16))
+
+
+def handed_back(reply, name: str, n: int):
+    """The reply with each program the probe handed over in this process (probes.HANDED in its
+    place) given its encoding back, as a reply under --sandbox holds it; the traced program kept
+    for `decoded`, which reads it in place of rebuilding the encoding. A HANDED that no program
+    was filed for here stays, and is read as no program."""
+    def handed(message) -> bool:
+        return isinstance(message, dict) and set(message) == set(HANDED)
+
+    def back(message, kind):
+        filed = IN_PROCESS.pop((nonce(), name, n, kind), None) if handed(message) else None
+        if filed is None:
+            return message
+        _REPLIES[("handed", name, kind, n)] = filed[1]
+        return filed[0]
+    if handed(reply):
+        return back(reply, None)
+    if isinstance(reply, dict) and any(handed(v) for v in reply.values()):
+        return {k: back(v, k) for k, v in reply.items()}
     return reply
 
 
@@ -224,9 +260,90 @@ READ_INPUTS, OTHER_INPUTS = 7, 17  # which of a mesh's draws the program is trac
 READ_ORDER = (READ_ON, *(n for n in MESH_SIZES if n != READ_ON))
 
 
+# ---- the learner's programs, rebuilt, read and run here (graders/kit/program.py) -------------
+
+def _flat(m, p, x, y) -> list:
+    """The inputs placed on m, as the programs take them: w1, w2 (WEIGHTS order), x, y (placed
+    once per mesh and draw: several checks run programs on the same draw)."""
+    arrays = [np.asarray(p[k]) for k in WEIGHTS] + [np.asarray(x), np.asarray(y)]
+    key = ("placed", id(m), tuple((a.shape, a.tobytes()) for a in arrays))
+    if key not in _REPLIES:
+        _REPLIES[key] = jax.tree.leaves(placed(m, p, x, y))
+    return _REPLIES[key]
+
+
+def _shapes(closed, which: str) -> list:
+    return [tuple(v.aval.shape) for v in getattr(closed, which)]
+
+
+def decoded(worker, seed: int, n: int, kind: str, *, probe: str = "programs", inputs: int = READ_INPUTS,
+            auto: bool = False, outputs: int = 1, what: str = "your loss", rebound: str = REBOUND_FACTORY):
+    """The program `kind` of the probe's reply (traced on n devices at draw `inputs`), rebuilt on
+    this process's own devices and type-checked (or, handed over in this process, the traced
+    program itself: see handed_back); its inputs and outputs of the shapes asked."""
+    key = ("decoded", probe, kind, n)
+    if key not in _REPLIES:
+        reply = ask(worker, probe, n, *problem(seed, n, inputs), rebound=rebound)
+        message = reply.get(kind) if isinstance(reply, dict) and kind else reply
+        try:
+            handed = _REPLIES.get(("handed", probe, kind, n))
+            _REPLIES[key] = handed if handed is not None else program.decode(message).closed
+        except program.ProgramError as exc:
+            _REPLIES[key] = exc
+    closed = _REPLIES[key]
+    if isinstance(closed, program.ProgramError):
+        fail(f"the program of {what} on a mesh of {n} devices could not be read: {closed}.")
+    shapes = weight_shapes(seed, n)
+    _, _, b = sizes(seed, n)
+    want_in = [shapes["w1"], shapes["w2"], (b, shapes["w1"][0]), (b, shapes["w1"][0])]
+    if _shapes(closed, "invars") != want_in:
+        fail(f"the program sent for {what} on {n} devices takes inputs of shapes {_shapes(closed, 'invars')}, "
+             f"not those of (p['w1'], p['w2'], x, y): {want_in}.")
+    got_out = _shapes(closed, "outvars")
+    if len(got_out) != outputs or (outputs == 3 and got_out[1:] != [shapes["w1"], shapes["w2"]]) or (
+            outputs == 2 and got_out != [shapes["w1"], shapes["w2"]]):
+        if outputs == 1:
+            fail(f"the loss should return one scalar, got {len(got_out)} values.")
+        fail(f"the program sent for {what} on {n} devices gives values of shapes {got_out}, not the loss and "
+             "both gradients.")
+    return closed
+
+
+def as_one_call(closed, m):
+    """The rebuilt program as a function that stages it as one call (a jit of it, on mesh m):
+    lowered as it is, not traced again equation by equation as jaxpr_as_fun would."""
+    params = program._as_jit({"call_jaxpr": closed}, len(closed.invars), len(closed.outvars), "rebuilt")
+    params["ctx_mesh"] = m
+    return lambda *args: jit_p.bind(*args, **params)
+
+
+def ran(closed, n: int, *draws, auto: bool = False, compiled: bool = False):
+    """The rebuilt program run on this process's own mesh of n devices, once per draw (p, x, y),
+    as float64 arrays; with compiled, also the compiled program (one compilation serves all)."""
+    m = mesh(n, auto)
+    fn = jax.jit(as_one_call(closed, m))
+    try:
+        with jax.set_mesh(m):
+            exe = fn.lower(*_flat(m, *draws[0])).compile()
+            outs = [exe(*_flat(m, *d)) for d in draws]
+    except Exception as exc:  # noqa: BLE001 (a program JAX's type rules accepted but XLA refuses)
+        fail(f"the grader could not run the program it rebuilt on {n} devices ({type(exc).__name__}: "
+             f"{' '.join(str(exc).split())[:200]}).")
+    values = [[np.asarray(v, np.float64) for v in out] for out in outs]
+    return (values, exe, outs) if compiled else values
+
+
 def traced(worker, seed: int, n: int):
-    """The probe's summary of make_fsdp_loss(mesh) traced on n devices."""
-    read = ask(worker, "read_loss", n, *problem(seed, n, READ_INPUTS))
+    """The summary of make_fsdp_loss(mesh)'s loss program on n devices, read here."""
+    key = ("read", n)
+    if key not in _REPLIES:
+        closed = decoded(worker, seed, n, "loss")
+        try:
+            _REPLIES[key] = summarize(closed)
+        except Exception as exc:  # noqa: BLE001 (a program JAX's rules accepted that the reading cannot follow)
+            fail(f"the program of your loss on {n} devices could not be read ({type(exc).__name__}: "
+                 f"{' '.join(str(exc).split())[:200]}).")
+    read = _REPLIES[key]
     if read["outputs"] != 1:
         fail(f"the loss should return one scalar, got {read['outputs']} values.")
     return read
@@ -263,13 +380,128 @@ def inputs_into(read, collective) -> set:
     return {entering[j]["input"] for j in collective["inputs"]} - {None}
 
 
+# ---- holding a program to the grader's own numbers ---------------------------------------
+# A program is read only if it computes the loss (or its gradient) on the grader's inputs, or a
+# named mistake of it: a multiple (a psum instead of a pmean, a count written in) or one device's
+# own local loss (averaged over no axis). A program with the technique's every mark that computes
+# anything else is not the learner's loss, and earns nothing.
+
+def local_losses(p, x, y, n: int) -> list:
+    """Each device's own local loss on an n-device mesh: the mean over its block of rows."""
+    rows = len(x) // n
+    return [loss_np(p, x[k * rows:(k + 1) * rows], y[k * rows:(k + 1) * rows]) for k in range(n)]
+
+
+def computes_the_loss(runs, n: int) -> bool:
+    """runs: [(value, p, x, y)]: the values are the loss, one multiple of it for all, or devices'
+    local losses."""
+    got = [float(np.asarray(r[0]).reshape(-1)[0]) if np.asarray(r[0]).size == 1 else float("nan") for r in runs]
+    want = [loss_np(*r[1:]) for r in runs]
+    if all(is_close(g, w) for g, w in zip(got, want)):
+        return True
+    ratios = [g / w for g, w in zip(got, want)]
+    if all(np.isfinite(ratios)) and ratios[0] > 0 and all(is_close(r, ratios[0]) for r in ratios):
+        return True
+    return all(any(is_close(g, local) for local in local_losses(*r[1:], n)) for g, r in zip(got, runs))
+
+
+def computes_the_gradient(grads: dict, p, x, y) -> bool:
+    """The gradients are the grader's own, or one multiple of them (a multiple of the loss)."""
+    want = grad_np(p, x, y)
+    g = np.concatenate([np.asarray(grads[k], np.float64).reshape(-1) for k in WEIGHTS])
+    e = np.concatenate([want[k].reshape(-1) for k in WEIGHTS])
+    if g.shape != e.shape or not np.all(np.isfinite(g)):
+        return False
+    c = float(g @ e / (e @ e))
+    return c > 0 and is_close(g, c * e)
+
+
+def held_to_the_loss(runs, n: int, what: str) -> None:
+    if not computes_the_loss(runs, n):
+        got, p, x, y = runs[0]
+        fail(f"run by the grader on its own inputs, the program of {what} on {n} devices gives "
+             f"{float(np.asarray(got).reshape(-1)[0]):.6g} where the loss is {loss_np(p, x, y):.6g} (and it is "
+             "neither a multiple of the loss nor one device's local loss): the technique is judged on the program "
+             "that computes the loss, and this one computes something else.")
+
+
+def held_to_the_gradient(grads: dict, p, x, y, n: int, what: str) -> None:
+    if not computes_the_gradient(grads, p, x, y):
+        fail(f"run by the grader on its own inputs, the program of {what} on {n} devices gives gradients that are "
+             "not the loss's gradient (nor a multiple of it): the technique is judged on the program that computes "
+             "the gradient, and this one computes something else.")
+
+
+def fed_positions(read) -> dict:
+    """{shard_map input: index into WEIGHTS} of the inputs that are the loss's own weights."""
+    return {j: e["input"] for j, e in enumerate(read.get("entering", ())) if e["input"] in (0, 1)}
+
+
+def swapped_runs(worker, seed: int, n: int) -> dict:
+    """The loss program run here three ways at draw READ_INPUTS: as it is; with other weights
+    entering its shard_map where the loss's own weights enter, everything else as it was; and
+    with the other weights given to the whole program, as a call of the loss with them would.
+    The first and the last are held to the loss (computes_the_loss)."""
+    key = ("swapped", n)
+    if key not in _REPLIES:
+        read = loss_shard_map(worker, seed, n)
+        closed = decoded(worker, seed, n, "loss")
+        p, x, y = problem(seed, n, READ_INPUTS)
+        other = problem(seed, n, OTHER_INPUTS)[0]
+        positions = fed_positions(read)
+        smap = unwrapped(jaxpr.dataflow(closed, getattr(closed, "consts", ()))[1][0]).eqn
+        m = mesh(n)
+        consts = getattr(closed, "consts", ())
+
+        def apply(eqn, ins, new):
+            if eqn is smap and new is not None:
+                ins = [new[positions[j]] if j in positions else v for j, v in enumerate(ins)]
+            return jaxpr.bind(eqn, ins)
+
+        def run(flat, new):
+            return jaxpr.evaluate(closed, consts, flat, lambda e, i: apply(e, i, new))[0]
+
+        def three(flat, new):
+            return run(flat, None), run(flat, new), run(list(new) + list(flat[len(new):]), None)
+
+        flat = _flat(m, p, x, y)
+        swap = _flat(m, other, x, y)[:2]
+        value_and_grad(worker, seed, n)  # compiled for the loss check; run here at draw READ_INPUTS too
+        try:
+            with jax.set_mesh(m):
+                before, swapped, direct = jax.jit(three)(flat, swap)
+                both = _REPLIES[("value_and_grad", n)][1](*flat)
+        except Exception as exc:  # noqa: BLE001
+            fail(f"the grader could not run the program it rebuilt on {n} devices ({type(exc).__name__}: "
+                 f"{' '.join(str(exc).split())[:200]}).")
+        _REPLIES[key] = {"before": np.asarray(before, np.float64), "swapped": np.asarray(swapped, np.float64),
+                         "direct": np.asarray(direct, np.float64), "value_and_grad": np.asarray(both[0], np.float64)}
+    runs = _REPLIES[key]
+    p, x, y = problem(seed, n, READ_INPUTS)
+    held_to_the_loss([(runs["before"], p, x, y), (runs["direct"], problem(seed, n, OTHER_INPUTS)[0], x, y)], n,
+                     "your loss")
+    # the program read is the one whose value and gradient the other checks run: on the same
+    # inputs, the loss program and the value_and_grad program give the same loss
+    if not is_close(runs["value_and_grad"], runs["before"]):
+        fail(f"run by the grader on the same inputs, the program of your loss on {n} devices gives "
+             f"{float(runs['before']):.6g} and the program of its value_and_grad gives "
+             f"{float(runs['value_and_grad']):.6g}: they are not one function's programs, so the technique read in "
+             "one says nothing of the other.")
+    return runs
+
+
 # ---- checks ------------------------------------------------------------------------------
 
 def value_and_grad(worker, seed: int, n: int):
-    """(problem, the probe's loss and gradient) of make_fsdp_loss(mesh) on an n-device mesh: one
-    compiled program serves both the loss check and the gradient check."""
+    """(problem, the loss and gradient) of make_fsdp_loss(mesh)'s value_and_grad program on an
+    n-device mesh, run here: one compiled program serves the loss, gradient and compiled checks."""
     problem_n = problem(seed, n, n)
-    return problem_n, ask(worker, "value_and_grad", n, *problem_n)
+    key = ("value_and_grad", n)
+    if key not in _REPLIES:
+        closed = decoded(worker, seed, n, "value_and_grad", outputs=3, what="your loss's value_and_grad")
+        (values,), exe, _ = ran(closed, n, problem_n, compiled=True)
+        _REPLIES[key] = {"loss": values[0], "grads": dict(zip(WEIGHTS, values[1:])), "type": "dict"}, exe
+    return problem_n, _REPLIES[key][0]
 
 
 @pytest.mark.points(1)
@@ -313,6 +545,7 @@ def check_averaged_inside(worker, seed: int, n: int):
         fail(f"inside the shard_map (on {n} devices), the local losses are not averaged over the devices: no "
              f"collective over 'fsdp' takes them in{how}, so each device returns its own local loss. That is not "
              "from lax.pmean over the mesh axis. Hint: return lax.pmean(local, 'fsdp').")
+    swapped_runs(worker, seed, n)  # the program read computes the loss (or a named mistake of it)
     (p, x, y), reply = value_and_grad(worker, seed, n)
     expected = loss_np(p, x, y)
     got = as_scalar(reply["loss"], f"loss on a mesh of {n} devices")
@@ -385,8 +618,7 @@ def check_computed_from_gathered_shards(worker, seed: int, n: int):
     # else as it was: a loss computed from those shards follows them as the whole program does
     # when called with those weights; one computed from another copy does not.
     other = problem(seed, n, OTHER_INPUTS)[0]
-    positions = {j: i for i, k in enumerate(WEIGHTS) for j in fed[k]}
-    runs = ask(worker, "swapped_loss", n, p, x, y, positions, other)
+    runs = swapped_runs(worker, seed, n)
     what = f"the loss on {n} devices with other weights entering the shard_map"
     got, before, direct = (as_scalar(runs[key], what) for key in ("swapped", "before", "direct"))
     expected = loss_np(other, x, y)
@@ -409,12 +641,15 @@ def test_gradients_stay_sharded(worker, seed):
     # On an Explicit mesh a gradient's sharding is its parameter's type, P("fsdp", None) whatever
     # the program did; on an Auto mesh it is what the compiled program actually produces.
     n = 8
-    reply = ask(worker, "gradient_layout", n, *problem(seed, n, 8))
-    if reply["keys"] is None or set(reply["keys"]) != set(WEIGHTS):
-        fail(f"the gradient should be a dict with keys 'w1' and 'w2' like p, got {reply['type']}.")
-    got = reply["layout"]
-    m = mesh(n, auto=True)
+    closed = decoded(worker, seed, n, None, probe="auto_gradient_program", inputs=8, outputs=2,
+                     what="your loss's gradient")
+    p, x, y = problem(seed, n, 8)
+    _, _, (outs,) = ran(closed, n, (p, x, y), auto=True, compiled=True)
+    held_to_the_gradient({k: np.asarray(v, np.float64) for k, v in zip(WEIGHTS, outs)}, p, x, y, n,
+                         "your loss's gradient")
     shapes = weight_shapes(seed, n)
+    got = {k: sharding_data(v.sharding, shapes[k]) for k, v in zip(WEIGHTS, outs)}
+    m = mesh(n, auto=True)
     if not all(holds_rows(m, got[k], shapes[k]) for k in WEIGHTS):
         fail(f"the gradients come out as w1: {got['w1']['spec']}, w2: {got['w2']['spec']}; expected "
              "P('fsdp', None) for both, each device holding the gradient of its own rows. Whole gradients on "
@@ -424,9 +659,23 @@ def test_gradients_stay_sharded(worker, seed):
 
 
 def compiled_gradient(worker, seed: int, n: int):
-    """The probe's figures for jit(grad) of the learner's loss on an n-device mesh, compiled once
-    for the FLOP and HLO checks."""
-    return ask(worker, "compiled_gradient", n, *problem(seed, n, 9))
+    """The figures of the learner's value_and_grad program on an n-device mesh, compiled here
+    (the compilation the loss and gradient checks ran) for the FLOP and HLO checks: per-device
+    FLOPs, collectives counted, the element count of each all-reduce's largest result, and how
+    many elements each all-gather and reduce-scatter moved. The program is first held to the
+    grader's own loss and gradient."""
+    (p, x, y), reply = value_and_grad(worker, seed, n)
+    held_to_the_loss([(reply["loss"], p, x, y)], n, "your loss's value_and_grad")
+    held_to_the_gradient(reply["grads"], p, x, y, n, "your loss's value_and_grad")
+    key = ("compiled", n)
+    if key not in _REPLIES:
+        exe = _REPLIES[("value_and_grad", n)][1]
+        text = exe.as_text()
+        _REPLIES[key] = {"flops": costs.flops(exe), "collectives": hlo.collective_counts(text),
+                         "all_reduce_sizes": hlo.collective_sizes(text, "all-reduce"),
+                         "all_gather_elements": hlo.collective_elements(text, "all-gather"),
+                         "reduce_scatter_elements": hlo.collective_elements(text, "reduce-scatter")}
+    return _REPLIES[key]
 
 
 @pytest.mark.points(1)
@@ -493,7 +742,7 @@ def test_fsdp_loss_is_a_shard_map_right_on_every_mesh(worker, seed):
     """The module-level fsdp_loss, under jax.set_mesh of 8, 4 and 2 devices, is a shard_map giving the right loss and gradient."""
     for n in MESH_SIZES:
         p, x, y = problem(seed, n, 11)
-        reply = ask(worker, "fresh_fsdp_loss_on_mesh", n, p, x, y, rebound=REBOUND_AT_IMPORT)
+        reply = fresh_run(worker, seed, n)
         where = f" of fsdp_loss under jax.set_mesh ({n} devices)"
         if not reply["is_shard_map"]:
             fail(f"the loss{where} is made by {reply['made_by']}, not by a shard_map: fsdp_loss must be the chapter's "
@@ -502,3 +751,58 @@ def test_fsdp_loss_is_a_shard_map_right_on_every_mesh(worker, seed):
         assert_close(as_scalar(reply["loss"], "loss" + where), expected, "loss" + where,
                      mistakes=loss_mistakes(expected, n))
         check_gradients(reply, grad_np(p, x, y), n, where)
+
+
+def _mesh_kinds_as_one(message):
+    """A program message with every mesh named as a Mesh: a shard_map made without mesh= names the
+    context's AbstractMesh where one made with mesh= names the Mesh, the same axes either way."""
+    if isinstance(message, dict):
+        return {k: (["Mesh", *v[1:]] if k == "mesh" and isinstance(v, list) and v[:1] == ["AbstractMesh"]
+                    else _mesh_kinds_as_one(v)) for k, v in message.items()}
+    if isinstance(message, list):
+        return [_mesh_kinds_as_one(v) for v in message]
+    return message
+
+
+def same_program(a, b) -> bool:
+    """Whether two program messages hold one program (their meshes by axes alone), compared value
+    by value: the judge then rebuilds, compiles and reads it once."""
+    def same(u, v) -> bool:
+        if type(u) is not type(v):
+            return False
+        if isinstance(u, dict):
+            return u.keys() == v.keys() and all(same(u[k], v[k]) for k in u)
+        if isinstance(u, list):
+            return len(u) == len(v) and all(same(x, y) for x, y in zip(u, v))
+        if isinstance(u, np.ndarray):
+            return u.dtype == v.dtype and u.shape == v.shape and bool(np.array_equal(u, v))
+        return u == v
+    return isinstance(a, dict) and "program" in a and same(_mesh_kinds_as_one(a), _mesh_kinds_as_one(b))
+
+
+def fresh_run(worker, seed: int, n: int) -> dict:
+    """The value_and_grad program of a fresh import's fsdp_loss on n devices, rebuilt here: what
+    makes its loss (the program's first output), and its loss and gradient run here at draw 11.
+    Where it is the very program of make_fsdp_loss(mesh)'s value_and_grad (fsdp_loss =
+    make_fsdp_loss(None)), the one rebuilt and compiled for that is run."""
+    fresh = ask(worker, "fresh_program", n, *problem(seed, n, 11), rebound=REBOUND_AT_IMPORT)
+    made = _REPLIES.get(("programs", n))
+    if (isinstance(made, dict) and "value_and_grad" in made and ("value_and_grad", n) in _REPLIES
+            and same_program(fresh, made["value_and_grad"])):
+        closed = decoded(worker, seed, n, "value_and_grad", outputs=3, what="your loss's value_and_grad")
+        exe = _REPLIES[("value_and_grad", n)][1]
+        m = mesh(n)
+        with jax.set_mesh(m):
+            loss, *grads = [np.asarray(v, np.float64) for v in exe(*_flat(m, *problem(seed, n, 11)))]
+    else:
+        closed = decoded(worker, seed, n, None, probe="fresh_program", inputs=11, outputs=3,
+                         what="fsdp_loss's value_and_grad", rebound=REBOUND_AT_IMPORT)
+        ((loss, *grads),) = ran(closed, n, problem(seed, n, 11))
+    try:
+        _, outputs = jaxpr.dataflow(closed, getattr(closed, "consts", ()))
+        out = unwrapped(outputs[0])
+    except Exception as exc:  # noqa: BLE001
+        fail(f"the program of fsdp_loss's value_and_grad on {n} devices could not be read ({type(exc).__name__}: "
+             f"{' '.join(str(exc).split())[:200]}).")
+    return {"made_by": primitive(out), "is_shard_map": out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"),
+            "loss": loss, "type": "dict", "grads": dict(zip(WEIGHTS, grads))}

@@ -1,26 +1,27 @@
-"""Probes for Exercise 3: the learner's FSDP loss traced, run, differentiated and compiled on the
-meshes the checks name, with the inputs the checks drew, handed back as plain data.
+"""Probes for Exercise 3: the learner's FSDP loss traced on the meshes the checks name, at the
+inputs the checks drew, and sent to the judge as programs (graders/kit/program.py, issue 31).
 
-What comes back: losses and gradients as arrays; the traced loss as a summary (which primitive
-makes it, the shard_map's in/out specs as text and parts, how each of its inputs was made, the
-collectives its output is computed from inside, at any depth, and what flows into each); the loss
-re-run with other weights substituted where the checks say; gradient shardings as the rows each device holds; the compiled
-gradient's FLOPs and collective counts. A JAX error that the checks turn into advice comes back
-as {"problem": {"kind": ...}}; the words are the checks'. Nothing here knows an expected value.
+What comes back: the program of make_fsdp_loss(mesh)'s loss and of its jax.value_and_grad on
+each mesh; of its jax.grad on an Auto mesh; of jax.value_and_grad of a fresh import's fsdp_loss.
+The judge rebuilds them on its own devices, runs them on its own inputs and reads them with the
+functions below (summarize: what makes the loss, the shard_map's specs, how its inputs were made,
+the collectives its output is computed from); it compiles them itself for FLOPs and collectives.
+A JAX error that the checks turn into advice comes back as {"problem": {"kind": ...}}; the words
+are the checks'. Nothing here knows an expected value, and nothing sent here is believed.
 """
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 
 import jax
 import numpy as np
+from jax._src import core
+from jax._src.pjit import jit_p
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import hlo, jaxpr, costs
-from graders.kit.verdicts import fail
+from graders.kit import jaxpr, program
 from graders.kit.probing import probe
 
 AXIS = "fsdp"
@@ -135,10 +136,6 @@ def sharding_data(sharding, shape) -> dict:
     return {"spec": str(getattr(sharding, "spec", sharding)), "memory_kind": sharding.memory_kind, "rows": held}
 
 
-def gradients_data(grads) -> dict:
-    return {"type": type(grads).__name__, "grads": dict(grads) if isinstance(grads, dict) else None}
-
-
 def unwrapped(value):
     """The value a loss is made from by reshaping or casting alone (x[0], squeeze, reshape,
     astype of a one-element result), else the loss itself: a shard_map that returns the loss as
@@ -157,49 +154,105 @@ def primitive(value) -> str:
     return "a constant" if value.eqn is None else jaxpr.said(value.eqn.primitive.name)
 
 
-def _key(*arrays) -> str:
-    digest = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        digest.update(f"{a.dtype}{a.shape}".encode())
-        digest.update(a.tobytes())
-    return digest.hexdigest()
+# ---- probes: the learner's programs, sent as data (graders/kit/program.py) -------------------
+
+# Without --sandbox the probes run in the judge's own process (graders/child/probe_channel.py's
+# Local), where sending a program through the wire and rebuilding it there would only cost the
+# learner's edit loop time. The judge puts a nonce of its own here before its first probe call
+# (checks.nonce); a probe that finds it runs in the judge's process, files each program it sent
+# here, its encoding and the traced program itself (IN_PROCESS[(nonce, probe, n, kind)]), and
+# replies HANDED in its place; the judge takes them back only from its own process's dict, and
+# reads and runs the traced program in place of the rebuilt one. Under --sandbox nothing the
+# worker does reaches that dict, and the judge decodes what the worker sent. Either way the program
+# is first encoded, so what cannot be sent is refused alike (its reason is sent, never handed
+# over), and what is handed over is the program as the judge would rebuild it (as_sent).
+IN_PROCESS: dict = {}
+HANDED = {"in_process": 1}
 
 
-# ---- probes ----------------------------------------------------------------------------------
+def _encoded(closed, sol, *key) -> dict:
+    # forward=True: the judge only runs these programs forwards (a gradient program already holds
+    # its backward pass), so a custom_jvp/custom_vjp call that remains is sent as its primal
+    message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
+    judge = IN_PROCESS.get("judge")
+    if judge is None or "program" not in message:
+        return message
+    IN_PROCESS[(judge, *key)] = (message, as_sent(closed))
+    return dict(HANDED)
+
+
+def as_sent(closed, memo=None):
+    """The traced program as the judge rebuilds it from its encoding (forward=True): each
+    custom_jvp/custom_vjp call, at any depth, a jit of its primal program named after it
+    (program._as_jit, as the encoder writes it); every other equation as it was traced."""
+    memo = {} if memo is None else memo
+    if id(closed) in memo:
+        return memo[id(closed)]
+
+    def param(value):
+        if isinstance(value, core.Jaxpr):
+            return as_sent(value, memo)
+        if type(value) in (tuple, list):
+            new = type(value)(param(v) for v in value)
+            return value if all(a is b for a, b in zip(new, value)) else new
+        return value
+
+    eqns = []
+    for eqn in closed.eqns:
+        params = {k: param(v) for k, v in eqn.params.items()}
+        if eqn.primitive.name in program.CUSTOM:
+            eqn = eqn.replace(primitive=jit_p, params=program._as_jit(
+                params, len(eqn.invars), len(eqn.outvars), eqn.primitive.name))
+        elif any(params[k] is not v for k, v in eqn.params.items()):
+            eqn = eqn.replace(params=params)
+        eqns.append(eqn)
+    same = all(a is b for a, b in zip(eqns, closed.eqns))
+    memo[id(closed)] = out = closed if same else closed.replace(eqns=eqns)
+    return out
+
 
 @probe
 @reports
-def value_and_grad(sol, n, p, x, y):
-    """Loss and gradient of make_fsdp_loss(mesh) on an n-device mesh: one compiled program
-    serves both the loss check and the gradient check."""
+def programs(sol, n, p, x, y):
+    """make_fsdp_loss(mesh) on an n-device mesh, traced at these inputs' shapes and shardings:
+    the program of its loss and the program of its jax.value_and_grad, as data."""
     m = mesh(n)
     args = placed(m, p, x, y)
     with on_mesh(m):
         f = learner_loss(sol, m)
-        shape = jax.eval_shape(f, *args)
+        loss, shape = jax.make_jaxpr(f, return_shape=True)(*args)
         if getattr(shape, "shape", None) != ():
             raise _Problem("not_a_scalar", shape=str(shape))
-        loss, grads = jax.jit(jax.value_and_grad(f))(*args)
-    return {"loss": loss, **gradients_data(grads)}
+        both = jax.make_jaxpr(jax.value_and_grad(f))(*args)
+    return {"loss": _encoded(loss, sol, "programs", n, "loss"),
+            "value_and_grad": _encoded(both, sol, "programs", n, "value_and_grad")}
 
 
-_TRACED: dict = {}
+@probe
+@reports
+def auto_gradient_program(sol, n, p, x, y):
+    """The program of jax.grad of make_fsdp_loss(mesh), traced on an n-device mesh whose axis is
+    Auto (where a gradient's sharding is what the compiled program makes, not its type)."""
+    m = mesh(n, auto=True)
+    with on_mesh(m):
+        closed = jax.make_jaxpr(jax.grad(learner_loss(sol, m)))(*placed(m, p, x, y))
+    return _encoded(closed, sol, "auto_gradient_program", n, None)
 
 
-def traced(sol, n, p, x, y):
-    """(jaxpr of make_fsdp_loss(mesh) at these inputs, its inputs and outputs as dataflow Values,
-    the placed arguments), traced once for every probe that reads it."""
-    key = (n, _key(*(p[k] for k in sorted(p)), x, y))
-    if key not in _TRACED:
-        m = mesh(n)
-        args = placed(m, p, x, y)
-        with on_mesh(m):
-            closed = jax.make_jaxpr(learner_loss(sol, m))(*args)
-        inputs, outputs = jaxpr.dataflow(closed.jaxpr, closed.consts)
-        _TRACED[key] = closed, inputs, outputs, args
-    return _TRACED[key]
+@probe
+@reports
+def fresh_program(sol, n, p, x, y):
+    """The program of jax.value_and_grad of the module-level fsdp_loss of a fresh import, traced
+    under jax.set_mesh of n devices."""
+    f = fresh_fsdp_loss(sol)
+    m = mesh(n)
+    args = placed(m, p, x, y)
+    with on_mesh(m):
+        closed = jax.make_jaxpr(jax.value_and_grad(f))(*args)
+    return _encoded(closed, sol, "fresh_program", n, None)
 
+
+# ---- reading a program (the judge, on the program it rebuilt) --------------------------------
 
 def body_of(smap):
     """(inputs, outputs) of a shard_map's body as dataflow, followed into every jit, checkpoint and
@@ -239,14 +292,19 @@ def collectives_data(value, body_inputs) -> list:
     return found
 
 
-@probe
-@reports
-def read_loss(sol, n, p, x, y):
-    """The traced loss on an n-device mesh, summarised: how many outputs; what makes the loss;
+def primitive_names(closed) -> set:
+    """The program's primitives, a custom_jvp/custom_vjp function sent as a jit of its primal
+    (graders/kit/program.py) named as what it was."""
+    return {e.params.get("name") if e.primitive.name == "jit" and e.params.get("name") in program.CUSTOM
+            else e.primitive.name for e in jaxpr.walk(closed)}
+
+
+def summarize(closed):
+    """A loss program (rebuilt by the judge), summarised: how many outputs; what makes the loss;
     if that is a shard_map, its specs, how each of its inputs was made, and the collectives its
     output is computed from inside (with the inputs each depends on); if not, the primitives of
     the program and the out_specs of any shard_map the loss comes from."""
-    closed, inputs, outputs, _ = traced(sol, n, p, x, y)
+    inputs, outputs = jaxpr.dataflow(closed, getattr(closed, "consts", ()))
     summary = {"outputs": len(outputs)}
     if len(outputs) != 1:
         return summary
@@ -256,8 +314,8 @@ def read_loss(sol, n, p, x, y):
         upstream = {id(v.eqn): v.eqn for v in jaxpr.ancestors(out)
                     if v.eqn is not None and jaxpr.is_a(v.eqn, "shard_map")}
         summary.update(
-            primitives=sorted(jaxpr.primitive_names(closed.jaxpr)),
-            shard_maps=len(jaxpr.find(closed.jaxpr, "shard_map")),
+            primitives=sorted(primitive_names(closed)),
+            shard_maps=len(jaxpr.find(closed, "shard_map")),
             upstream=len(upstream),
             upstream_out_specs=[spec_data(s) for e in upstream.values() for s in e.params["out_specs"]])
         return summary
@@ -273,80 +331,3 @@ def read_loss(sol, n, p, x, y):
                   for j, v in enumerate(out.parents)],
         collectives=collectives_data(body_outputs[index], body_inputs))
     return summary
-
-
-@probe
-@reports
-def swapped_loss(sol, n, p, x, y, positions, other):
-    """The traced loss run three ways: as it is; with other weights entering its shard_map at
-    `positions` ({shard_map input: index into WEIGHTS}), everything else as it was; and with the
-    other weights given to the whole program, as a call of the loss with them would."""
-    closed, _, outputs, args = traced(sol, n, p, x, y)
-    smap = unwrapped(outputs[0]).eqn
-    if smap is None or not jaxpr.is_a(smap, "shard_map"):
-        fail("the grader asked to re-run a loss that is not a shard_map's own output")
-    m = mesh(n)
-    rows = NamedSharding(m, ROWS)
-    swap = [jax.device_put(np.asarray(other[k], np.float32), rows) for k in WEIGHTS]
-
-    def apply(eqn, ins, new):
-        if eqn is smap and new is not None:
-            ins = [new[positions[j]] if j in positions else v for j, v in enumerate(ins)]
-        return jaxpr.bind(eqn, ins)
-
-    def run(flat, new):
-        return jaxpr.evaluate(closed.jaxpr, closed.consts, flat, lambda e, i: apply(e, i, new))[0]
-
-    def three(flat, new):
-        return run(flat, None), run(flat, new), run(list(new) + list(flat[len(new):]), None)
-
-    flat = jax.tree.leaves(args)  # w1, w2 (WEIGHTS order), x, y
-    with on_mesh(m):
-        before, swapped, direct = jax.jit(three)(flat, swap)
-    return {"before": before, "swapped": swapped, "direct": direct}
-
-
-@probe
-@reports
-def gradient_layout(sol, n, p, x, y):
-    """Where jit(grad) of make_fsdp_loss(mesh) puts each gradient, on an n-device Auto mesh."""
-    m = mesh(n, auto=True)
-    with on_mesh(m):
-        grads = jax.jit(jax.grad(learner_loss(sol, m)))(*placed(m, p, x, y))
-    if not isinstance(grads, dict):
-        return {"type": type(grads).__name__, "keys": None, "layout": None}
-    return {"type": "dict", "keys": [_axis(k) for k in grads],
-            "layout": {k: sharding_data(grads[k].sharding, grads[k].shape) for k in WEIGHTS if k in grads}}
-
-
-@probe
-@reports
-def compiled_gradient(sol, n, p, x, y):
-    """jit(grad) of the learner's loss on an n-device mesh, compiled: its per-device FLOPs, its
-    collectives counted, the element count of each all-reduce's largest result, and how many
-    elements each all-gather and reduce-scatter moved."""
-    m = mesh(n)
-    with on_mesh(m):
-        compiled = jax.jit(jax.grad(learner_loss(sol, m))).lower(*placed(m, p, x, y)).compile()
-    text = compiled.as_text()
-    return {"flops": costs.flops(compiled), "collectives": hlo.collective_counts(text),
-            "all_reduce_sizes": hlo.collective_sizes(text, "all-reduce"),
-            "all_gather_elements": hlo.collective_elements(text, "all-gather"),
-            "reduce_scatter_elements": hlo.collective_elements(text, "reduce-scatter")}
-
-
-@probe
-@reports
-def fresh_fsdp_loss_on_mesh(sol, n, p, x, y):
-    """The module-level fsdp_loss of a fresh import, under jax.set_mesh of n devices: what makes
-    its traced loss, and its loss and gradient."""
-    f = fresh_fsdp_loss(sol)
-    m = mesh(n)
-    args = placed(m, p, x, y)
-    with on_mesh(m):
-        program = jaxpr.trace(f, *args)
-        loss, grads = jax.jit(jax.value_and_grad(f))(*args)
-    _, (out,) = jaxpr.dataflow(program)
-    out = unwrapped(out)
-    return {"made_by": primitive(out), "is_shard_map": out.eqn is not None and jaxpr.is_a(out.eqn, "shard_map"),
-            "loss": loss, **gradients_data(grads)}

@@ -1,0 +1,63 @@
+"""Exercise 3: a forged program that computes a named mistake. At import the module makes the
+probe that sends the loss's program send one with FSDP's every mark (both weights entering as
+P('fsdp', None) and all_gathered inside, a psum over 'fsdp' that the batch flows into) whose
+value is the first device's local loss, the one mistake of the loss the judge names rather than
+refuses; the value_and_grad program it sends is the module's own (right numbers, no technique).
+The judge holds the two programs to each other: on the same inputs they must give the same loss."""
+
+
+def _decoy(mesh):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.sharding import PartitionSpec as P
+
+    def local(p, x, y):
+        w1 = lax.all_gather(p["w1"], "fsdp", tiled=True)
+        w2 = lax.all_gather(p["w2"], "fsdp", tiled=True)
+        first = (lax.axis_index("fsdp") == 0).astype(x.dtype)
+        return lax.psum(first * jnp.mean((jax.nn.relu(x @ w1) @ w2 - y) ** 2), "fsdp")
+
+    rows = P("fsdp", None)
+    return jax.shard_map(local, mesh=mesh, in_specs=({"w1": rows, "w2": rows}, rows, rows), out_specs=P())
+
+
+def _forge_program(sol, kind, n, p, x, y):
+    import jax
+    from graders.exercises.ex3_fsdp_shard_map import probes
+    from graders.kit import program
+    m = probes.mesh(n, kind == "auto")
+    args = probes.placed(m, p, x, y)
+    with jax.set_mesh(m):
+        decoy = sol._decoy(m)
+        if kind == "auto":
+            return program.encode(jax.make_jaxpr(jax.grad(decoy))(*args), "", forward=True)
+        if kind == "fresh":
+            return program.encode(jax.make_jaxpr(jax.value_and_grad(decoy))(*args), "", forward=True)
+        return {"loss": program.encode(jax.make_jaxpr(decoy)(*args), "", forward=True),
+                "value_and_grad": program.encode(jax.make_jaxpr(jax.value_and_grad(sol.make_fsdp_loss(m)))(*args),
+                                                 "", forward=True)}
+
+
+def _forged():
+    """The three forged probes, each with one free variable as the wrapped probes have (a code
+    swapped in keeps the probe's own closure, so each says its kind in its code)."""
+    cell = None
+
+    def programs(sol, n, p, x, y):
+        cell  # noqa: B018
+        return sol._forge_program(sol, "programs", n, p, x, y)
+
+    def auto(sol, n, p, x, y):
+        cell  # noqa: B018
+        return sol._forge_program(sol, "auto", n, p, x, y)
+
+    def fresh(sol, n, p, x, y):
+        cell  # noqa: B018
+        return sol._forge_program(sol, "fresh", n, p, x, y)
+    return programs, auto, fresh
+
+
+_install("programs", _forged()[0])
+_install("auto_gradient_program", _forged()[1])
+_install("fresh_program", _forged()[2])
