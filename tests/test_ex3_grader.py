@@ -85,8 +85,8 @@ def test_a_program_handed_over_in_process_is_the_one_the_judge_would_rebuild(pat
         traced = [jax.make_jaxpr(loss)(*args), jax.make_jaxpr(jax.value_and_grad(loss))(*args)]
     assert any(program.CUSTOM & jaxpr.primitive_names(t) for t in traced)
     for t in traced:
-        handed, rebuilt = probes.as_sent(t), program.decode(program.encode(t, sol.__file__, forward=True)).closed
+        handed, rebuilt = probes.as_sent(t), program.decode(program.encode(t, sol.__file__, forward=True, meshes=True), meshes=True).closed
         assert str(handed) == str(rebuilt)
         assert not program.CUSTOM & jaxpr.primitive_names(handed)
     assert probes.summarize(probes.as_sent(traced[0])) == probes.summarize(
-        program.decode(program.encode(traced[0], sol.__file__, forward=True)).closed)
+        program.decode(program.encode(traced[0], sol.__file__, forward=True, meshes=True), meshes=True).closed)

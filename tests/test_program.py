@@ -134,7 +134,7 @@ def mesh_message(fn_index=1):
         fn = on_a_mesh(mesh)[fn_index]
         closed = jax.make_jaxpr(fn)(*placed_on(mesh))
         want = fn(*placed_on(mesh))
-    return wire.round_trip(program.encode(closed, forward=True)), want
+    return wire.round_trip(program.encode(closed, forward=True, meshes=True)), want
 
 
 def test_a_program_on_a_2x2_mesh_is_rebuilt_on_the_judges_devices_in_another_order():
@@ -142,7 +142,7 @@ def test_a_program_on_a_2x2_mesh_is_rebuilt_on_the_judges_devices_in_another_ord
     text = repr(message)
     assert "'a'" in text and "TFRT_CPU" not in text and "CpuDevice" not in text  # axes travel, devices never
     reversed_devices = jax.devices()[::-1]
-    rebuilt = program.decode(message, devices=reversed_devices)
+    rebuilt = program.decode(message, devices=reversed_devices, meshes=True)
     smap = next(e for e in rebuilt.closed.eqns if e.primitive.name == "shard_map")
     assert list(smap.params["mesh"].devices.flat) == reversed_devices[:4]
     judge_mesh = mesh_of(reversed_devices)
@@ -150,6 +150,22 @@ def test_a_program_on_a_2x2_mesh_is_rebuilt_on_the_judges_devices_in_another_ord
         got = rebuilt.run(*placed_on(judge_mesh))
     assert np.allclose(got[0], want[0], rtol=1e-5)
     assert np.allclose(got[1], want[1], rtol=1e-5)
+
+
+def test_a_program_on_a_mesh_is_sent_and_read_only_where_asked_for():
+    # ex1, ex2, ex6 and ex8 measure what one device holds: a sharding would shrink the figure
+    # (tests/corpus/ex6/activations_spread_over_devices.py). Only ex3 asks for meshes, and the
+    # judge does not trust a worker to have encoded as asked.
+    mesh = mesh_of(jax.devices())
+    with jax.set_mesh(mesh):
+        closed = jax.make_jaxpr(on_a_mesh(mesh)[1])(*placed_on(mesh))
+    with pytest.raises(program.ProgramError, match="sharded over a mesh of devices"):
+        program.encode(closed, forward=True)
+    assert "mesh of devices" in program.encode_or_reason(closed, forward=True)["unreadable"]
+    message, _ = mesh_message()
+    with pytest.raises(program.ProgramError, match="sharded over a mesh of devices"):
+        program.decode(message)
+    program.decode(message, meshes=True)
 
 
 def test_a_fori_loop_under_grad_with_a_tree_carry_is_read():
@@ -216,9 +232,10 @@ def test_a_malformed_mesh_spec_or_axis_is_a_program_error():
         collective_axis("q"),                                   # a collective over no axis of the mesh
         collective_axis(5),
     ]
+    program.decode(changed(lambda e, t: None), meshes=True)  # unchanged, it is read
     for fn in bad:
         with pytest.raises(program.ProgramError):
-            program.decode(changed(fn))
+            program.decode(changed(fn), meshes=True)
     # and a sharded value's type naming an axis its mesh lacks, or malformed, or not sent
     def typed(fn):
         m = copy.deepcopy(message)
@@ -234,7 +251,7 @@ def test_a_malformed_mesh_spec_or_axis_is_a_program_error():
                lambda m, t: m["program"][-1]["in"][0].__setitem__(3, True),
                lambda m, t: m.__setitem__("types", "x")):
         with pytest.raises(program.ProgramError):
-            program.decode(typed(fn))
+            program.decode(typed(fn), meshes=True)
 
 
 def mutations(message):

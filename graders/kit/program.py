@@ -119,8 +119,9 @@ def said_name(obj) -> str:
 # ---- encoding (the worker) ------------------------------------------------------------------
 
 class _Encoder:
-    def __init__(self, filename: str, forward: bool, policies: list | None = None):
+    def __init__(self, filename: str, forward: bool, policies: list | None = None, meshes: bool = False):
         self.filename, self.forward = str(filename or ""), forward
+        self.allow_meshes = meshes  # programs on a mesh of devices are sent (ex3); refused otherwise
         self.policies = policies  # encode_with_policies: the learner's own policies, by number
         self.drop_prints = policies is not None  # ... and jax.debug.print left out (PRINTS)
         self.count = 0
@@ -128,6 +129,13 @@ class _Encoder:
         self.done: dict = {}  # id(jaxpr) -> its index in table
         self.types: dict = {}  # (sharding, manual axis type) -> its index in typed
         self.typed: list = []  # the sharded types of the program's values, each sent once
+
+    def mesh_data(self, mesh) -> list:
+        # A program spread over devices is read only where the exercise is about that (ex3): the
+        # others measure what one device holds, which a sharding would make smaller.
+        if not self.allow_meshes:
+            raise ProgramError("a program sharded over a mesh of devices, which this check does not read")
+        return _mesh_data(mesh)
 
     def aval(self, aval):
         if type(aval) is not core.ShapedArray:
@@ -146,7 +154,7 @@ class _Encoder:
         key = (sharding, mat)
         if key not in self.types:
             self.types[key] = len(self.types)
-            self.typed.append({"mesh": _mesh_data(sharding.mesh), "spec": _spec_data(sharding.spec),
+            self.typed.append({"mesh": self.mesh_data(sharding.mesh), "spec": _spec_data(sharding.spec),
                                "mat": [sorted(map(str, mat.varying)), sorted(map(str, mat.unreduced)),
                                        sorted(map(str, mat.reduced))]})
         return plain + [self.types[key]]
@@ -211,7 +219,7 @@ class _Encoder:
                 on["axes"] = axes
             ctx_mesh = getattr(eqn.ctx, "cur_abstract_mesh", None)
             if ctx_mesh is not None and not ctx_mesh.empty:
-                on["mesh"] = _mesh_data(ctx_mesh)
+                on["mesh"] = self.mesh_data(ctx_mesh)
             out["eqns"].append([name, ins, outs, encoded, self.line(eqn)] + ([on] if on else []))
         out["out"] = [atom(v) for v in jaxpr.outvars]
         self.table.append(out)
@@ -272,13 +280,13 @@ class _Encoder:
                 # transpose): on an empty mesh, every axis unsharded, it says nothing but the rank
                 return {"sharding": [type(mesh).__name__, len(spec)]}
             # on a mesh of devices: the mesh by its axes (never its devices), the spec by axis names
-            return {"named": [_mesh_data(mesh), _spec_data(spec), value.memory_kind]}
+            return {"named": [self.mesh_data(mesh), _spec_data(spec), value.memory_kind]}
         if isinstance(value, jax.sharding.PartitionSpec):
             return {"spec": _spec_data(value)}
         if isinstance(value, (jax.sharding.Mesh, jax.sharding.AbstractMesh)):
             if not value.axis_names:
                 return {"mesh": type(value).__name__}
-            return {"mesh": _mesh_data(value)}
+            return {"mesh": self.mesh_data(value)}
         if isinstance(value, frozenset):
             if not (all(isinstance(v, str) for v in value) or all(type(v) is int for v in value)):
                 raise ProgramError("a set of other things than axis names or dimensions")
@@ -401,20 +409,21 @@ def _as_jit(params, n_in, n_out, kind="custom_primal") -> dict:
             "compiler_options_kvs": ()}
 
 
-def encode_or_reason(closed, filename: str = "", forward: bool = False) -> dict:
+def encode_or_reason(closed, filename: str = "", forward: bool = False, meshes: bool = False) -> dict:
     """encode's result, or {"unreadable": why} for a program that holds what is not sent (the
     judge's check then fails saying so)."""
     try:
-        return encode(closed, filename, forward)
+        return encode(closed, filename, forward, meshes)
     except ProgramError as exc:
         return {"unreadable": str(exc)}
 
 
-def encode(closed, filename: str = "", forward: bool = False) -> dict:
+def encode(closed, filename: str = "", forward: bool = False, meshes: bool = False) -> dict:
     """A traced program (jax.make_jaxpr's result) as plain data for graders/kit/wire.py, or a
     ProgramError saying what it holds that is not sent. `filename`: the learner's file, whose
-    lines the equations keep; `forward`: custom_jvp/custom_vjp functions as their primal."""
-    encoder = _Encoder(filename, forward)
+    lines the equations keep; `forward`: custom_jvp/custom_vjp functions as their primal;
+    `meshes`: a program on a mesh of devices is sent (refused unless asked for)."""
+    encoder = _Encoder(filename, forward, meshes=meshes)
     encoder.jaxpr(closed)
     if encoder.typed:  # a program on a mesh: the sharded types its values refer to
         return {"program": encoder.table, "types": encoder.typed}
@@ -497,7 +506,8 @@ class CustomPolicy:
 
 
 class _Decoder:
-    def __init__(self, custom_policies: bool = False, devices=None):
+    def __init__(self, custom_policies: bool = False, devices=None, meshes: bool = False):
+        self.allow_meshes = meshes  # a mesh in the message is rebuilt only when asked for (encode's meshes)
         self.count, self.const_bytes = 0, 0
         self.custom = {} if custom_policies else None  # number -> CustomPolicy, one object each
         self.built: list = []  # the table's programs rebuilt so far
@@ -545,6 +555,8 @@ class _Decoder:
     def mesh(self, data):
         """A mesh of the judge's devices with these axis sizes, names and types (a Mesh), or its
         abstract form (an AbstractMesh); the same data gives the same object."""
+        if not self.allow_meshes:  # what a worker sends is not trusted to have been encoded as asked
+            raise ProgramError("a program sharded over a mesh of devices, which this check does not read")
         if not (isinstance(data, list) and len(data) == 4 and data[0] in ("Mesh", "AbstractMesh")
                 and all(isinstance(v, list) for v in data[1:]) and 0 < len(data[1]) <= MAX_MESH_AXES
                 and len(data[1]) == len(data[2]) == len(data[3])):
@@ -847,17 +859,18 @@ def _list(value) -> list:
     return value
 
 
-def decode(message, custom_policies: bool = False, devices=None) -> Program:
+def decode(message, custom_policies: bool = False, devices=None, meshes: bool = False) -> Program:
     """The program a worker sent (encode's result after the wire), rebuilt and type-checked; a
     ProgramError for anything else. custom_policies: accept the learner's own checkpoint policies
-    as numbers (encode_with_policies), rebuilt as CustomPolicy. A mesh in it is laid out on
-    `devices` (the judge's own, jax.devices() unless given), in their order."""
+    as numbers (encode_with_policies), rebuilt as CustomPolicy. meshes: accept a program on a
+    mesh of devices (ex3), laid out on `devices` (the judge's own, jax.devices() unless given),
+    in their order; refused otherwise."""
     if isinstance(message, dict) and set(message) == {"unreadable"} and isinstance(message["unreadable"], str):
         raise ProgramError(f"your program holds {message['unreadable'][:300]}")
     if not (isinstance(message, dict) and set(message) in ({"program"}, {"program", "types"})):
         raise ProgramError("no program came back")
     try:
-        decoder = _Decoder(custom_policies, devices)
+        decoder = _Decoder(custom_policies, devices, meshes)
         decoder.typed = _list(message.get("types", []))
         if len(decoder.typed) > MAX_EQUATIONS:
             raise ProgramError("too many sharded types")

@@ -1,15 +1,23 @@
-"""Exercise 3 only: a forged compiled gradient whose per-device FLOPs are not a number (NaN), or
-none at all: the judge failed the share check only for a figure *above* the slack (`got > ...`),
-which a NaN never is. A correct solution's compiled gradient does about 1/n of one device's work.
+"""Exercise 3 only: forged figures of a compiled gradient, per-device FLOPs that are not a number
+(NaN) and no collectives, sent where the worker's programs go. Before issue 31 the worker compiled
+the gradient and sent these figures, and the judge failed the share check only for a figure
+*above* the slack (`got > ...`), which a NaN never is. Now the judge compiles the programs it
+rebuilds and reads its own figures: a reply without programs earns no check that reads one.
 exercises: ex3
 """
 _probes = _sys.modules["graders.exercises." + _MODULE + ".probes"]
-
-
-def _compiled_gradient(sol, n, *args, **kwargs):
-    return {"flops": float("nan"), "collectives": {"all-gather": 0, "reduce-scatter": 0, "all-reduce": 0},
+_FIGURES = {"flops": float("nan"), "collectives": {"all-gather": 0, "reduce-scatter": 0, "all-reduce": 0},
             "all_reduce_sizes": []}
 
 
-_compiled_gradient.is_probe = True
-_probes.compiled_gradient = _compiled_gradient
+def _programs(*args, **kwargs):
+    return {"loss": dict(_FIGURES), "value_and_grad": dict(_FIGURES)}
+
+
+def _one_program(*args, **kwargs):
+    return dict(_FIGURES)
+
+
+_programs.is_probe = _one_program.is_probe = True
+_probes.programs = _programs
+_probes.auto_gradient_program = _probes.fresh_program = _one_program

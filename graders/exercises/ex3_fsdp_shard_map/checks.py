@@ -287,7 +287,7 @@ def decoded(worker, seed: int, n: int, kind: str, *, probe: str = "programs", in
         message = reply.get(kind) if isinstance(reply, dict) and kind else reply
         try:
             handed = _REPLIES.get(("handed", probe, kind, n))
-            _REPLIES[key] = handed if handed is not None else program.decode(message).closed
+            _REPLIES[key] = handed if handed is not None else program.decode(message, meshes=True).closed
         except program.ProgramError as exc:
             _REPLIES[key] = exc
     closed = _REPLIES[key]

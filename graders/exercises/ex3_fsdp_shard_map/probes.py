@@ -173,7 +173,7 @@ HANDED = {"in_process": 1}
 def _encoded(closed, sol, *key) -> dict:
     # forward=True: the judge only runs these programs forwards (a gradient program already holds
     # its backward pass), so a custom_jvp/custom_vjp call that remains is sent as its primal
-    message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
+    message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True, meshes=True)
     judge = IN_PROCESS.get("judge")
     if judge is None or "program" not in message:
         return message
