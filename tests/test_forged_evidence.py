@@ -74,11 +74,12 @@ def honest(tmp_path_factory):
     return out
 
 
-# A plain replacement is caught by the worker's guard for every exercise; a swapped __code__ only
-# where the judge reads the program itself.
+# A plain replacement is caught by the worker's guard for every exercise, whatever the forged probe
+# sends: tried once per exercise, with forge_<ex>.py. A swapped __code__ passes the guard, so every
+# forge is tried that way; it is stopped only where the judge reads the program itself.
 CASES = [pytest.param(forge, way, marks=() if forge.split("_")[0] in REACHED or way == "plain" else
                       pytest.mark.xfail(reason="issue 31: not yet", strict=True))
-         for forge in FORGES for way in INSTALL]
+         for forge in FORGES for way in INSTALL if way == "code" or forge in FORGED]
 
 
 @pytest.mark.parametrize(("forge", "way"), CASES)
