@@ -19,6 +19,7 @@ the traced programs in place of their encoding (rebuilt; probes.IN_PROCESS), the
 import functools
 import math
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import jax
@@ -559,14 +560,20 @@ def nonce() -> str:
 def rebuilt(message, kind: str, n: int):
     """The program the probe sent (rebuilt on this process's own devices), or the traced program
     itself where the probe ran in this process and handed it over (HANDED); a ProgramError if
-    there is none to read."""
+    there is none to read. Rebuilt once per kind and mesh."""
+    key = ("rebuilt", kind, int(n))
+    if key in _JUDGED:
+        return _JUDGED[key]
     if isinstance(message, dict) and set(message) == set(HANDED):
         filed = IN_PROCESS.pop((nonce(), kind, int(n)), None)
-        return program.ProgramError("no program came back") if filed is None else filed[1]
-    try:
-        return program.decode(message, meshes=True).closed
-    except program.ProgramError as exc:
-        return exc
+        closed = program.ProgramError("no program came back") if filed is None else filed[1]
+    else:
+        try:
+            closed = program.decode(message, meshes=True).closed
+        except program.ProgramError as exc:
+            closed = exc
+    _JUDGED[key] = closed
+    return closed
 
 
 def as_one_call(closed, m):
@@ -664,12 +671,24 @@ def step_replies(worker, seed: int) -> dict:
 
 @pytest.fixture(scope="session", autouse=True)
 def steps_ahead(worker, seed, own_figures_ahead):
-    """The learner's step traced on every mesh before the first check. Whatever the learner's
-    code raises is said by the checks that read the run, not here."""
+    """The learner's step traced on every mesh before the first check, and its programs rebuilt
+    here and compiled in threads while the checks of the mask and of adamw_step run. Whatever the
+    learner's code raises is said by the checks that read the run, not here."""
+    pool = ThreadPoolExecutor(max_workers=2)
     try:
-        step_replies(worker, seed)
+        replies = step_replies(worker, seed)
+        for n in MESHES:  # rebuilt and lowered here; compiled in threads (XLA's compiler leaves the GIL)
+            reply = replies.get(str(n), {})
+            if "program" in reply:
+                try:
+                    job = lowered_step(reply, seed, n)
+                except CheckFailed:  # said by the checks that read this mesh's run
+                    continue
+                job["future"] = pool.submit(job["lowered"].compile)
+                _JUDGED[("lowered", n)] = job
     except (Exception, Deferred):  # a Verdict about the learner's code, or (the students' copy, another
         pass                        # seed) no recorded rule: the checks of the step report it
+    pool.shutdown(wait=False)
     yield
 
 
@@ -689,16 +708,9 @@ def fitted(args, wanted):
     return [a if a.sharding == w else jax.device_put(a, w) for a, w in zip(args, wanted)]
 
 
-def judged_run(worker, seed: int, n: int) -> dict:
-    """STEPS steps of the learner's step program, rebuilt and run here from the grader's own
-    placement: every loss, where params and moments live after every step (read from the arrays
-    computed here), the final params and moments; on FLOP_MESH devices also what the program
-    compiled here holds: its collectives, per-device FLOPs and the psums written into it."""
-    reply = step_replies(worker, seed).get(str(n), {})
-    if "error" in reply:
-        return reply
-    if "structure" in reply:
-        fail(reply["structure"])
+def lowered_step(reply: dict, seed: int, n: int) -> dict:
+    """The step's program rebuilt here, held to the shapes of the grader's inputs, and lowered at
+    the grader's placement on n devices (its compile is left to compiled_step, or to a thread)."""
     cfg, params, x, y = training_problem(seed, n)
     m = mesh(n)
     with jax.set_mesh(m):
@@ -712,9 +724,37 @@ def judged_run(worker, seed: int, n: int) -> dict:
             # A jitted step is compiled as its own jit: its body staged under its out_shardings,
             # not inside another jit (which would place its results as their types say).
             body = closed.eqns[0].params["jaxpr"] if jitted(closed) else closed
-            executable = jax.jit(as_one_call(body, m), out_shardings=out_shardings(closed, m)).lower(*ins).compile()
+            lowered = jax.jit(as_one_call(body, m), out_shardings=out_shardings(closed, m)).lower(*ins)
     except Exception as exc:  # noqa: BLE001
         could_not("your step", n, exc)
+    return {"closed": closed, "mesh": m, "start": start, "ins": ins, "lowered": lowered}
+
+
+def compiled_step(reply: dict, seed: int, n: int) -> tuple:
+    """(program, mesh, the grader's inputs as a tree and as leaves, the compiled step): from the
+    compile steps_ahead started in a thread, or made here."""
+    job = _JUDGED.pop(("lowered", n), None)
+    if job is None:
+        job = lowered_step(reply, seed, n)
+    try:
+        future = job.get("future")
+        executable = future.result() if future is not None else job["lowered"].compile()
+    except Exception as exc:  # noqa: BLE001 (what XLA refuses of a program JAX's type rules accepted)
+        could_not("your step", n, exc)
+    return job["closed"], job["mesh"], job["start"], job["ins"], executable
+
+
+def judged_run(worker, seed: int, n: int) -> dict:
+    """STEPS steps of the learner's step program, rebuilt and run here from the grader's own
+    placement: every loss, where params and moments live after every step (read from the arrays
+    computed here), the final params and moments; on FLOP_MESH devices also what the program
+    compiled here holds: its collectives, per-device FLOPs and the psums written into it."""
+    reply = step_replies(worker, seed).get(str(n), {})
+    if "error" in reply:
+        return reply
+    if "structure" in reply:
+        fail(reply["structure"])
+    closed, m, start, ins, executable = compiled_step(reply, seed, n)
     found = {"losses": [], "layouts": []}
     if n == FLOP_MESH:
         if not jitted(closed):
