@@ -636,9 +636,13 @@ def init_run(worker, seed: int, n: int) -> dict:
     nonce()
     reply = worker.init_program(n, nest(params))
     got = {"keys": reply["keys"]}
-    if got["keys"] != sorted(STATE_KEYS) or any("structure" in reply.get(k, {}) for k in STATE_KEYS):
-        got.update({k: reply[k] for k in STATE_KEYS if k in reply})
+    if got["keys"] != sorted(STATE_KEYS):
         return got
+    for key in ("mu", "nu"):
+        if "structure" in reply.get(key, {}):
+            fail(f"init_zero1_state's {key} should have the structure of params, got {reply[key]['structure']}.")
+    if "structure" in reply.get("count", {}):
+        fail(f"init_zero1_state's count on {n} devices should be an int32 0, got {reply['count']['structure']}.")
     m = mesh(n)
     whole = jax.tree.leaves(replicated(m, nest(params)))
     shapes = [params[p].shape for p in PATHS]
