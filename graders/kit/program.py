@@ -34,6 +34,7 @@ import jax
 import numpy as np
 from jax._src import core, source_info_util
 from jax._src import flattree
+from jax._src import dispatch
 from jax._src.lax import slicing
 
 MAX_EQUATIONS = 40_000  # in all, nested programs included: far above any exercise's program
@@ -45,10 +46,12 @@ MAX_ELEMENTS = 1 << 24
 
 # Primitives of a program on a mesh of devices (ex3's FSDP by hand): shard_map, the collectives its
 # body may call (and their invariant and varying forms), and the sharding annotations of
-# explicit mode. Each reads only its operands and the devices of its own mesh.
+# explicit mode, and device_put onto a NamedSharding of a mesh (a value placed as ex9's ZeRO-1
+# state is; a device of its own is a parameter no program is sent with). Each reads only its
+# operands and the devices of its own mesh.
 MESH_PRIMITIVES = frozenset("""
 shard_map all_gather all_gather_invariant psum psum_invariant pmax pmin ppermute axis_index reduce_scatter
-all_to_all pvary pbroadcast reshard sharding_constraint
+all_to_all pvary pbroadcast reshard sharding_constraint device_put
 """.split())
 MAX_MESH_AXES = 4
 
@@ -76,7 +79,8 @@ PRINTS = frozenset({"debug_print", "debug_callback"})
 CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
 # JAX objects a parameter may hold, by kind: the judge rebuilds them from these classes only.
-_ENUMS = {cls.__name__: cls for cls in (slicing.GatherScatterMode, jax.lax.Precision, jax.lax.RoundingMethod)}
+_ENUMS = {cls.__name__: cls for cls in (slicing.GatherScatterMode, jax.lax.Precision, jax.lax.RoundingMethod,
+                                        dispatch.ArrayCopySemantics)}
 _TUPLES = {cls.__name__: cls for cls in (slicing.GatherDimensionNumbers, slicing.ScatterDimensionNumbers)}
 
 

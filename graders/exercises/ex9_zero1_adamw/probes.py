@@ -1,15 +1,15 @@
-"""Probes for Exercise 9: the learner's decay mask, AdamW step, ZeRO-1 state and training step,
-run on 1-D "data" meshes of the 8 CPU devices and described as plain data.
+"""Probes for Exercise 9: the learner's decay mask and AdamW step, run on what the checks send and
+described as plain data (values), and the learner's ZeRO-1 state and training step, traced on 1-D
+"data" meshes of the 8 CPU devices and sent as programs (graders/kit/program.py, issue 31).
 
 The checks (graders/exercises/ex9_zero1_adamw/checks.py) draw every input and compute every expected value;
-these functions only run the learner's code on what they are given and say what it made: values,
-where each block of each returned array lives (device by device), the collectives and per-device
-FLOPs of the compiled step, and the psums written into its traced program.
+they rebuild the programs sent here, run them on their own inputs, and read where each value they
+computed lives, and what the step compiles to (collectives, per-device FLOPs, the psums written into
+its program), themselves. The helpers below that place arrays and describe a placement are pure
+(no learner code): the judge uses them on its own arrays.
 """
 
 import functools
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -18,7 +18,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import costs, hlo, jaxpr, verdicts
+from graders.kit import jaxpr, program, verdicts
 from graders.kit.probing import probe
 from graders.kit.replies import sendable
 from graders.kit.verdicts import fail
@@ -167,35 +167,63 @@ def adamw_run(sol, params, grads_list, state, hyper, mask):
     return runs
 
 
-# ---------------------------------------------------------------- init_zero1_state
+# ---------------------------------------------------------------- the programs (issue 31)
+
+# Without --sandbox the probes run in the judge's own process (graders/child/probe_channel.py's
+# Local), where sending a program through the wire and rebuilding it would only cost the learner's
+# edit loop time. The judge puts a nonce of its own here before its first probe call
+# (checks.nonce); a probe that finds it files each program it sent, its encoding and the traced
+# program itself (IN_PROCESS[(nonce, kind, n)]), and replies HANDED in its place; the judge takes
+# them back only from its own process's dict. Under --sandbox nothing the worker does reaches that
+# dict, and the judge decodes what the worker sent. Either way the program is encoded first, so
+# what cannot be sent is refused alike.
+IN_PROCESS: dict = {}
+HANDED = {"in_process": 1}
+
+
+def _encoded(closed, sol, kind: str, n: int) -> dict:
+    message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True, meshes=True)
+    judge = IN_PROCESS.get("judge")
+    if judge is None or "program" not in message:
+        return message
+    IN_PROCESS[(judge, kind, int(n))] = (message, closed)
+    return dict(HANDED)
+
+
+def replicated(m, params):
+    """The params (NumPy arrays in dicts) as float32 arrays replicated on mesh m."""
+    return jax.tree.map(lambda v: placed(m, np.asarray(v, np.float32), P()), params)
+
 
 @probe
-def init_state(sol, n, params):
-    """init_zero1_state(params placed replicated, mesh of n devices): the keys it returned, and
-    for mu, nu and count, their values and where each block lives."""
+def init_program(sol, n, params):
+    """init_zero1_state(params placed replicated, mesh of n devices), traced: the keys and
+    structure it returns, and its program (the judge runs it and reads where each value lives)."""
     m = mesh(n)
     with jax.set_mesh(m):
-        whole = jax.tree.map(lambda v: placed(m, np.asarray(v, np.float32), P()), params)
-        state = sol.init_zero1_state(whole, m)
-    if not isinstance(state, dict):
-        fail(f"init_zero1_state should return a dict with keys 'mu', 'nu' and 'count', got {type(state).__name__}.")
-    found = {"keys": sorted(str(k) for k in state)}
-    if set(state) != set(STATE_KEYS):
+        whole = replicated(m, params)
+    try:
+        with jax.set_mesh(m):
+            closed, out = jax.make_jaxpr(lambda p: sol.init_zero1_state(p, m), return_shape=True)(whole)
+    except Exception:
+        # What the learner's code raises when called as the exercise calls it (eagerly, under the
+        # mesh) is said first; only code that runs there but cannot be traced is told so.
+        with jax.set_mesh(m):
+            sol.init_zero1_state(whole, m)
+        raise
+    if not isinstance(out, dict):
+        fail(f"init_zero1_state should return a dict with keys 'mu', 'nu' and 'count', got {type(out).__name__}.")
+    found = {"keys": sorted(str(k) for k in out)}
+    if set(out) != set(STATE_KEYS):
         return found
     for key in ("mu", "nu"):
-        if not same_structure(state[key], whole):
-            found[key] = {"structure": _structure_text(state[key])}
-            continue
-        found[key] = {"leaves": [{"path": path, "value": sendable(leaf), "placed": placement(leaf),
-                                  "dtype": str(getattr(leaf, "dtype", type(leaf).__name__))}
-                                 for path, leaf in leaves_with_paths(state[key])]}
-    count = state["count"]
-    found["count"] = {"value": sendable(count), "placed": placement(count),
-                      "dtype": str(getattr(count, "dtype", type(count).__name__))}
+        if not same_structure(out[key], whole):
+            found[key] = {"structure": _structure_text(out[key])}
+    if not jax.tree_util.all_leaves([out["count"]]):
+        found["count"] = {"structure": _structure_text(out["count"])}
+    found["program"] = _encoded(closed, sol, "init", n)
     return found
 
-
-# ---------------------------------------------------------------- the training step
 
 def learner_step(sol, n: int, hyper: dict):
     key = ("step", sol, int(n), tuple(sorted(hyper.items())))
@@ -219,6 +247,13 @@ def grader_state(m, params, splits):
     return {"mu": zeros(), "nu": zeros(), "count": placed(m, np.int32(0), P())}
 
 
+def step_inputs(m, params, x, y, splits) -> tuple:
+    """The grader's placement on m: params replicated, the moments split as `splits` says, x and
+    y split by rows."""
+    return (replicated(m, params), grader_state(m, params, splits), placed(m, x, P(AXIS, None)),
+            placed(m, y, P(AXIS, None)))
+
+
 def psums(program) -> list[dict]:
     """Every psum equation of a traced program, through every nesting: its axes and the shapes
     of what it sums (each device's own operands)."""
@@ -232,15 +267,24 @@ def psums(program) -> list[dict]:
     return rows
 
 
-def _describe_step(out, what: str):
+def _structure_of_step(out, reference) -> str | None:
+    """What is wrong with the structure a step returns (the words the checks say), or None."""
     if not isinstance(out, tuple) or len(out) != 3:
         got = type(out).__name__ + (f" of length {len(out)}" if isinstance(out, tuple) else "")
-        fail(f"{what} should return (params, state, loss), got {got}.")
+        return f"step should return (params, state, loss), got {got}."
     params, state, loss = out
     if not isinstance(state, dict) or set(state) != set(STATE_KEYS):
         keys = sorted(state) if isinstance(state, dict) else type(state).__name__
-        fail(f"{what}'s state should be a dict with keys 'mu', 'nu' and 'count', got {keys}.")
-    return params, state, loss
+        return f"step's state should be a dict with keys 'mu', 'nu' and 'count', got {keys}."
+    if not same_structure(params, reference):
+        return ("step should return params with the structure of the params passed in, got "
+                f"{_structure_text(params)}.")
+    for key in ("mu", "nu"):
+        if not same_structure(state[key], reference):
+            return f"the step's state['{key}'] should have the structure of params."
+    if not (jax.tree_util.all_leaves([state["count"]]) and jax.tree_util.all_leaves([loss])):
+        return "step should return (params, state, loss) with an array for the count and for the loss."
+    return None
 
 
 def _layout(params, state, reference) -> dict:
@@ -259,136 +303,24 @@ def _verdict(sol, exc) -> list:
     return list(verdicts.classify(exc, sol, Path(sol.__file__).resolve().parent, 0.0))
 
 
-def _prepare(sol, n, params, x, y, hyper, splits, compiled: bool) -> dict:
-    """The grader's placement on n devices, the learner's step, and (for a jitted step) its traced
-    and lowered program: everything but the compile, which _compile runs in a thread. Runs the
-    learner's code (tracing), so in the calling thread."""
-    m = mesh(n)
-    step = learner_step(sol, n, hyper)
-    with jax.set_mesh(m):
-        p = jax.tree.map(lambda v: placed(m, np.asarray(v, np.float32), P()), params)
-        s = grader_state(m, params, splits)
-        xs, ys = placed(m, x, P(AXIS, None)), placed(m, y, P(AXIS, None))
-        job = {"n": int(n), "mesh": m, "step": step, "args": (p, s, xs, ys), "compiled": compiled}
-        if hasattr(step, "trace"):
-            traced = step.trace(p, s, xs, ys)
-            job["psums"] = psums(traced.jaxpr.jaxpr)
-            job["lowered"] = traced.lower()
-    return job
-
-
-def _compile(job) -> None:
-    """Compile a lowered step (in a thread of its own: XLA's compiler runs outside the GIL, and no
-    learner code runs here, their code ran while tracing)."""
-    try:
-        job["executable"] = job["lowered"].compile()
-    except Exception as exc:  # an error of the learner's program, said where it is run
-        job["compile_error"] = exc
-
-
-def _run(sol, job, steps: int) -> dict:
-    """`steps` steps from the grader's placement, with the compiled executable while the inputs
-    keep its layout: the losses, where params and moments live after each step, the final params
-    and moments."""
-    step, found = job["step"], {"losses": [], "layouts": []}
-    if "compile_error" in job:
-        raise job["compile_error"]
-    executable = job.get("executable")
-    if job["compiled"]:
-        if executable is None:
-            # Not wrapped here: jax.jit around a function that calls jitted functions changes what
-            # they return (an inner jit's out_shardings are not kept), so it would not be theirs.
-            found["not_jitted"] = type(step).__name__
-        else:
-            text = executable.as_text()
-            found["collectives"] = hlo.collective_counts(text)
-            found["collective_shapes"] = [[op, list(shape)] for op, shape in hlo.collective_shapes(text)]
-            found["flops"] = costs.flops(executable)
-            found["psums"] = job["psums"]
-
-    def run(*args):
-        if executable is None:
-            return step(*args)
-        try:
-            return executable(*args)
-        except ValueError:  # e.g. params that came back split no longer match its layout
-            return step(*args)
-
-    p, s, xs, ys = job["args"]
-    reference = p
-    with jax.set_mesh(job["mesh"]):
-        for i in range(int(steps)):
-            try:
-                p, s, loss = _describe_step(run(p, s, xs, ys), "step")
-            except Exception as exc:  # e.g. params left split that the next forward pass cannot take
-                if i == 0:
-                    raise
-                # What the steps so far returned is kept for the checks of the layout; the checks
-                # of the numbers fail with what this step raised.
-                found["stopped"] = {"step": i + 1, "verdict": _verdict(sol, exc)}
-                break
-            found["losses"].append(sendable(loss))
-            found["layouts"].append(_layout(p, s, reference))
-    whole = same_structure(p, reference)
-    found["params"] = jax.tree.map(sendable, p) if whole else None
-    found["params_structure"] = _structure_text(p)
-    for key in ("mu", "nu"):  # the final moments, gathered to the host
-        found[key] = jax.tree.map(sendable, s[key]) if same_structure(s[key], reference) else None
-    return found
-
-
-def _train_key(sol, runs, hyper, steps, compiled_n) -> tuple:
-    return ("train", sol, tuple(sorted(hyper.items())), int(steps), int(compiled_n),
-            *(np.asarray(a).tobytes() for a in jax.tree.leaves(runs)), *(tuple(r[4]) for r in runs))
-
-
 @probe
-def start_steps(sol, runs, hyper, steps, compiled_n):
-    """Trace the learner's step on every mesh of `runs` now and start compiling each in a thread
-    (XLA's compiler runs outside the GIL; no learner code runs there), so that the checks that
-    come first run while it compiles; `train` takes the programs from here. What tracing raised
-    is kept for `train` to report. Returns nothing."""
-    key = _train_key(sol, runs, hyper, steps, compiled_n)
-    if key in _cache or ("started", key) in _cache:
-        return None
-    pool = ThreadPoolExecutor(max_workers=max(1, min(len(runs), os.cpu_count() or 1)))
-    jobs, errors = [], {}
+def step_programs(sol, runs, hyper):
+    """make_zero1_step(mesh, **hyper)'s step traced on every mesh of `runs` ([n, params, x, y,
+    splits] each) at the grader's placement (params replicated, the moments split as `splits`
+    says, x and y split by rows): per mesh, its program as data (the judge runs it for every step
+    and compiles it), or {"structure": words} for what it returns wrongly, or {"error": verdict}
+    for what the learner's code raised there."""
+    found = {}
     for size, params, x, y, splits in runs:
+        m = mesh(size)
         try:
-            job = _prepare(sol, size, params, x, y, hyper, splits, int(size) == int(compiled_n))
+            step = learner_step(sol, size, hyper)
+            with jax.set_mesh(m):
+                args = step_inputs(m, params, x, y, splits)
+                closed, out = jax.make_jaxpr(step, return_shape=True)(*args)
         except Exception as exc:  # the learner's code, tracing on this mesh: this mesh's checks say it
-            errors[int(size)] = {"error": _verdict(sol, exc)}
+            found[str(size)] = {"error": _verdict(sol, exc)}
             continue
-        jobs.append(job)
-        if "lowered" in job:
-            job["future"] = pool.submit(_compile, job)
-    pool.shutdown(wait=False)
-    _cache[("started", key)] = jobs, errors
-    return None
-
-
-@probe
-def train(sol, runs, hyper, steps, compiled_n, n):
-    """The learner's ZeRO-1 step on each mesh of `runs` ([n, params, x, y, splits] each), from
-    the grader's placement (params replicated, the moments split as `splits` says, x and y split
-    by rows), `steps` steps: for mesh n, every loss, where params and moments live after every
-    step and the final params, or {"error": verdict} for what the learner's code raised there. On
-    compiled_n devices also what the compiled step holds: its collectives, per-device FLOPs and
-    the psums of its traced program. The programs come from start_steps (traced, then compiled
-    in threads), or are made here the same way. Cached: every check of the step reads this one
-    run; each gets mesh n's part."""
-    key = _train_key(sol, runs, hyper, steps, compiled_n)
-    if key not in _cache:
-        if ("started", key) not in _cache:
-            start_steps(sol, runs, hyper, steps, compiled_n)
-        jobs, found = _cache.pop(("started", key))
-        found = dict(found)
-        for job in jobs:
-            if "future" in job:
-                job["future"].result()
-            try:
-                found[job["n"]] = _run(sol, job, steps)
-            except Exception as exc:
-                found[job["n"]] = {"error": _verdict(sol, exc)}
-        _cache[key] = {str(size): value for size, value in found.items()}
-    return _cache[key][str(n)]
+        wrong = _structure_of_step(out, args[0])
+        found[str(size)] = {"structure": wrong} if wrong else {"program": _encoded(closed, sol, "step", size)}
+    return found
