@@ -11,8 +11,11 @@ the output's placement, the collectives and per-device FLOPs (compiled here), th
 and the shard_map body's psum (read here), the training runs (the rebuilt step run here step
 after step) and the optimizer state's placement (where the values the rebuilt init_tp_state and
 step make here land). A check that reads a program first holds it to the grader's own values or
-a named mistake (held_forward, held_step). The worker only reports JAX's errors at tracing (as
-advice, earning nothing) and the labels of the optimizer state's leaves.
+a named mistake (held_forward, held_step). The worker reports JAX's errors at tracing (as
+advice, earning nothing), the labels of the optimizer state's leaves, and where its own eager run
+of init_tp_state put the moments: read only for a moment the judge's run left unsplit after
+placing both parameters right (reported_moments: a placement that jax.jit's out_shardings makes
+when called and a trace does not type).
 """
 
 import functools
