@@ -387,3 +387,32 @@ def test_a_differentiated_scan_over_stacked_states_travels_with_its_layout():
     rebuilt = program.decode(sent(jax.value_and_grad(fn), args))
     value, grad = rebuilt.run(*jax.tree.leaves(args))
     assert np.allclose(value, fn(*args)) and np.allclose(grad, jax.grad(fn)(*args), rtol=1e-5)
+
+
+def test_a_device_put_onto_a_mesh_is_rebuilt_on_the_judges_mesh_and_one_that_donates_is_refused():
+    # ex7's init_tp_state places parameters with jax.device_put(w, NamedSharding(mesh, spec)): the
+    # judge runs that program on its own devices and reads where the values land.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    put = lambda a: jax.device_put(a, NamedSharding(mesh, P(None, "b")))  # noqa: E731
+    with jax.set_mesh(mesh):
+        closed = jax.make_jaxpr(put)(MESH_ARGS[0][:, :4])
+    message = wire.round_trip(program.encode(closed, forward=True, meshes=True))
+    reversed_devices = jax.devices()[::-1]
+    rebuilt = program.decode(message, devices=reversed_devices, meshes=True)
+    judge_mesh = mesh_of(reversed_devices)
+    with jax.set_mesh(judge_mesh):
+        got, = rebuilt.run(MESH_ARGS[0][:, :4])
+    assert got.sharding.is_equivalent_to(NamedSharding(judge_mesh, P(None, "b")), 2)
+    assert np.array_equal(np.asarray(got), MESH_ARGS[0][:, :4])
+    assert "'REUSE_INPUT'" in repr(message)
+    with pytest.raises(program.ProgramError, match="DONATE_INPUT"):
+        program.decode(_replaced(message, "REUSE_INPUT", "DONATE_INPUT"), meshes=True)
+
+
+def _replaced(data, old, new):
+    if isinstance(data, dict):
+        return {k: _replaced(v, old, new) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_replaced(v, old, new) for v in data]
+    return new if data == old else data

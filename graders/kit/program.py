@@ -32,9 +32,8 @@ import math
 
 import jax
 import numpy as np
-from jax._src import core, source_info_util
+from jax._src import core, dispatch, source_info_util
 from jax._src import flattree
-from jax._src import dispatch
 from jax._src.lax import slicing
 
 MAX_EQUATIONS = 40_000  # in all, nested programs included: far above any exercise's program
@@ -46,9 +45,9 @@ MAX_ELEMENTS = 1 << 24
 
 # Primitives of a program on a mesh of devices (ex3's FSDP by hand): shard_map, the collectives its
 # body may call (and their invariant and varying forms), and the sharding annotations of
-# explicit mode, and device_put onto a NamedSharding of a mesh (a value placed as ex9's ZeRO-1
-# state is; a device of its own is a parameter no program is sent with). Each reads only its
-# operands and the devices of its own mesh.
+# explicit mode, and device_put onto a NamedSharding of a mesh (ex7's placements, a value placed
+# as ex9's ZeRO-1 state is; a device_put naming a device of the worker's is refused as a parameter
+# of another kind). Each reads only its operands and the devices of its own mesh.
 MESH_PRIMITIVES = frozenset("""
 shard_map all_gather all_gather_invariant psum psum_invariant pmax pmin ppermute axis_index reduce_scatter
 all_to_all pvary pbroadcast reshard sharding_constraint device_put
@@ -81,6 +80,9 @@ CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr
 # JAX objects a parameter may hold, by kind: the judge rebuilds them from these classes only.
 _ENUMS = {cls.__name__: cls for cls in (slicing.GatherScatterMode, jax.lax.Precision, jax.lax.RoundingMethod,
                                         dispatch.ArrayCopySemantics)}
+# Enum members a judge does not rebuild: a device_put that donates its input would delete the
+# judge's own inputs, which it runs programs on again.
+_REFUSED_MEMBERS = frozenset({("ArrayCopySemantics", "DONATE_INPUT")})
 _TUPLES = {cls.__name__: cls for cls in (slicing.GatherDimensionNumbers, slicing.ScatterDimensionNumbers)}
 
 
@@ -733,6 +735,8 @@ class _Decoder:
                 raise ProgramError("a program that refers to one not sent before it")
             return self.built[data]
         if kind == "enum" and isinstance(data, list) and len(data) == 2 and _jit_defaults() and data[0] in _ENUMS:
+            if tuple(data) in _REFUSED_MEMBERS:
+                raise ProgramError(f"a {data[0]}.{data[1]}, which the grader does not run")
             try:
                 return _ENUMS[data[0]][data[1]]
             except (KeyError, TypeError):

@@ -2,10 +2,20 @@
 
 Expected outputs come from NumPy float64; expected training runs from the grader's own
 single-device JAX program with the same optimizer; the FLOP budgets from single-device programs
-compiled here. The learner's functions run on (data, model) meshes of the 8 CPU devices, in
-graders/exercises/ex7_megatron_tp/probes.py: these checks never call them. They send the probes the inputs
-drawn here and get back plain data: outputs, sharding keys and specs (as strings), collective
-counts, FLOPs, and summaries of the traced programs; every expected value is computed here.
+compiled here. The learner's functions are traced on (data, model) meshes of the 8 CPU devices, in
+graders/exercises/ex7_megatron_tp/probes.py: these checks never call them. The probes send their
+programs as data (graders/kit/program.py, issue 31): each forward version on each mesh, the
+training step at the grader's placement, init_tp_state and the step at what it returns. Here
+they are rebuilt on this process's own devices and run on the grader's own inputs: the numbers,
+the output's placement, the collectives and per-device FLOPs (compiled here), the matmuls' specs
+and the shard_map body's psum (read here), the training runs (the rebuilt step run here step
+after step) and the optimizer state's placement (where the values the rebuilt init_tp_state and
+step make here land). A check that reads a program first holds it to the grader's own values or
+a named mistake (held_forward, held_step). The worker reports JAX's errors at tracing (as
+advice, earning nothing), the labels of the optimizer state's leaves, and where its own eager run
+of init_tp_state put the moments: read only for a moment the judge's run left unsplit after
+placing both parameters right (reported_moments: a placement that jax.jit's out_shardings makes
+when called and a trace does not type).
 """
 
 import functools
@@ -18,13 +28,16 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import hlo, jaxpr, figure_store, costs
+from jax._src.pjit import jit_p
+
+from graders.kit import hlo, jaxpr, figure_store, costs, program
 from graders.kit.replies import received
 from graders.kit.expected import expected
 from graders.kit.verdicts import fail
-from graders.kit.numeric import as_array, as_scalar, assert_close, rng
+from graders.kit.numeric import as_array, as_scalar, assert_close, is_close, rng
 from graders.exercises.ex7_megatron_tp.probes import (
-    PARAM_SPECS, W1_SPEC, W2_SPEC, X_SPEC, make_tx, mesh, sharding_key,
+    PARAM_SPECS, W1_SPEC, W2_SPEC, X_SPEC, forward_args, make_tx, mesh, placed_as, placed_training, placement, put,
+    read_shard_map, read_tp_mlp, sharding_key,
 )
 
 MESH_SHAPES = ((2, 4), (4, 2), (1, 8), (8, 1))
@@ -143,11 +156,75 @@ def forward_inputs(seed: int, shape):
     return w1, w2, x
 
 
+# ---- the learner's programs, rebuilt, run, compiled and read here (graders/kit/program.py) -------
+
+_RUNS: dict = {}
+
+
+def decoded(message, what: str, shape, inputs: int, outputs: int | None = None):
+    """The program a probe sent, rebuilt on this process's own devices and type-checked; it takes
+    `inputs` values and (if given) gives `outputs`."""
+    try:
+        closed = program.decode(message, meshes=True).closed
+    except program.ProgramError as exc:
+        fail(f"the program of {what} on a {tuple(shape)} mesh could not be read: {exc}.")
+    if len(closed.invars) != inputs or (outputs is not None and len(closed.outvars) != outputs):
+        fail(f"the program sent for {what} on a {tuple(shape)} mesh takes {len(closed.invars)} values and gives "
+             f"{len(closed.outvars)}, where {inputs} go in{'' if outputs is None else f' and {outputs} come out'}.")
+    return closed
+
+
+def as_one_call(closed, m):
+    """The rebuilt program as a function that stages it as one call (a jit of it, on mesh m)."""
+    params = program._as_jit({"call_jaxpr": closed}, len(closed.invars), len(closed.outvars), "rebuilt")
+    params["ctx_mesh"] = m
+    return lambda *args: jit_p.bind(*args, **params)
+
+
+def compiled_run(closed, shape, args):
+    """(the rebuilt program compiled here for these placed inputs, its outputs on them)."""
+    m = mesh(shape)
+    try:
+        with jax.set_mesh(m):
+            exe = jax.jit(as_one_call(closed, m)).lower(*args).compile()
+            return exe, list(exe(*args))
+    except Exception as exc:  # noqa: BLE001 (a program JAX's type rules accepted but XLA refuses)
+        fail(f"the grader could not run the program it rebuilt on a {tuple(shape)} mesh ({type(exc).__name__}: "
+             f"{' '.join(str(exc).split())[:200]}).")
+
+
 def forward(worker, version: str, shape, seed: int):
-    """(what the probe says of one version compiled on one mesh, the float64 inputs): the probe
-    compiles it once for the numbers, spec, collective and FLOP checks."""
+    """(what one version does on one mesh, the float64 inputs): its program, sent by the probe,
+    rebuilt here, compiled and run on the grader's inputs placed as the exercise places them:
+    its output, how the output is placed, the collectives of the compiled program (counts, and
+    (opcode, result shape) rows) and its per-device FLOPs. Done once per version and mesh."""
     inputs = forward_inputs(seed, shape)
-    return worker.forward(version, shape, *inputs), inputs
+    key = ("forward", id(worker), seed, version, tuple(shape))
+    if key not in _RUNS:
+        where = VERSIONS[version]
+        closed = decoded(worker.forward_program(version, shape, *inputs), where, shape, 3, 1)
+        exe, (out,) = compiled_run(closed, shape, forward_args(mesh(shape), *inputs))
+        text = exe.as_text()
+        _RUNS[key] = {"closed": closed, "out": np.asarray(out, np.float64), "placed": placed_as(out, 2),
+                      "collectives": hlo.collective_counts(text), "collective_shapes": hlo.collective_shapes(text),
+                      "flops": costs.flops(exe)}
+    return _RUNS[key], inputs
+
+
+def held_forward(worker, version: str, shape, seed: int):
+    """forward(), once its output on the grader's inputs is relu(x @ w1) @ w2 or one of the named
+    mistakes (the numeric checks say which): a check that reads a program reads one that computes
+    what it was asked to, so another function's program with every mark of the technique earns
+    nothing."""
+    got, (w1, w2, x) = forward(worker, version, shape, seed)
+    want = mlp_np(w1, w2, x)
+    if not any(np.shape(got["out"]) == np.shape(v) and is_close(got["out"], v)
+               for v in (want, *(value for value, _ in mistakes_of(w1, w2, x, shape)))):
+        D, H, B = configs(seed)[tuple(shape)]
+        where = f"{VERSIONS[version]} on a (data, model) = {tuple(shape)} mesh (D={D}, H={H}, B={B})"
+        assert_close(received(got["out"], where, (B, D)), want, where,
+                     hint="Hint: relu(x_blk @ w1_blk) @ w2_blk on each device, then one sum over 'model'.")
+    return got
 
 
 @expected
@@ -211,7 +288,7 @@ def test_outputs_sharded_by_data(worker, seed):
     shape = main_shape(seed)
     D, H, B = configs(seed)[shape]
     for version in VERSIONS:
-        got = forward(worker, version, shape, seed)[0]
+        got = held_forward(worker, version, shape, seed)
         what = f"{VERSIONS[version]}'s output"
         as_array(received(got["out"], what, (B, D)), what, (B, D))
         if same_sharding(shape, X_SPEC, got["placed"], 2):
@@ -238,7 +315,7 @@ def split_over_model(spec, dim: int) -> bool:
 def test_tp_mlp_states_the_output_sharding(worker, seed):
     """tp_mlp's second matmul contracts the split hidden units and states out_sharding=P("data", None)."""
     shape = main_shape(seed)
-    program = worker.tp_mlp_program(shape, *forward_inputs(seed, shape))
+    program = read_tp_mlp(held_forward(worker, "tp_mlp", shape, seed)["closed"], mesh(shape))
     split = []
     for dot in program["dots"]:
         lhs_c, rhs_c = dot["lhs_contracting"], dot["rhs_contracting"]
@@ -276,7 +353,7 @@ def gathered(shapes, *targets) -> list[tuple[str, tuple]]:
 def check_one_all_reduce(worker, version: str, seed: int, note):
     shape = main_shape(seed)
     D, H, B = configs(seed)[shape]
-    got = forward(worker, version, shape, seed)[0]
+    got = held_forward(worker, version, shape, seed)
     counts, shapes = got["collectives"], got["collective_shapes"]
     found = ", ".join(f"{n} {op}" for op, n in counts.items() if n) or "no collectives"
     note(f"collectives in the compiled forward of {VERSIONS[version]} on a {shape} mesh: {found}")
@@ -323,7 +400,7 @@ def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
     """The shard_map version returns one lax.psum over "model" of the (B/data, D) partial sums, its only collective."""
     shape = main_shape(seed)
     D, H, B = configs(seed)[shape]
-    program = worker.shard_map_program(shape, *forward_inputs(seed, shape))
+    program = read_shard_map(held_forward(worker, "shard_map", shape, seed)["closed"])
     if not program["shard_maps"]:
         seen = ", ".join(sorted({jaxpr.said(name) for name in program["primitives"]})) or "nothing"
         fail(f"there is no shard_map in your shard_map version (it holds: {seen}). Hint: return "
@@ -442,34 +519,82 @@ def own_step_collectives(shape, config) -> list[tuple[str, tuple]]:
 
 
 @expected
-def single_run(opt: str, seed: int, keep_state: bool = True):
+def single_run(opt: str, seed: int, keep_state: bool = True, steps: int = STEPS):
     """STEPS steps of the grader's own single-device training: final params and the losses."""
     w1, w2, x, y = (jnp.asarray(a, jnp.float32) for a in training_problem(opt, seed))
     tx = make_tx(OPTIMIZERS[opt])
     params = {"w1": w1, "w2": w2}
     step = single_step_jit(opt)
     state, losses = tx.init(params), []
-    for _ in range(STEPS):
+    for _ in range(steps):
         params, new_state, loss = step(params, state, x, y)
         state = new_state if keep_state else state
         losses.append(float(loss))
     return {k: np.asarray(v, np.float64) for k, v in params.items()}, np.array(losses)
 
 
+def step(worker, opt: str, shape, seed: int, steps: int = STEPS):
+    """The learner's training step for this optimizer on this mesh: its program, sent by the probe
+    (traced at the grader's placement: params split Megatron-style, the state made from them),
+    rebuilt here, compiled and run `steps` times from the grader's own placed inputs, each step
+    from the params and state the last one returned (placed back where the first step took them):
+    the compiled program's per-device FLOPs and collectives, the losses and final params."""
+    key = ("step", id(worker), seed, opt, tuple(shape), steps)
+    if key not in _RUNS:
+        inputs = training_problem(opt, seed)
+        m = mesh(shape)
+        with jax.set_mesh(m):
+            args = jax.tree.leaves(placed_training(m, OPTIMIZERS[opt], *inputs))
+        closed = decoded(worker.step_program(OPTIMIZERS[opt], shape, *inputs), "your training step", shape,
+                         len(args), len(args) - 1)
+        exe, outs = compiled_run(closed, shape, args)
+        losses = [outs[-1]]
+        first = {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}
+        try:
+            with jax.set_mesh(m):
+                for _ in range(steps - 1):
+                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:-1], args)]
+                    outs = list(exe(*carried, *args[-2:]))
+                    losses.append(outs[-1])
+        except Exception as exc:  # noqa: BLE001 (what a step returns cannot be taken by the next step)
+            fail(f"the grader could not run your training step again on what it returned ({type(exc).__name__}: "
+                 f"{' '.join(str(exc).split())[:200]}). Hint: return params and opt_state of the shapes and types "
+                 "they came in.")
+        text = exe.as_text()
+        _RUNS[key] = {"closed": closed, "flops": costs.flops(exe), "collectives": hlo.collective_counts(text),
+                      "collective_shapes": hlo.collective_shapes(text), "losses": losses, "first": first,
+                      "params": {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}}
+    return _RUNS[key]
+
+
 def learner_run(worker, opt: str, seed: int):
-    """STEPS steps of the learner's training step from the grader's placement (params split
-    Megatron-style, the state made from them), run by the probe: final params and the losses."""
-    got = worker.train(OPTIMIZERS[opt], run_shape(opt, seed), *training_problem(opt, seed), STEPS)
-    losses = [as_scalar(received(loss, f"the loss of step {i + 1}"), f"the loss of step {i + 1}")
-              for i, loss in enumerate(got["losses"])]
-    if got["params"] is None:
-        fail(f"step should return params as a dict with keys 'w1' and 'w2', got {got['params_type']}.")
+    """STEPS steps of the learner's training step from the grader's placement, run here: final
+    params and the losses."""
+    got = step(worker, opt, run_shape(opt, seed), seed)
+    losses = [as_scalar(np.asarray(loss), f"the loss of step {i + 1}") for i, loss in enumerate(got["losses"])]
     return got["params"], np.array(losses)
+
+
+def held_step(worker, shape, seed: int, steps: int = STEPS):
+    """step() for SGD on this mesh, once the params after its first step are the grader's own
+    single-device step's: a check that reads the step's program reads one that trains the MLP.
+    (Only the first step: a step that does not carry the optimizer state, a named mistake of the
+    training checks, makes it right.)"""
+    got = step(worker, "sgd", shape, seed, steps)
+    expected, _ = single_run("sgd", seed, steps=1)
+    D, H, B = configs(seed)[run_shape("sgd", seed)]
+    where = f"after one step of momentum SGD on a {tuple(shape)} mesh (D={D}, H={H}, B={B})"
+    for k in ("w1", "w2"):
+        assert_close(got["first"][k], expected[k], f"{k} {where}", "Hint: the loss is the mean of "
+                     "(tp_mlp(w1, w2, x) - y) ** 2 over every element; step with tx.update(grads, opt_state, "
+                     "params) and optax.apply_updates.", rtol=SGD_RTOL, atol=1e-6)
+    return got
 
 
 def check_training(worker, opt: str, seed: int, rtol: float, atol: float):
     shape = run_shape(opt, seed)
     params, losses = learner_run(worker, opt, seed)
+    params = {k: received(v, k) for k, v in params.items()}
     expected, expected_losses = single_run(opt, seed)
     stale_params, stale_losses = single_run(opt, seed, keep_state=False)
     name = "momentum SGD" if opt == "sgd" else "Adam"
@@ -498,10 +623,22 @@ def test_adam_training_matches_single_device(worker, seed):
     check_training(worker, "adam", seed, 0.0, ADAM_ATOL)
 
 
+def step_calls(closed) -> dict:
+    """What the learner's step runs when called, read from its program (rebuilt here) with dead
+    code removed: how many calls of jitted programs it makes, and how many operations it runs
+    outside any jit (one by one, each dispatched on its own). A custom_jvp/custom_vjp function
+    (jax.nn.relu) comes as a jit of its primal, named after what it was: one operation, not a jit."""
+    top = jaxpr.live(closed).eqns
+    calls = [e for e in top if jaxpr.is_a(e, "jit") and e.params.get("name") not in program.CUSTOM]
+    # A device_put around the call places a value and computes nothing: not an operation run alone.
+    outside = [e for e in top if e not in calls and e.primitive.name != "device_put"]
+    return {"jit_calls": len(calls), "outside": len(outside)}
+
+
 @pytest.mark.points(1)
 def test_training_step_is_jitted(worker, seed):
     """make_tp_train_step returns a jitted step: calling it runs compiled programs only, no operation one by one."""
-    calls = worker.step_calls(OPTIMIZERS["sgd"], run_shape("sgd", seed), *training_problem("sgd", seed))
+    calls = step_calls(held_step(worker, run_shape("sgd", seed), seed)["closed"])
     if not calls["outside"]:
         return
     if not calls["jit_calls"]:
@@ -564,7 +701,7 @@ def test_training_step_communicates_like_megatron(worker, note, seed):
     """The compiled SGD step moves only what the grader's own Megatron step moves on that mesh: all-reduces of the same arrays."""
     shape = run_shape("sgd", seed)
     config = configs(seed)[shape]
-    got = worker.step_program(OPTIMIZERS["sgd"], shape, *training_problem("sgd", seed))
+    got = held_step(worker, shape, seed)
     own = own_step_collectives(shape, config)
     found = ", ".join(f"{n} {op}" for op, n in got["collectives"].items() if n) or "no collectives"
     note(f"collectives in the compiled training step on a {shape} mesh: {found}")
@@ -597,17 +734,16 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
     shape = main_shape(seed)
     share_of = shape[0] * shape[1]
     fwd, own_step = single_device_flops(configs(seed)[shape])
-    programs = [(f"the forward of {VERSIONS[v]}", "one device", forward(worker, v, shape, seed)[0]["flops"], fwd)
+    programs = [(f"the forward of {VERSIONS[v]}", "one device", held_forward(worker, v, shape, seed)["flops"], fwd)
                 for v in VERSIONS]
-    inputs = training_problem("sgd", seed)
-    step = worker.step_flops(OPTIMIZERS["sgd"], ONE_DEVICE, *inputs)
-    if not step >= own_step / FLOP_SLACK:  # a NaN or a negative figure is no program's either
-        fail(f"your training step, compiled on one device, does {step:,.0f} FLOPs, where the grader's own step at "
+    one = held_step(worker, ONE_DEVICE, seed, steps=1)["flops"]
+    if not one >= own_step / FLOP_SLACK:  # a NaN or a negative figure is no program's either
+        fail(f"your training step, compiled on one device, does {one:,.0f} FLOPs, where the grader's own step at "
              f"these sizes does {own_step:,.0f}: less than 1/{FLOP_SLACK:g} of the work of a forward, a backward "
              "and an update, so the share of the work on a mesh cannot be measured against it. Hint: one step is "
              "value_and_grad of the mean squared error of tp_mlp, then tx.update and optax.apply_updates.")
     programs.append(("the training step", "your step on one device",
-                     worker.step_flops(OPTIMIZERS["sgd"], run_shape("sgd", seed), *inputs), step))
+                     held_step(worker, run_shape("sgd", seed), seed)["flops"], one))
     for what, alone, got, single in programs:
         share = single / share_of
         note(f"per-device FLOPs of {what} on a {shape} mesh: {got:,.0f} ({alone}: {single:,.0f}; "
@@ -685,15 +821,113 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
         config = configs(seed)[shape]
         w1, w2, _, _ = problem(seed, shape, 40 + MESH_SHAPES.index(shape))
         host = {"w1": np.asarray(w1, np.float32), "w2": np.asarray(w2, np.float32)}
-        got = worker.init_state(OPTIMIZERS["adam"], shape, host)
+        adam = shape == run_shape("adam", seed)
+        got, after = state_runs(worker, shape, host, *(training_problem("adam", seed)[2:] if adam else (None, None)))
         where = f"on a (data, model) = {shape} mesh (D={config[0]}, H={config[1]})"
         for k in ("w1", "w2"):
             what = f"init_tp_state's params['{k}'] {where}"
             assert_close(received(got["values"][k], what, host[k].shape), host[k], what,
                          "Hint: place the given values; do not re-initialise them.")
         check_specs(shape, config, got, f"after init_tp_state {where}")
-    # One Adam step on the mesh (and at the sizes) the Adam run used, from init_tp_state's own output.
+        if adam:  # One Adam step on the mesh (and at the sizes) the Adam run used, from init_tp_state's own output.
+            stepped = after
     shape = run_shape("adam", seed)
-    _, _, x, y = training_problem("adam", seed)
-    check_specs(shape, configs(seed)[shape], worker.state_after_step(OPTIMIZERS["adam"], shape, x, y),
-                f"after one training step on a {shape} mesh")
+    if "error" in stepped:
+        fail(f"one training step from what init_tp_state returns on a {shape} mesh failed: {stepped['error']}. "
+             "Hint: step(params, opt_state, x, y) should take the params and state init_tp_state returns.")
+    check_specs(shape, configs(seed)[shape], stepped, f"after one training step on a {shape} mesh")
+
+
+def _paths(reply, key: str) -> list:
+    paths = reply.get(key) if isinstance(reply, dict) else None
+    if not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
+        fail("could not check your optimizer state: the grader got no list of its leaves back.")
+    return paths
+
+
+def evaluated(closed, shape, args, what: str) -> list:
+    """The rebuilt program evaluated here equation by equation, as the learner's code runs when
+    called (a jitted function is one jit call, compiled; everything else runs eagerly): values
+    then lie where the learner's code puts them."""
+    try:
+        with jax.set_mesh(mesh(shape)):
+            return list(jax.core.eval_jaxpr(closed, closed.consts, *args))
+    except Exception as exc:  # noqa: BLE001 (a program JAX's type rules accepted but XLA refuses)
+        fail(f"the grader could not run the program of {what} it rebuilt on a {tuple(shape)} mesh "
+             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}).")
+
+
+def reported_moments(got: dict, reported, shape, config) -> dict:
+    """The judge's placement of init_tp_state's output, where a moment its run left unsplit is
+    split in the learner's own run (the worker's report): a trace types a value that leaves jax.jit
+    through out_shardings unsharded, so tx.init jitted on it makes unsplit moments in the program
+    and split ones when called. Read only once the judge's run placed both parameters right, and
+    only for a leaf of the same path and shape: it never places a parameter."""
+    if not all(same_sharding(shape, PARAM_SPECS[k], got["params"][k], 2) for k in PARAM_SPECS):
+        return got
+    theirs = reported.get("leaves") if isinstance(reported, dict) else None
+    if not (isinstance(theirs, list) and len(theirs) == len(got["leaves"])):
+        return got
+    leaves = []
+    for mine, said in zip(got["leaves"], theirs):
+        if (isinstance(said, dict) and said.get("path") == mine["path"] and tuple(said.get("shape", ())) == mine["shape"]
+                and isinstance(said.get("placed"), dict) and moment_specs([mine], config)
+                and not same_sharding(shape, moment_specs([mine], config)[0][3], mine["placed"], len(mine["shape"]))):
+            placed = {"key": said["placed"].get("key"), "spec": str(said["placed"].get("spec")),
+                      "mesh": said["placed"].get("mesh")}
+            mine = dict(mine, placed=placed)
+        leaves.append(mine)
+    return dict(got, leaves=leaves)
+
+
+def placed_as_typed(value, aval, shape):
+    """A value the judge computed, placed where a program's input type says it comes in (on the
+    exercise's mesh), so that the program runs on what it was traced for."""
+    spec = getattr(getattr(aval, "sharding", None), "spec", None)
+    mesh_axes = getattr(getattr(getattr(aval, "sharding", None), "mesh", None), "axis_names", ())
+    if spec is None or tuple(mesh_axes) != tuple(mesh(shape).axis_names) or not hasattr(value, "shape"):
+        return value
+    try:
+        return jax.device_put(value, NamedSharding(mesh(shape), spec))
+    except Exception:  # noqa: BLE001 (a spec this value cannot take: it goes in as it is)
+        return value
+
+
+def state_runs(worker, shape, host: dict, x, y):
+    """init_tp_state's program (and, with x, the program of one learner step from what it returns),
+    sent by the probe, rebuilt and run here on the grader's own values: (what init_tp_state returns:
+    its values and how its params and optimizer state are placed, how the step's params and state
+    are placed or None). The step is first held to the grader's own Adam step."""
+    reply = worker.init_programs(OPTIMIZERS["adam"], shape, host, x, y)
+    paths = _paths(reply, "init_paths")
+    init = decoded(reply.get("init"), "init_tp_state", shape, len(PARAM_SPECS), len(PARAM_SPECS) + len(paths))
+    outs = evaluated(init, shape, [host[k] for k in sorted(PARAM_SPECS)], "init_tp_state")
+    params, state = dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):]
+    got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths)}
+    got = reported_moments(got, reply.get("reported"), shape, configs_of(shape, host))
+    if x is None:
+        return got, None
+    if isinstance(reply.get("step_error"), str):
+        return got, {"error": reply["step_error"][:400]}
+    m = mesh(shape)
+    step_paths = _paths(reply, "step_paths")
+    args = [params[k] for k in sorted(PARAM_SPECS)] + state + [put(m, x, X_SPEC), put(m, y, X_SPEC)]
+    closed = decoded(reply.get("step"), "your training step", shape, len(args), len(PARAM_SPECS) + len(step_paths) + 1)
+    args = [placed_as_typed(a, v.aval, shape) for a, v in zip(args, closed.invars)]
+    outs = evaluated(closed, shape, args, "your training step")
+    tx = make_tx(OPTIMIZERS["adam"])
+    start = {k: jnp.asarray(v) for k, v in host.items()}
+    expected, _, _ = single_step_jit("adam")(start, tx.init(start), jnp.asarray(x, jnp.float32),
+                                             jnp.asarray(y, jnp.float32))
+    for k, v in zip(sorted(PARAM_SPECS), outs):
+        what = f"{k} after one Adam step from what init_tp_state returns on a {tuple(shape)} mesh"
+        assert_close(np.asarray(v, np.float64), np.asarray(expected[k], np.float64), what,
+                     "Hint: step(params, opt_state, x, y) should take the params and state init_tp_state returns.",
+                     rtol=0.0, atol=ADAM_ATOL)
+    return got, placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], step_paths)
+
+
+def configs_of(shape, host) -> tuple:
+    """(D, H, B) of the parameters given: what moment_specs needs (D, H)."""
+    d, h = host["w1"].shape
+    return d, h, 0

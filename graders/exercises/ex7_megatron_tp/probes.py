@@ -1,11 +1,14 @@
 """Probes for Exercise 7: the learner's tensor-parallel MLP, training step and state placement,
-run on (data, model) meshes of the 8 CPU devices and described as plain data.
+traced on (data, model) meshes of the 8 CPU devices and sent to the judge as programs
+(graders/kit/program.py, issue 31).
 
-The checks (in the judge) draw every input and compute every expected value on one device; these
-functions only run the learner's code on what they are given and say what it made: its outputs,
-how they are sharded (`sharding_key`, a string the judge compares with the key of the sharding it
-expects), the collectives and FLOPs of its compiled programs, and summaries of its traced programs.
-The mesh, the specs, `make_tx` and `sharding_key` are shared: the judge imports them from here.
+What comes back: the program of each forward version on each mesh, of the training step at the
+grader's placement, of init_tp_state and of the step at what init_tp_state returns. The judge
+rebuilds each on its own devices, runs it on its own inputs (holding it to its own single-device
+computation), compiles it for collectives, FLOPs and output shardings, and reads it with the
+functions below (read_tp_mlp, read_shard_map, placement). Nothing here knows an expected value,
+and nothing the worker says of a program is believed. The mesh, the specs, `make_tx` and
+`sharding_key` are shared: the judge imports them from here.
 """
 
 import contextlib
@@ -17,11 +20,10 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import costs, hlo, jaxpr
+from graders.kit import jaxpr, program
 from graders.kit.placement import sharding_key
 from graders.kit.verdicts import fail
 from graders.kit.probing import probe
-from graders.kit.replies import sendable
 
 AXES = ("data", "model")
 W1_SPEC, W2_SPEC, X_SPEC = P(None, "model"), P("model", None), P("data", None)
@@ -119,24 +121,23 @@ def forward_args(m, w1, w2, x):
     return put(m, w1, W1_SPEC), put(m, w2, W2_SPEC), put(m, x, X_SPEC)
 
 
+def _encoded(closed, sol) -> dict:
+    """A traced program as data (graders/kit/program.py, issue 31), or the reason it cannot be
+    sent. forward=True: the judge only runs these programs forwards (the step already holds its
+    backward pass), so a custom_jvp/custom_vjp call (jax.nn.relu) is sent as its primal."""
+    return program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True, meshes=True)
+
+
 @probe
-def forward(sol, version, shape, w1, w2, x):
-    """One version ("tp_mlp" or "shard_map") compiled on one mesh and run on the given float
-    inputs: its output, how the output is placed, the collectives of the compiled program (counts,
-    and (opcode, result shape) rows) and its per-device FLOPs. Compiled once per inputs."""
-    key = ("forward", sol, version, tuple(shape), *(np.asarray(a).tobytes() for a in (w1, w2, x)))
-    if key not in _cache:
-        m = mesh(shape)
-        args = forward_args(m, w1, w2, x)
-        with on_mesh(m):
-            compiled = jax.jit(learner_forward(sol, version, m)).lower(*args).compile()
-            out = compiled(*args)
-        text = compiled.as_text()
-        _cache[key] = {"out": sendable(out), "placed": placed_as(out, 2),
-                       "collectives": hlo.collective_counts(text),
-                       "collective_shapes": hlo.collective_shapes(text),
-                       "flops": costs.flops(compiled)}
-    return _cache[key]
+def forward_program(sol, version, shape, w1, w2, x):
+    """One version ("tp_mlp" or "shard_map") traced on one mesh at these inputs' shapes, placed as
+    the exercise places them: its program, as data. The judge rebuilds it on its own devices, runs
+    it on its own inputs, compiles it and reads it (checks.forward)."""
+    m = mesh(shape)
+    args = forward_args(m, w1, w2, x)
+    with on_mesh(m):
+        closed = jax.make_jaxpr(learner_forward(sol, version, m))(*args)
+    return _encoded(closed, sol)
 
 
 def spec_entries(var):
@@ -170,16 +171,12 @@ def _source_name(eqn):
     return None if eqn is None else eqn.primitive.name
 
 
-@probe
-def tp_mlp_program(sol, shape, w1, w2, x):
-    """tp_mlp traced on one mesh, its dead code removed: every matmul's contracting dims, how its
-    operands' types are split, the out_sharding it states (as given, and as a sharding_key on this
-    mesh), whether its result is what tp_mlp returns; and the primitive that makes the output (or
-    why it could not be read)."""
-    m = mesh(shape)
-    args = forward_args(m, w1, w2, x)
-    with on_mesh(m):
-        program = jaxpr.live(jaxpr.trace(sol.tp_mlp, *args))
+def read_tp_mlp(closed, m) -> dict:
+    """In the judge, tp_mlp's program as the judge rebuilt it on mesh m, its dead code removed:
+    every matmul's contracting dims, how its operands' types are split, the out_sharding it states
+    (as given, and as a sharding_key on this mesh), whether its result is what tp_mlp returns; and
+    the primitive that makes the output (or why it could not be read)."""
+    program = jaxpr.live(closed)
     source, source_error = output_source(program)
     out_spec = getattr(getattr(getattr(program.outvars[0], "aval", None), "sharding", None), "spec", None) \
         if program.outvars else None
@@ -211,16 +208,13 @@ def _axes(eqn):
     return tuple(a if isinstance(a, (str, int)) else str(a) for a in axes)
 
 
-@probe
-def shard_map_program(sol, shape, w1, w2, x):
-    """The shard_map version traced on one mesh, its dead code removed: how many shard_maps it
-    holds, its primitives, what makes its output; when that is a shard_map, every equation of the
-    body (primitive, `axes` parameter, first operand's shape, whether it makes the body's output)
-    and what makes the body's output (or why it could not be read)."""
-    m = mesh(shape)
-    args = forward_args(m, w1, w2, x)
-    with on_mesh(m):
-        program = jaxpr.live(jaxpr.trace(learner_forward(sol, "shard_map", m), *args))
+def read_shard_map(closed) -> dict:
+    """In the judge, the shard_map version's program as the judge rebuilt it, its dead code
+    removed: how many shard_maps it holds, its primitives, what makes its output; when that is a
+    shard_map, every equation of the body (primitive, `axes` parameter, first operand's shape,
+    whether it makes the body's output) and what makes the body's output (or why it could not be
+    read)."""
+    program = jaxpr.live(closed)
     source, source_error = output_source(program)
     summary = {"shard_maps": len(jaxpr.find(program, "shard_map")),
                "primitives": sorted(jaxpr.primitive_names(program)),
@@ -260,111 +254,85 @@ def placed_training(m, optimizer: dict, w1, w2, x, y):
     return params, make_tx(optimizer).init(params), put(m, x, X_SPEC), put(m, y, X_SPEC)
 
 
-def compiled_step(sol, optimizer, shape, w1, w2, x, y):
-    """The learner's step compiled for the grader's placement: the program its jit compiles (a
-    step that is not jitted is compiled whole here, as jax.jit would; the check that the step is
-    jitted judges that apart)."""
-    key = ("compiled step", sol, tuple(sorted(optimizer.items())), tuple(shape),
-           *(np.asarray(a).tobytes() for a in (w1, w2, x, y)))
-    if key not in _cache:
-        m = mesh(shape)
-        step = learner_step(sol, optimizer, shape)
-        with on_mesh(m):
-            args = placed_training(m, optimizer, w1, w2, x, y)
-            _cache[key] = (step if hasattr(step, "lower") else jax.jit(step)).lower(*args).compile()
-    return _cache[key]
+def check_step_output(out) -> None:
+    """The step's result as traced: (params, opt_state, loss) with params a dict of w1 and w2."""
+    if not isinstance(out, tuple) or len(out) != 3:
+        fail(f"step should return (params, opt_state, loss), got {type(out).__name__}"
+             f"{f' of length {len(out)}' if isinstance(out, tuple) else ''}.")
+    if not isinstance(out[0], dict) or set(out[0]) != set(PARAM_SPECS):
+        fail(f"step should return params as a dict with keys 'w1' and 'w2', got {type(out[0]).__name__}.")
 
 
 @probe
 def step_program(sol, optimizer, shape, w1, w2, x, y):
-    """The learner's training step compiled on one mesh for the grader's placement: its per-device
-    FLOPs, and the collectives of the compiled program (counts, and (opcode, result shape) rows)."""
-    text = (compiled := compiled_step(sol, optimizer, shape, w1, w2, x, y)).as_text()
-    return {"flops": costs.flops(compiled), "collectives": hlo.collective_counts(text),
-            "collective_shapes": hlo.collective_shapes(text)}
-
-
-@probe
-def step_flops(sol, optimizer, shape, w1, w2, x, y):
-    """Per-device FLOPs of the learner's training step, compiled for the grader's placement
-    (shape (1, 1): the learner's own step on one device)."""
-    return costs.flops(compiled_step(sol, optimizer, shape, w1, w2, x, y))
-
-
-@probe
-def step_calls(sol, optimizer, shape, w1, w2, x, y):
-    """What the learner's step runs when called, read from its traced program with dead code
-    removed: how many calls of jitted programs it makes, and how many operations it runs outside
-    any jit (one by one, each dispatched on its own), of how many in all."""
+    """The learner's training step for this optimizer and mesh, traced (as called, jitted or not)
+    at the grader's placement (params split Megatron-style, the state tx.init makes from them, x
+    and y by rows): its program, as data. The judge rebuilds it, runs it, compiles it and reads
+    what it calls (checks.step)."""
     m = mesh(shape)
     step = learner_step(sol, optimizer, shape)
     with on_mesh(m):
-        program = jaxpr.live(jaxpr.trace(step, *placed_training(m, optimizer, w1, w2, x, y)))
-    calls = [e for e in program.eqns if jaxpr.is_a(e, "jit")]
-    # A device_put around the call places a value and computes nothing: not an operation run alone.
-    outside = [e for e in program.eqns if not jaxpr.is_a(e, "jit") and e.primitive.name != "device_put"]
-    inside = sum(1 for e in calls for _ in jaxpr.inside(e))
-    return {"jit_calls": len(calls), "outside": len(outside), "inside": inside}
+        closed, out = jax.make_jaxpr(step, return_shape=True)(*placed_training(m, optimizer, w1, w2, x, y))
+    check_step_output(out)
+    return _encoded(closed, sol)
 
 
-@probe
-def train(sol, optimizer, shape, w1, w2, x, y, steps):
-    """`steps` steps of the learner's training step, called as make_tp_train_step returned it,
-    from the grader's placement: each step's loss as returned, and the final params (None if they
-    are not a dict of w1 and w2: params_type says what they were)."""
-    m = mesh(shape)
-    step = learner_step(sol, optimizer, shape)
-    with on_mesh(m):
-        params, state, xs, ys = placed_training(m, optimizer, w1, w2, x, y)
-        losses = []
-        for _ in range(steps):
-            out = step(params, state, xs, ys)
-            if not isinstance(out, tuple) or len(out) != 3:
-                fail(f"step should return (params, opt_state, loss), got {type(out).__name__}"
-                     f"{f' of length {len(out)}' if isinstance(out, tuple) else ''}.")
-            params, state, loss = out
-            losses.append(sendable(loss))
-    whole = isinstance(params, dict) and set(params) == set(PARAM_SPECS)
-    return {"losses": losses, "params_type": type(params).__name__,
-            "params": {k: sendable(params[k]) for k in PARAM_SPECS} if whole else None}
-
-
-def placement(params, state) -> dict:
-    """How params['w1'], params['w2'] and every leaf of the optimizer state are placed."""
+def placement(params, state, paths) -> dict:
+    """How params['w1'], params['w2'] and every leaf of the optimizer state (named by their paths)
+    are placed: in the judge, of the arrays it computed; in the worker, of init_tp_state's own."""
     return {"params": {k: placed_as(params[k], 2) for k in PARAM_SPECS},
-            "leaves": [{"path": jax.tree_util.keystr(path),
-                        "shape": tuple(int(d) for d in getattr(leaf, "shape", ())),
+            "leaves": [{"path": str(path), "shape": tuple(int(d) for d in getattr(leaf, "shape", ())),
                         "placed": placed_as(leaf, getattr(leaf, "ndim", len(getattr(leaf, "shape", ()))))}
-                       for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]]}
+                       for path, leaf in zip(paths, state)]}
+
+
+def traced(m, fn, *args):
+    """jax.make_jaxpr(fn, return_shape=True)(*args) under jax.set_mesh(m), as the learner's code
+    runs; a function that places values on a mesh of its own (which eager code may do under
+    another context mesh, and tracing may not) is traced outside any context mesh instead."""
+    try:
+        with on_mesh(m):
+            return jax.make_jaxpr(fn, return_shape=True)(*args)
+    except Exception:  # noqa: BLE001 (traced again below, where the learner's own error propagates)
+        pass
+    return jax.make_jaxpr(fn, return_shape=True)(*args)
 
 
 @probe
-def init_state(sol, optimizer, shape, params):
-    """init_tp_state(mesh, tx, params) with the given float32 values: the params it returns and
-    how they and the optimizer state are placed. Kept for state_after_step."""
+def init_programs(sol, optimizer, shape, params, x, y):
+    """init_tp_state(mesh, tx, params) traced on one mesh at float32 params of these shapes, and
+    (x given) the learner's step traced at what it returns (the types, shardings included, of its
+    params and optimizer state) and x, y placed by rows: the programs as data, and the path of every leaf
+    of the optimizer state (labels for messages; the judge runs both programs and reads where
+    their values land)."""
     m = mesh(shape)
+    tx = make_tx(optimizer)
+    host = {k: np.asarray(params[k], np.float32) for k in PARAM_SPECS}
+    init, out = traced(m, lambda p: sol.init_tp_state(m, tx, p), host)
+    if not isinstance(out, tuple) or len(out) != 2:
+        fail(f"init_tp_state should return (placed_params, opt_state), got {type(out).__name__}.")
+    placed, state = out
+    if not isinstance(placed, dict) or set(placed) != set(PARAM_SPECS):
+        fail(f"init_tp_state's params should be a dict with keys 'w1' and 'w2', got {type(placed).__name__}.")
+    paths = lambda tree: [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]  # noqa: E731
+    reply = {"init": _encoded(init, sol), "init_paths": paths(state)}
+    # init_tp_state run as the learner's code runs (eagerly): where it puts the optimizer state.
+    # A trace loses one placement that eager code makes (a value that leaves jax.jit through
+    # out_shardings has an unsharded type in the trace, so tx.init jitted on it makes unsplit
+    # moments there and split ones when called); the judge reads this report only for such a
+    # moment, once its own run has placed the parameters right (checks.state_runs).
     with on_mesh(m):
-        out = sol.init_tp_state(m, make_tx(optimizer), dict(params))
-        if not isinstance(out, tuple) or len(out) != 2:
-            fail(f"init_tp_state should return (placed_params, opt_state), got {type(out).__name__}.")
-        placed, state = out
-        if not isinstance(placed, dict) or set(placed) != set(PARAM_SPECS):
-            fail(f"init_tp_state's params should be a dict with keys 'w1' and 'w2', got {type(placed).__name__}.")
-    _state[(sol, tuple(shape))] = placed, state
-    return {"values": {k: sendable(placed[k]) for k in PARAM_SPECS}, **placement(placed, state)}
-
-
-@probe
-def state_after_step(sol, optimizer, shape, x, y):
-    """One learner training step (called as written) from what init_state last returned on this
-    mesh: how the new params and optimizer state are placed."""
-    m = mesh(shape)
-    params, state = _state[(sol, tuple(shape))]
-    with on_mesh(m):
-        out = learner_step(sol, optimizer, shape)(params, state, put(m, x, X_SPEC), put(m, y, X_SPEC))
-        if not isinstance(out, tuple) or len(out) != 3:
-            fail(f"step should return (params, opt_state, loss), got {type(out).__name__}.")
-        params, state, _ = out
-        if not isinstance(params, dict) or set(params) != set(PARAM_SPECS):
-            fail(f"step should return params as a dict with keys 'w1' and 'w2', got {type(params).__name__}.")
-    return placement(params, state)
+        placed, state = sol.init_tp_state(m, tx, dict(host))
+    reply["reported"] = placement(placed, jax.tree.leaves(state), paths(state))
+    if x is not None:
+        # What the step makes of init_tp_state's output is read after init_tp_state's own placement
+        # (on every mesh): a step that cannot take it is said then, not here.
+        try:
+            after, stepped = traced(m, learner_step(sol, optimizer, shape), placed, state, put(m, x, X_SPEC),
+                                    put(m, y, X_SPEC))
+            check_step_output(stepped)
+        except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
+            reply["step_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        else:
+            reply.update(step=_encoded(after, sol), step_paths=paths(stepped[1]))
+    return reply
