@@ -161,14 +161,16 @@ def forward_inputs(seed: int, shape):
 _RUNS: dict = {}
 
 
-def decoded(message, what: str, shape, inputs: int, outputs: int | None = None):
+def decoded(message, what: str, shape, inputs: int | tuple, outputs: int | None = None):
     """The program a probe sent, rebuilt on this process's own devices and type-checked; it takes
-    `inputs` values and (if given) gives `outputs`."""
+    `inputs` values (or any count of a tuple of them) and (if given) gives `outputs`."""
     try:
         closed = program.decode(message, meshes=True).closed
     except program.ProgramError as exc:
         fail(f"the program of {what} on a {tuple(shape)} mesh could not be read: {exc}.")
-    if len(closed.invars) != inputs or (outputs is not None and len(closed.outvars) != outputs):
+    allowed = inputs if isinstance(inputs, tuple) else (inputs,)
+    inputs = allowed[0]
+    if len(closed.invars) not in allowed or (outputs is not None and len(closed.outvars) != outputs):
         fail(f"the program sent for {what} on a {tuple(shape)} mesh takes {len(closed.invars)} values and gives "
              f"{len(closed.outvars)}, where {inputs} go in{'' if outputs is None else f' and {outputs} come out'}.")
     return closed
@@ -900,8 +902,10 @@ def state_runs(worker, shape, host: dict, x, y):
     are placed or None). The step is first held to the grader's own Adam step."""
     reply = worker.init_programs(OPTIMIZERS["adam"], shape, host, x, y)
     paths = _paths(reply, "init_paths")
-    init = decoded(reply.get("init"), "init_tp_state", shape, len(PARAM_SPECS), len(PARAM_SPECS) + len(paths))
-    outs = evaluated(init, shape, [host[k] for k in sorted(PARAM_SPECS)], "init_tp_state")
+    # init_tp_state takes the params, or (where it treats them as NumPy arrays, which a traced input
+    # is not) holds them as constants: values the next checks hold to the grader's own.
+    init = decoded(reply.get("init"), "init_tp_state", shape, (len(PARAM_SPECS), 0), len(PARAM_SPECS) + len(paths))
+    outs = evaluated(init, shape, [host[k] for k in sorted(PARAM_SPECS)][:len(init.invars)], "init_tp_state")
     params, state = dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):]
     got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths)}
     got = reported_moments(got, reply.get("reported"), shape, configs_of(shape, host))

@@ -308,7 +308,13 @@ def init_programs(sol, optimizer, shape, params, x, y):
     m = mesh(shape)
     tx = make_tx(optimizer)
     host = {k: np.asarray(params[k], np.float32) for k in PARAM_SPECS}
-    init, out = traced(m, lambda p: sol.init_tp_state(m, tx, p), host)
+    try:
+        init, out = traced(m, lambda p: sol.init_tp_state(m, tx, p), host)
+    except Exception:  # noqa: BLE001 (traced again below, where the learner's own error propagates)
+        # init_tp_state is given NumPy arrays on the host (the stub says so), and code may treat
+        # them as such (np.asarray of them) where a traced input is not one: traced then with the
+        # host arrays themselves, which the program holds as constants (the judge's own values).
+        init, out = traced(m, lambda: sol.init_tp_state(m, tx, dict(host)))
     if not isinstance(out, tuple) or len(out) != 2:
         fail(f"init_tp_state should return (placed_params, opt_state), got {type(out).__name__}.")
     placed, state = out
