@@ -1,0 +1,108 @@
+"""WRONG (breaks the exercise's rule "by hand (no optax)"): adamw_step is optax.adamw(..., mask=mask).update fed the exercise's moments and count; the ZeRO-1 step is the reference's.
+
+Scored (seed 376531): 19/19 without --sandbox, 19/19 with --sandbox (verdicts and messages the same in both modes).
+Should score: the exercise says adamw_step is "by hand (no optax)": adamw_step_matches_optax_adamw / adamw_step_continues_from_a_saved_state (3 pts) should not be earned by optax itself.
+Checks failed: none.
+Why: Nothing reads whether adamw_step (or the step) calls optax; the FLOPs are identical to the reference's.
+Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+LN_EPS = 1e-5
+
+
+def init_params(key, d_in, d_hidden, d_out):
+    k1, k2 = jax.random.split(key)
+    return {"dense1": {"kernel": jax.random.normal(k1, (d_in, d_hidden)) / jnp.sqrt(d_in),
+                       "bias": jnp.zeros((d_hidden,))},
+            "norm": {"scale": jnp.ones((d_hidden,))},
+            "dense2": {"kernel": jax.random.normal(k2, (d_hidden, d_out)) / jnp.sqrt(d_hidden),
+                       "bias": jnp.zeros((d_out,))}}
+
+
+def mlp(params, x):
+    h = x @ params["dense1"]["kernel"] + params["dense1"]["bias"]
+    mean = jnp.mean(h, axis=-1, keepdims=True)
+    var = jnp.mean((h - mean) ** 2, axis=-1, keepdims=True)
+    h = (h - mean) * lax.rsqrt(var + LN_EPS) * params["norm"]["scale"]
+    return jnp.tanh(h) @ params["dense2"]["kernel"] + params["dense2"]["bias"]
+
+
+def loss(params, x, y):
+    return jnp.mean((mlp(params, x) - y) ** 2)
+
+
+def make_mesh(n=8):
+    return jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
+
+
+def decay_mask(params):
+    return jax.tree.map(lambda p: p.ndim >= 2, params)
+
+
+def adamw_step(params, grads, state, lr, b1, b2, eps, wd, mask):
+    import optax  # not by hand: optax.adamw's own update, fed the exercise's state
+    tx = optax.adamw(lr, b1=b1, b2=b2, eps=eps, weight_decay=wd, mask=mask)
+    st = tx.init(params)
+    st = (st[0]._replace(count=state["count"], mu=state["mu"], nu=state["nu"]),) + tuple(st[1:])
+    updates, st = tx.update(grads, st, params)
+    return optax.apply_updates(params, updates), {"mu": st[0].mu, "nu": st[0].nu, "count": st[0].count}
+
+
+def split_axis(shape, n):
+    """The first axis of a leaf that n divides, or None: the leaf then stays replicated."""
+    return next((i for i, d in enumerate(shape) if d % n == 0), None)
+
+
+def zero1_spec(shape, n):
+    axis = split_axis(shape, n)
+    return P() if axis is None else P(*([None] * axis), "data")
+
+
+def init_zero1_state(params, mesh):
+    n = mesh.shape["data"]
+
+    def zeros(p):
+        return jax.device_put(jnp.zeros(p.shape, jnp.float32), NamedSharding(mesh, zero1_spec(p.shape, n)))
+
+    return {"mu": jax.tree.map(zeros, params), "nu": jax.tree.map(zeros, params),
+            "count": jax.device_put(jnp.zeros((), jnp.int32), NamedSharding(mesh, P()))}
+
+
+def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
+    n = mesh.shape["data"]
+
+    @jax.jit
+    def step(params, state, x, y):
+        axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
+        specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
+        state_specs = {"mu": specs, "nu": specs, "count": P()}
+        mask = decay_mask(params)
+
+        def local(params, blocks, state, x, y):
+            # Differentiated as a varying value: each device's own gradient, not yet summed.
+            value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
+
+            def reduce(g, axis):  # the mean over devices of equal shards is the whole batch's mean
+                if axis is None:
+                    return lax.psum(g, "data") / n
+                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
+
+            grads = jax.tree.map(reduce, grads, axes)
+            blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
+
+            def gather(b, axis):
+                return b if axis is None else lax.all_gather(b, "data", axis=axis, tiled=True, to="invarying")
+
+            return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
+
+        blocks = jax.tree.map(jax.reshard, params, specs)  # this device's block: a local slice
+        return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
+                             out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
+
+    return step
