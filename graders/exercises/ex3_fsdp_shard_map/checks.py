@@ -28,7 +28,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax._src.pjit import jit_p
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -309,19 +308,11 @@ def decoded(worker, seed: int, n: int, kind: str, *, probe: str = "programs", in
     return closed
 
 
-def as_one_call(closed, m):
-    """The rebuilt program as a function that stages it as one call (a jit of it, on mesh m):
-    lowered as it is, not traced again equation by equation as jaxpr_as_fun would."""
-    params = program._as_jit({"call_jaxpr": closed}, len(closed.invars), len(closed.outvars), "rebuilt")
-    params["ctx_mesh"] = m
-    return lambda *args: jit_p.bind(*args, **params)
-
-
 def ran(closed, n: int, *draws, auto: bool = False, compiled: bool = False):
     """The rebuilt program run on this process's own mesh of n devices, once per draw (p, x, y),
     as float64 arrays; with compiled, also the compiled program (one compilation serves all)."""
     m = mesh(n, auto)
-    fn = jax.jit(as_one_call(closed, m))
+    fn = jax.jit(program.as_one_call(closed, m))
     try:
         with jax.set_mesh(m):
             exe = fn.lower(*_flat(m, *draws[0])).compile()

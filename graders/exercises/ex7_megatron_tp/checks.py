@@ -28,7 +28,6 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jax._src.pjit import jit_p
 
 from graders.kit import hlo, jaxpr, figure_store, costs, program
 from graders.kit.replies import received
@@ -176,19 +175,12 @@ def decoded(message, what: str, shape, inputs: int | tuple, outputs: int | None 
     return closed
 
 
-def as_one_call(closed, m):
-    """The rebuilt program as a function that stages it as one call (a jit of it, on mesh m)."""
-    params = program._as_jit({"call_jaxpr": closed}, len(closed.invars), len(closed.outvars), "rebuilt")
-    params["ctx_mesh"] = m
-    return lambda *args: jit_p.bind(*args, **params)
-
-
 def compiled_run(closed, shape, args):
     """(the rebuilt program compiled here for these placed inputs, its outputs on them)."""
     m = mesh(shape)
     try:
         with jax.set_mesh(m):
-            exe = jax.jit(as_one_call(closed, m)).lower(*args).compile()
+            exe = jax.jit(program.as_one_call(closed, m)).lower(*args).compile()
             return exe, list(exe(*args))
     except Exception as exc:  # noqa: BLE001 (a program JAX's type rules accepted but XLA refuses)
         fail(f"the grader could not run the program it rebuilt on a {tuple(shape)} mesh ({type(exc).__name__}: "

@@ -30,7 +30,6 @@ import pytest
 from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from jax._src.pjit import jit_p
 
 from graders.kit import costs, figure_store, hlo, program
 from graders.kit.replies import received
@@ -576,14 +575,6 @@ def rebuilt(message, kind: str, n: int):
     return closed
 
 
-def as_one_call(closed, m):
-    """The rebuilt program as a function that stages it as one call on mesh m (a jit of it):
-    lowered as it is, not traced again equation by equation."""
-    params = program._as_jit({"call_jaxpr": closed}, len(closed.invars), len(closed.outvars), "rebuilt")
-    params["ctx_mesh"] = m.abstract_mesh
-    return lambda *args: jit_p.bind(*args, **params)
-
-
 def out_shardings(closed, m):
     """Where the step's program puts its results when it is one jit call: the jit's own
     out_shardings (jax.jit(..., out_shardings=...) places its results there whatever their types
@@ -650,7 +641,7 @@ def init_run(worker, seed: int, n: int) -> dict:
     held_to(closed, "init_zero1_state", n, whole, [()] + shapes + shapes)
     try:
         with jax.set_mesh(m):
-            outs = jax.jit(as_one_call(closed, m))(*whole)
+            outs = jax.jit(program.as_one_call(closed, m.abstract_mesh))(*whole)
     except Exception as exc:  # noqa: BLE001 (a program JAX's type rules accepted but XLA refuses)
         could_not("init_zero1_state", n, exc)
     count, moments = outs[0], {"mu": outs[1:1 + len(PATHS)], "nu": outs[1 + len(PATHS):]}
@@ -728,7 +719,7 @@ def lowered_step(reply: dict, seed: int, n: int) -> dict:
             # A jitted step is compiled as its own jit: its body staged under its out_shardings,
             # not inside another jit (which would place its results as their types say).
             body = closed.eqns[0].params["jaxpr"] if jitted(closed) else closed
-            lowered = jax.jit(as_one_call(body, m), out_shardings=out_shardings(closed, m)).lower(*ins)
+            lowered = jax.jit(program.as_one_call(body, m.abstract_mesh), out_shardings=out_shardings(closed, m)).lower(*ins)
     except Exception as exc:  # noqa: BLE001
         could_not("your step", n, exc)
     return {"closed": closed, "mesh": m, "start": start, "ins": ins, "lowered": lowered}
