@@ -94,6 +94,16 @@ def other_shape(seed: int):
     return next(s for s in BOTH_AXES_SPLIT if s != main_shape(seed))
 
 
+def technique_shapes(seed: int):
+    """Every mesh the numbers are checked on, the technique checks' own first: a forward is read on
+    each of them (its program is compiled there for the numbers anyway), so that code which is
+    Megatron only on some mesh shapes, or only where D != H (the other both-axes mesh draws D == H),
+    is read where it is not. The first mesh's sizes are all distinct, so its messages can say from
+    an array's shape what it is."""
+    main = main_shape(seed)
+    return (main, *(s for s in MESH_SHAPES if s != main))
+
+
 def _power_of_two(n: int) -> bool:
     return n & (n - 1) == 0
 
@@ -278,23 +288,24 @@ def test_shard_map_mlp_matches_numpy(worker, seed):
 
 @pytest.mark.points(1)
 def test_outputs_sharded_by_data(worker, seed):
-    """Both versions return y sharded P("data", None) on a (2, 4) or (4, 2) mesh."""
-    shape = main_shape(seed)
-    D, H, B = configs(seed)[shape]
-    for version in VERSIONS:
-        got = held_forward(worker, version, shape, seed)
-        what = f"{VERSIONS[version]}'s output"
-        as_array(received(got["out"], what, (B, D)), what, (B, D))
-        if same_sharding(shape, X_SPEC, got["placed"], 2):
-            continue
-        spec = got["placed"]["spec"]
-        why = ""
-        if same_sharding(shape, P(), got["placed"], 2):
-            why = (" It is replicated: every device holds the whole batch's output, which costs an all-gather "
-                   "over 'data' (out_sharding=P() or out_specs=P() asks for that).")
-        fail(f"{VERSIONS[version]}'s output comes out {spec}; expected P('data', None): each data group keeps its "
-             f"own rows, whole along D, after the sum over 'model'.{why} Hint: out_sharding=P('data', None) on "
-             "the second matmul (global view), out_specs=P('data', None) (shard_map).")
+    """Both versions return y sharded P("data", None) on the (2, 4), (4, 2), (1, 8) and (8, 1) meshes."""
+    for shape in technique_shapes(seed):
+        D, H, B = configs(seed)[shape]
+        for version in VERSIONS:
+            got = held_forward(worker, version, shape, seed)
+            what = f"{VERSIONS[version]}'s output"
+            as_array(received(got["out"], what, (B, D)), what, (B, D))
+            if same_sharding(shape, X_SPEC, got["placed"], 2):
+                continue
+            spec = got["placed"]["spec"]
+            why = ""
+            if same_sharding(shape, P(), got["placed"], 2):
+                why = (" It is replicated: every device holds the whole batch's output, which costs an all-gather "
+                       "over 'data' (out_sharding=P() or out_specs=P() asks for that).")
+            fail(f"{VERSIONS[version]}'s output on a {shape} mesh comes out {spec}; expected P('data', None): each "
+                 f"data group keeps its own rows, whole along D, after the sum over 'model'.{why} Hint: "
+                 "out_sharding=P('data', None) on the second matmul (global view), out_specs=P('data', None) "
+                 "(shard_map).")
 
 
 def split_over_model(spec, dim: int) -> bool:
@@ -307,8 +318,12 @@ def split_over_model(spec, dim: int) -> bool:
 
 @pytest.mark.points(2)
 def test_tp_mlp_states_the_output_sharding(worker, seed):
-    """tp_mlp's second matmul contracts the split hidden units and states out_sharding=P("data", None)."""
-    shape = main_shape(seed)
+    """tp_mlp's second matmul contracts the split hidden units and states out_sharding=P("data", None), on every mesh."""
+    for shape in technique_shapes(seed):
+        check_states_output_sharding(worker, shape, seed)
+
+
+def check_states_output_sharding(worker, shape, seed: int):
     program = read_tp_mlp(held_forward(worker, "tp_mlp", shape, seed)["closed"], mesh(shape))
     split = []
     for dot in program["dots"]:
@@ -345,15 +360,20 @@ def gathered(shapes, *targets) -> list[tuple[str, tuple]]:
 
 
 def check_one_all_reduce(worker, version: str, seed: int, note):
-    shape = main_shape(seed)
+    for shape in technique_shapes(seed):
+        check_one_all_reduce_on(worker, version, shape, seed, note)
+
+
+def check_one_all_reduce_on(worker, version: str, shape, seed: int, note):
     D, H, B = configs(seed)[shape]
     got = held_forward(worker, version, shape, seed)
     counts, shapes = got["collectives"], got["collective_shapes"]
     found = ", ".join(f"{n} {op}" for op, n in counts.items() if n) or "no collectives"
     note(f"collectives in the compiled forward of {VERSIONS[version]} on a {shape} mesh: {found}")
-    if counts["all-reduce"] == 1 and not any(counts[op] for op in COMMUNICATION):
-        return
     data, model = shape
+    # On a mesh whose 'model' axis holds one device the sum over it adds nothing, and XLA may drop it.
+    if counts["all-reduce"] in ((0, 1) if model == 1 else (1,)) and not any(counts[op] for op in COMMUNICATION):
+        return
     if counts["all-to-all"] or gathered(shapes, (B // data, H), (B, H)):
         why = ("the activations relu(x @ w1) are gathered across 'model', every hidden unit onto every device, as "
                "happens when w2 is split by columns (or h is resharded before the second matmul). With w2 split "
@@ -391,8 +411,12 @@ def test_shard_map_forward_communicates_once(worker, note, seed):
 
 @pytest.mark.points(2)
 def test_shard_map_psums_partial_sums_once_over_model(worker, seed):
-    """The shard_map version returns one lax.psum over "model" of the (B/data, D) partial sums, its only collective."""
-    shape = main_shape(seed)
+    """The shard_map version returns one lax.psum over "model" of the (B/data, D) partial sums, its only collective, on every mesh."""
+    for shape in technique_shapes(seed):
+        check_psums_once_over_model(worker, shape, seed)
+
+
+def check_psums_once_over_model(worker, shape, seed: int):
     D, H, B = configs(seed)[shape]
     program = read_shard_map(held_forward(worker, "shard_map", shape, seed)["closed"])
     if not program["shard_maps"]:
@@ -491,11 +515,11 @@ def single_device_flops(config) -> list[float]:
 
 
 @expected
-def _own_step_collectives(shape, config) -> list:
-    """The collectives of the grader's own Megatron training step (global view, momentum SGD),
+def _own_step_collectives(shape, config, opt: str = "sgd") -> list:
+    """The collectives of the grader's own Megatron training step (global view, this optimizer),
     compiled on this mesh for the grader's placement: [opcode, result shape] rows."""
     m = mesh(shape)
-    tx = make_tx(OPTIMIZERS["sgd"])
+    tx = make_tx(OPTIMIZERS[opt])
     own = jax.jit(single_step(tx, lambda w1, w2, x: jnp.matmul(jax.nn.relu(x @ w1), w2, out_sharding=X_SPEC)))
     d, h, b = config
     with jax.set_mesh(m):
@@ -506,9 +530,9 @@ def _own_step_collectives(shape, config) -> list:
     return [[op, list(dims)] for op, dims in hlo.collective_shapes(text)]
 
 
-def own_step_collectives(shape, config) -> list[tuple[str, tuple]]:
-    rows = figure_store.stored("ex7 own step collectives", (tuple(shape), tuple(config)),
-                       lambda: _own_step_collectives(shape, config))
+def own_step_collectives(shape, config, opt: str = "sgd") -> list[tuple[str, tuple]]:
+    rows = figure_store.stored("ex7 own step collectives", (tuple(shape), tuple(config), opt),
+                               lambda: _own_step_collectives(shape, config, opt))
     return [(op, tuple(dims)) for op, dims in rows]
 
 
@@ -569,19 +593,20 @@ def learner_run(worker, opt: str, seed: int):
     return got["params"], np.array(losses)
 
 
-def held_step(worker, shape, seed: int, steps: int = STEPS):
-    """step() for SGD on this mesh, once the params after its first step are the grader's own
-    single-device step's: a check that reads the step's program reads one that trains the MLP.
-    (Only the first step: a step that does not carry the optimizer state, a named mistake of the
-    training checks, makes it right.)"""
-    got = step(worker, "sgd", shape, seed, steps)
-    expected, _ = single_run("sgd", seed, steps=1)
-    D, H, B = configs(seed)[run_shape("sgd", seed)]
-    where = f"after one step of momentum SGD on a {tuple(shape)} mesh (D={D}, H={H}, B={B})"
+def held_step(worker, shape, seed: int, steps: int = STEPS, opt: str = "sgd"):
+    """step() for this optimizer (SGD unless told) on this mesh, once the params after its first
+    step are the grader's own single-device step's: a check that reads the step's program reads one
+    that trains the MLP. (Only the first step: a step that does not carry the optimizer state, a
+    named mistake of the training checks, makes it right.)"""
+    got = step(worker, opt, shape, seed, steps)
+    expected, _ = single_run(opt, seed, steps=1)
+    D, H, B = configs(seed)[run_shape(opt, seed)]
+    name, rtol, atol = ("momentum SGD", SGD_RTOL, 1e-6) if opt == "sgd" else ("Adam", 0.0, ADAM_ATOL)
+    where = f"after one step of {name} on a {tuple(shape)} mesh (D={D}, H={H}, B={B})"
     for k in ("w1", "w2"):
         assert_close(got["first"][k], expected[k], f"{k} {where}", "Hint: the loss is the mean of "
                      "(tp_mlp(w1, w2, x) - y) ** 2 over every element; step with tx.update(grads, opt_state, "
-                     "params) and optax.apply_updates.", rtol=SGD_RTOL, atol=1e-6)
+                     "params) and optax.apply_updates.", rtol=rtol, atol=atol)
     return got
 
 
@@ -692,19 +717,27 @@ def describe_moves(extra, config, shape) -> str:
 
 @pytest.mark.points(2)
 def test_training_step_communicates_like_megatron(worker, note, seed):
-    """The compiled SGD step moves only what the grader's own Megatron step moves on that mesh: all-reduces of the same arrays."""
-    shape = run_shape("sgd", seed)
+    """The compiled SGD and Adam steps move only what the grader's own Megatron step moves on their meshes: all-reduces of the same arrays."""
+    for opt in OPTIMIZERS:
+        check_step_collectives(worker, opt, seed, note)
+
+
+def check_step_collectives(worker, opt: str, seed: int, note):
+    shape = run_shape(opt, seed)
     config = configs(seed)[shape]
-    got = held_step(worker, shape, seed)
-    own = own_step_collectives(shape, config)
+    got = held_step(worker, shape, seed, opt=opt)
+    own = own_step_collectives(shape, config, opt)
+    name = "SGD" if opt == "sgd" else "Adam"
     found = ", ".join(f"{n} {op}" for op, n in got["collectives"].items() if n) or "no collectives"
-    note(f"collectives in the compiled training step on a {shape} mesh: {found}")
+    note(f"collectives in the compiled {name} training step on a {shape} mesh: {found}")
     # Every collective must be one the grader's own step holds: the same operation on as many
     # numbers (any layout). Repeating one (a step under jax.checkpoint recomputes the forward's
     # all-reduce) moves nothing new. An all-reduce of a scalar or of a vector of at most B or D
     # numbers is the loss reduced in another order (mean over the batch first adds a (D,) vector
     # over "data"); what Megatron never moves (weights, gradients, updates, moments, activations,
-    # batches) holds far more numbers than that, however it is reshaped.
+    # batches) holds far more numbers than that, however it is reshaped. The Adam step is read too
+    # (on the other both-axes mesh, where D == H): a step that gathers Adam's moments only, or that
+    # is Megatron only on some meshes or shapes, shows it there.
     d, h, b = config
     allowed = {(op, size(dims)) for op, dims in own}
     extra = [(op, tuple(dims)) for op, dims in got["collective_shapes"]
@@ -716,7 +749,8 @@ def test_training_step_communicates_like_megatron(worker, note, seed):
     needs = (f"all-reduces of the partial sums ({b // data}, {d}) over 'model' in the forward, and of the weights' "
              f"gradients ({d}, {h // model}) and ({h // model}, {d}) and the loss over 'data' in the backward")
     moves = describe_moves(extra, config, shape)
-    fail(f"the compiled training step on a {shape} mesh (D={d}, H={h}, B={b}) holds {found}. Megatron's step (the "
+    what = "training step" if opt == "sgd" else "Adam training step"
+    fail(f"the compiled {what} on a {shape} mesh (D={d}, H={h}, B={b}) holds {found}. Megatron's step (the "
          f"grader's own, compiled on the same mesh) needs only {needs}. Yours also moves {moves}. Hint: keep every "
          "array of the step split as it arrives: the loss on the P('data', None) predictions and targets, and "
          "gradients, updates and optimizer moments split like their parameters; reshard nothing.")
@@ -724,21 +758,25 @@ def test_training_step_communicates_like_megatron(worker, note, seed):
 
 @pytest.mark.points(2)
 def test_each_device_does_its_share_of_the_work(worker, note, seed):
-    """Per-device FLOPs of both forwards and the SGD step on (2, 4) or (4, 2) are about 1/8 of one device's."""
+    """Per-device FLOPs of both forwards on every mesh and of the SGD step on (2, 4) or (4, 2) are about 1/8 of one device's."""
     shape = main_shape(seed)
-    share_of = shape[0] * shape[1]
-    fwd, own_step = single_device_flops(configs(seed)[shape])
-    programs = [(f"the forward of {VERSIONS[v]}", "one device", held_forward(worker, v, shape, seed)["flops"], fwd)
-                for v in VERSIONS]
+    programs = []
+    for mesh_shape in technique_shapes(seed):
+        fwd, _ = single_device_flops(configs(seed)[mesh_shape])
+        programs += [(f"the forward of {VERSIONS[v]}", mesh_shape, "one device",
+                      held_forward(worker, v, mesh_shape, seed)["flops"], fwd) for v in VERSIONS]
+    _, own_step = single_device_flops(configs(seed)[shape])
     one = held_step(worker, ONE_DEVICE, seed, steps=1)["flops"]
     if not one >= own_step / FLOP_SLACK:  # a NaN or a negative figure is no program's either
         fail(f"your training step, compiled on one device, does {one:,.0f} FLOPs, where the grader's own step at "
              f"these sizes does {own_step:,.0f}: less than 1/{FLOP_SLACK:g} of the work of a forward, a backward "
              "and an update, so the share of the work on a mesh cannot be measured against it. Hint: one step is "
              "value_and_grad of the mean squared error of tp_mlp, then tx.update and optax.apply_updates.")
-    programs.append(("the training step", "your step on one device",
-                     held_step(worker, run_shape("sgd", seed), seed)["flops"], one))
-    for what, alone, got, single in programs:
+    # The step's messages come after the main mesh's forwards' and before the other meshes'.
+    programs.insert(2, ("the training step", shape, "your step on one device",
+                        held_step(worker, run_shape("sgd", seed), seed)["flops"], one))
+    for what, shape, alone, got, single in programs:
+        share_of = shape[0] * shape[1]
         share = single / share_of
         note(f"per-device FLOPs of {what} on a {shape} mesh: {got:,.0f} ({alone}: {single:,.0f}; "
              f"a 1/{share_of} share: {share:,.0f})")
