@@ -410,6 +410,24 @@ def test_a_device_put_onto_a_mesh_is_rebuilt_on_the_judges_mesh_and_one_that_don
         program.decode(_replaced(message, "REUSE_INPUT", "DONATE_INPUT"), meshes=True)
 
 
+def test_a_device_put_that_donates_is_rebuilt_as_a_copy_when_asked():
+    # ex7's init_tp_state may place with jax.device_put(..., donate=True): the same values, placed
+    # alike; rebuilt as a copy, the judge's own input stays alive for the next run.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    put = lambda a: jax.device_put(a, NamedSharding(mesh, P(None, "b")), donate=True)  # noqa: E731
+    with jax.set_mesh(mesh):
+        closed = jax.make_jaxpr(put)(MESH_ARGS[0][:, :4])
+    message = wire.round_trip(program.encode(closed, forward=True, meshes=True))
+    assert "'DONATE_INPUT'" in repr(message)
+    rebuilt = program.decode(message, meshes=True, donated_as_copies=True)
+    given = jax.device_put(MESH_ARGS[0][:, :4], NamedSharding(mesh, P()))
+    with jax.set_mesh(mesh):
+        got, = rebuilt.run(given)
+    assert got.sharding.is_equivalent_to(NamedSharding(mesh, P(None, "b")), 2)
+    assert np.array_equal(np.asarray(got), MESH_ARGS[0][:, :4]) and not given.is_deleted()
+
+
 def _replaced(data, old, new):
     if isinstance(data, dict):
         return {k: _replaced(v, old, new) for k, v in data.items()}

@@ -83,6 +83,10 @@ _ENUMS = {cls.__name__: cls for cls in (slicing.GatherScatterMode, jax.lax.Preci
 # Enum members a judge does not rebuild: a device_put that donates its input would delete the
 # judge's own inputs, which it runs programs on again.
 _REFUSED_MEMBERS = frozenset({("ArrayCopySemantics", "DONATE_INPUT")})
+# What decode(..., donated_as_copies=True) rebuilds a refused member as: a device_put that donates
+# its input computes and places the same values as one that copies it, and the copy leaves the
+# judge's inputs alive (the donation only frees memory, which no check reads from it).
+_AS_COPIES = {("ArrayCopySemantics", "DONATE_INPUT"): ("ArrayCopySemantics", "ALWAYS_COPY")}
 _TUPLES = {cls.__name__: cls for cls in (slicing.GatherDimensionNumbers, slicing.ScatterDimensionNumbers)}
 
 
@@ -522,7 +526,9 @@ class CustomPolicy:
 
 
 class _Decoder:
-    def __init__(self, custom_policies: bool = False, devices=None, meshes: bool = False):
+    def __init__(self, custom_policies: bool = False, devices=None, meshes: bool = False,
+                 donated_as_copies: bool = False):
+        self.donated_as_copies = donated_as_copies
         self.allow_meshes = meshes  # a mesh in the message is rebuilt only when asked for (encode's meshes)
         self.count, self.const_bytes = 0, 0
         self.custom = {} if custom_policies else None  # number -> CustomPolicy, one object each
@@ -745,6 +751,8 @@ class _Decoder:
                 raise ProgramError("a program that refers to one not sent before it")
             return self.built[data]
         if kind == "enum" and isinstance(data, list) and len(data) == 2 and _jit_defaults() and data[0] in _ENUMS:
+            if self.donated_as_copies and tuple(data) in _AS_COPIES:
+                data = list(_AS_COPIES[tuple(data)])
             if tuple(data) in _REFUSED_MEMBERS:
                 raise ProgramError(f"a {data[0]}.{data[1]}, which the grader does not run")
             try:
@@ -877,18 +885,20 @@ def _list(value) -> list:
     return value
 
 
-def decode(message, custom_policies: bool = False, devices=None, meshes: bool = False) -> Program:
+def decode(message, custom_policies: bool = False, devices=None, meshes: bool = False,
+           donated_as_copies: bool = False) -> Program:
     """The program a worker sent (encode's result after the wire), rebuilt and type-checked; a
     ProgramError for anything else. custom_policies: accept the learner's own checkpoint policies
     as numbers (encode_with_policies), rebuilt as CustomPolicy. meshes: accept a program on a
     mesh of devices (ex3), laid out on `devices` (the judge's own, jax.devices() unless given),
-    in their order; refused otherwise."""
+    in their order; refused otherwise. donated_as_copies: a device_put that donates its input
+    (refused otherwise) is rebuilt as one that copies it: the same values, placed alike."""
     if isinstance(message, dict) and set(message) == {"unreadable"} and isinstance(message["unreadable"], str):
         raise ProgramError(f"your program holds {message['unreadable'][:300]}")
     if not (isinstance(message, dict) and set(message) in ({"program"}, {"program", "types"})):
         raise ProgramError("no program came back")
     try:
-        decoder = _Decoder(custom_policies, devices, meshes)
+        decoder = _Decoder(custom_policies, devices, meshes, donated_as_copies)
         decoder.typed = _list(message.get("types", []))
         if len(decoder.typed) > MAX_EQUATIONS:
             raise ProgramError("too many sharded types")

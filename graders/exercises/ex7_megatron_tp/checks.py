@@ -174,7 +174,7 @@ def decoded(message, what: str, shape, inputs: int | tuple, outputs: int | None 
     """The program a probe sent, rebuilt on this process's own devices and type-checked; it takes
     `inputs` values (or any count of a tuple of them) and (if given) gives `outputs`."""
     try:
-        closed = program.decode(message, meshes=True).closed
+        closed = program.decode(message, meshes=True, donated_as_copies=True).closed
     except program.ProgramError as exc:
         fail(f"the program of {what} on a {tuple(shape)} mesh could not be read: {exc}.")
     allowed = inputs if isinstance(inputs, tuple) else (inputs,)

@@ -298,6 +298,70 @@ def traced(m, fn, *args):
     return jax.make_jaxpr(fn, return_shape=True)(*args)
 
 
+@contextlib.contextmanager
+def no_ops_traced(m):
+    """While init_tp_state is traced: the calls a right init_tp_state may make that do nothing to
+    its values or their placement, and that JAX refuses inside a trace, do nothing there too:
+    block_until_ready on a traced value (it waits for the value, which a trace has not computed),
+    and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the caller set
+    it). set_mesh with any other mesh still raises JAX's own error."""
+    from jax._src import core, sharding_impls
+    enter = sharding_impls.set_mesh.__init__
+
+    def set_mesh(self, mesh_):
+        if mesh_ is m and not core.trace_state_clean():
+            self.prev_abstract_mesh = sharding_impls.abstract_mesh_context_manager.swap_local(m.abstract_mesh)
+            self.prev_mesh = sharding_impls.device_context.swap_local(m)
+            return
+        enter(self, mesh_)
+
+    had = "block_until_ready" in vars(core.Tracer)
+    try:
+        if not had:
+            core.Tracer.block_until_ready = lambda self: self
+        sharding_impls.set_mesh.__init__ = set_mesh
+        yield
+    finally:
+        sharding_impls.set_mesh.__init__ = enter
+        if not had:
+            del core.Tracer.block_until_ready
+
+
+def placed_constants(tree):
+    """init_tp_state's output, where an array it made outside the trace (a constant of the
+    program: jax.make_array_from_callback cannot take traced values) is put back where it lies
+    by a device_put in the program, so the judge places the constant's values itself."""
+    def put_back(a):
+        if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and isinstance(a.sharding, NamedSharding):
+            return jax.device_put(np.asarray(a), a.sharding)
+        return a
+    return jax.tree.map(put_back, tree)
+
+
+def init_traced(sol, m, tx, host):
+    """init_tp_state traced on mesh m: over the params given as inputs; where that fails, over
+    the host arrays themselves (which the program then holds as constants); where both fail, both
+    again with the no-ops of no_ops_traced skipped. The learner's own error of the last attempt
+    propagates."""
+    attempts = (lambda: traced(m, lambda p: placed_constants(sol.init_tp_state(m, tx, p)), host),
+                # init_tp_state is given NumPy arrays on the host (the stub says so), and code may
+                # treat them as such (np.asarray of them) where a traced input is not one: traced
+                # then with the host arrays themselves, which the program holds as constants (the
+                # judge's own values).
+                lambda: traced(m, lambda: placed_constants(sol.init_tp_state(m, tx, dict(host)))))
+    for skipping in (False, True):
+        for i, attempt in enumerate(attempts):
+            try:
+                if not skipping:
+                    return attempt()
+                with no_ops_traced(m):
+                    return attempt()
+            except Exception:  # noqa: BLE001 (the last attempt's error propagates below)
+                if skipping and i == len(attempts) - 1:
+                    raise
+    raise AssertionError("unreachable")
+
+
 @probe
 def init_programs(sol, optimizer, shape, params, x, y):
     """init_tp_state(mesh, tx, params) traced on one mesh at float32 params of these shapes, and
@@ -308,13 +372,7 @@ def init_programs(sol, optimizer, shape, params, x, y):
     m = mesh(shape)
     tx = make_tx(optimizer)
     host = {k: np.asarray(params[k], np.float32) for k in PARAM_SPECS}
-    try:
-        init, out = traced(m, lambda p: sol.init_tp_state(m, tx, p), host)
-    except Exception:  # noqa: BLE001 (traced again below, where the learner's own error propagates)
-        # init_tp_state is given NumPy arrays on the host (the stub says so), and code may treat
-        # them as such (np.asarray of them) where a traced input is not one: traced then with the
-        # host arrays themselves, which the program holds as constants (the judge's own values).
-        init, out = traced(m, lambda: sol.init_tp_state(m, tx, dict(host)))
+    init, out = init_traced(sol, m, tx, host)
     if not isinstance(out, tuple) or len(out) != 2:
         fail(f"init_tp_state should return (placed_params, opt_state), got {type(out).__name__}.")
     placed, state = out
