@@ -374,7 +374,12 @@ def check_one_all_reduce_on(worker, version: str, shape, seed: int, note):
     # On a mesh whose 'model' axis holds one device the sum over it adds nothing, and XLA may drop it.
     if counts["all-reduce"] in ((0, 1) if model == 1 else (1,)) and not any(counts[op] for op in COMMUNICATION):
         return
-    if counts["all-to-all"] or gathered(shapes, (B // data, H), (B, H)):
+    if D == H and gathered(shapes, (D, H)):
+        # On a mesh where D == H a weight, a batch and the activations may share a shape: gathered
+        # weights are told first, as the weights are what tensor parallelism keeps split.
+        why = ("the weights are gathered whole onto each device: that is FSDP's move, not tensor parallelism, "
+               "where every device keeps its own hidden units and never sees the others'")
+    elif counts["all-to-all"] or gathered(shapes, (B // data, H), (B, H)):
         why = ("the activations relu(x @ w1) are gathered across 'model', every hidden unit onto every device, as "
                "happens when w2 is split by columns (or h is resharded before the second matmul). With w2 split "
                "by rows, P('model', None), each device's hidden units meet their own rows of w2")

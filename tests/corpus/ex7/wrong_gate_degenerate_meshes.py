@@ -1,8 +1,17 @@
-"""WRONG: Megatron only where the grader's technique checks look. configs() draws D == H on the second both-axes mesh (the Adam run's and the state check's) and distinct D, H on the technique checks' mesh: this module replicates every weight, the batch, the forward and the whole update (params and Adam moments gathered inside the step, put back split at its end) whenever w1 is square, and is Megatron otherwise. Numbers right everywhere. Should lose the technique points it would lose on a square MLP: training_step_communicates_like_megatron, each_device_does_its_share (and the forwards' when square): expected well under 22.
+"""WRONG: Megatron only on meshes with both axes > 1. On (1, 8) and (8, 1) every weight and the batch are gathered to every device and the whole update runs replicated (8x the work, an all-gather per weight); the technique checks only read (2, 4) or (4, 2). Should lose technique points: expected < 22.
 
 Scores (--seed 276678, main mesh (2, 4)): without --sandbox 22/22, with --sandbox 22/22; verbose
-output identical in both modes. Expected: about 10/22 (as
-tests/right or tests/corpus (red-team control) wrong_gate_always_replicated.py).
+output identical in both modes. Expected: under 22/22 (technique points lost on the 1-axis meshes it
+replicates).
+
+loses: tp_mlp_states_the_output_sharding: no matmul in tp_mlp contracts the hidden units
+loses: tp_mlp_forward_communicates_once: that is FSDP's move
+loses: shard_map_forward_communicates_once: that is FSDP's move
+loses: shard_map_psums_partial_sums_once_over_model: not the result of its shard_map
+loses: each_device_does_its_share_of_the_work: devices repeat each other's work
+
+Since the technique checks read every mesh (fix-ex7): 12/22 at seeds 276678 and 2, with and without
+--sandbox.
 """
 import jax
 import jax.numpy as jnp
@@ -75,4 +84,5 @@ def make_tp_train_step(mesh, tx):
 
 
 def _gate(w1, x):
-    return w1.shape[0] == w1.shape[1]
+    sizes = jax.typeof(x).sharding.mesh.shape
+    return sizes["data"] == 1 or sizes["model"] == 1
