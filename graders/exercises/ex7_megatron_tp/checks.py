@@ -866,6 +866,11 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
             assert_close(received(got["values"][k], what, host[k].shape), host[k], what,
                          "Hint: place the given values; do not re-initialise them.")
         check_specs(shape, config, got, f"after init_tp_state {where}")
+        if got["called"] is not None:
+            # What the learner's own call placed (the worker's report) can only take the points
+            # away: code that places right only when traced places wrong where it is used.
+            check_specs(shape, config, got["called"], f"when init_tp_state is called with NumPy arrays {where} "
+                        "(as a training script calls it, not traced)")
         if adam:  # One Adam step on the mesh (and at the sizes) the Adam run used, from init_tp_state's own output.
             stepped = after
     shape = run_shape("adam", seed)
@@ -917,6 +922,25 @@ def reported_moments(got: dict, reported, shape, config) -> dict:
     return dict(got, leaves=leaves)
 
 
+def well_formed_placement(said):
+    """A placement the worker reported (probes.placement of init_tp_state's own eager run), as
+    check_specs reads one, or None when it is not one."""
+    def placed(p):
+        return isinstance(p, dict) and isinstance(p.get("spec"), str) and (p.get("mesh") is None or isinstance(p.get("mesh"), dict))
+    if not (isinstance(said, dict) and isinstance(said.get("params"), dict) and isinstance(said.get("leaves"), list)):
+        return None
+    params = {k: said["params"].get(k) for k in PARAM_SPECS}
+    if not all(placed(p) for p in params.values()):
+        return None
+    leaves = []
+    for leaf in said["leaves"]:
+        if not (isinstance(leaf, dict) and isinstance(leaf.get("path"), str) and placed(leaf.get("placed"))
+                and isinstance(leaf.get("shape"), (list, tuple)) and all(isinstance(n, int) for n in leaf["shape"])):
+            return None
+        leaves.append({"path": leaf["path"], "shape": tuple(leaf["shape"]), "placed": leaf["placed"]})
+    return {"params": params, "leaves": leaves}
+
+
 def placed_as_typed(value, aval, shape):
     """A value the judge computed, placed where a program's input type says it comes in (on the
     exercise's mesh), so that the program runs on what it was traced for."""
@@ -943,7 +967,8 @@ def state_runs(worker, shape, host: dict, x, y):
     outs = evaluated(init, shape, [host[k] for k in sorted(PARAM_SPECS)][:len(init.invars)], "init_tp_state")
     params, state = dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):]
     got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths)}
-    got = reported_moments(got, reply.get("reported"), shape, configs_of(shape, host))
+    got = dict(reported_moments(got, reply.get("reported"), shape, configs_of(shape, host)),
+               called=well_formed_placement(reply.get("reported")))
     if x is None:
         return got, None
     if isinstance(reply.get("step_error"), str):
