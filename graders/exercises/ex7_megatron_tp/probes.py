@@ -156,12 +156,47 @@ def spec_entries(var):
 THROUGH = ("jit", "checkpoint", "custom")
 
 
-def output_source(program) -> tuple:
-    """(jaxpr.output_source(program) through THROUGH and layout ops, None), or (None, what it
-    raised): the check that reads the output's source says that, at the point where it reads it,
-    and not before."""
+# A reshard or sharding constraint to the sharding its operand's type already has moves nothing:
+# reshard(matmul(h, w2, out_sharding=P('data', None)), P('data', None)) returns the matmul's result.
+NO_OP_WHEN_SAME = frozenset({"reshard", "sharding_constraint"})
+
+
+def _same_sharding_type(eqn) -> bool:
     try:
-        return jaxpr.output_source(program, through=THROUGH, layout=True), None
+        a, b = eqn.invars[0].aval.sharding, eqn.outvars[0].aval.sharding
+        return a.spec == b.spec and a.mesh == b.mesh
+    except (AttributeError, IndexError):  # an operand or a type without a sharding
+        return False
+
+
+def _output_source(program):
+    """jaxpr.output_source(program, through=THROUGH, layout=True), also looking through a reshard
+    or sharding constraint that moves nothing (NO_OP_WHEN_SAME)."""
+    body = getattr(program, "jaxpr", program)
+    var = body.outvars[0]
+    while True:
+        eqn = next((e for e in body.eqns if any(v is var for v in e.outvars)), None)
+        if eqn is None:
+            return None
+        if eqn.primitive.name in NO_OP_WHEN_SAME and len(eqn.invars) == 1 and _same_sharding_type(eqn):
+            var = eqn.invars[0]
+            continue
+        if (eqn.primitive.name in jaxpr.SHAPE_ONLY and eqn.invars and not jaxpr._is_literal(eqn.invars[0])):
+            var = eqn.invars[0]
+            continue
+        inner = jaxpr._wrapped(eqn, THROUGH)
+        if inner is None:
+            return eqn
+        position = next(i for i, v in enumerate(eqn.outvars) if v is var)
+        body, var = inner, inner.outvars[position]
+
+
+def output_source(program) -> tuple:
+    """(what makes the program's output: jaxpr.output_source through THROUGH and layout ops, and
+    through a reshard that moves nothing, or None, None), or (None, what it raised): the check that
+    reads the output's source says that, at the point where it reads it, and not before."""
+    try:
+        return _output_source(program), None
     except Exception as exc:  # e.g. a program with no output at all
         message = " ".join(str(exc).split())[:600]
         return None, f"{type(exc).__name__}{': ' + message if message else ''}"

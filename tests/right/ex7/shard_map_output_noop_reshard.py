@@ -6,6 +6,9 @@ does it in tp_mlp).
 
 Scores (--seed 276678, main mesh (2, 4)): without --sandbox 20/22, with --sandbox 20/22; verbose
 output identical in both modes. Expected: 22/22.
+
+Since a reshard to the sharding the value's type already has is looked through when the judge reads what makes
+the output (fix-ex7): 22/22 at seed 276678, with and without --sandbox.
 """
 import functools
 import jax
