@@ -912,13 +912,27 @@ def evaluated(closed, shape, args, what: str) -> list:
              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}).")
 
 
-def reported_moments(got: dict, reported, shape, config) -> dict:
+def typed_placement(var, shape) -> dict:
+    """How a program's type says its value is placed (placed_as's form, key only)."""
+    spec = getattr(getattr(var.aval, "sharding", None), "spec", None)
+    try:
+        key = None if spec is None else sharding_key(NamedSharding(mesh(shape), spec), len(var.aval.shape))
+    except Exception:  # noqa: BLE001 (not a spec this mesh can hold)
+        key = None
+    return {"key": key}
+
+
+def reported_moments(got: dict, reported, shape, config, typed_params=None) -> dict:
     """The judge's placement of init_tp_state's output, where a moment its run left unsplit is
     split in the learner's own run (the worker's report): a trace types a value that leaves jax.jit
     through out_shardings unsharded, so tx.init jitted on it makes unsplit moments in the program
-    and split ones when called. Read only once the judge's run placed both parameters right, and
-    only for a leaf of the same path and shape: it never places a parameter."""
+    and split ones when called. Read only once the judge's run placed both parameters right, where
+    the program's own type of a parameter says it unplaced (the trace lost a placement, as it does
+    there: code that made its moments unsplit with its parameters typed split has no such excuse),
+    and only for a leaf of the same path and shape: it never places a parameter."""
     if not all(same_sharding(shape, PARAM_SPECS[k], got["params"][k], 2) for k in PARAM_SPECS):
+        return got
+    if typed_params is not None and all(typed_params[k]["key"] == got["params"][k]["key"] for k in PARAM_SPECS):
         return got
     theirs = reported.get("leaves") if isinstance(reported, dict) else None
     if not (isinstance(theirs, list) and len(theirs) == len(got["leaves"])):
@@ -980,7 +994,8 @@ def state_runs(worker, shape, host: dict, x, y):
     outs = evaluated(init, shape, [host[k] for k in sorted(PARAM_SPECS)][:len(init.invars)], "init_tp_state")
     params, state = dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):]
     got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths)}
-    got = dict(reported_moments(got, reply.get("reported"), shape, configs_of(shape, host)),
+    typed = {k: typed_placement(v, shape) for k, v in zip(sorted(PARAM_SPECS), init.outvars)}
+    got = dict(reported_moments(got, reply.get("reported"), shape, configs_of(shape, host), typed),
                called=well_formed_placement(reply.get("reported")))
     if x is None:
         return got, None
