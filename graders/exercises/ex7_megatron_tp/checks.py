@@ -922,6 +922,19 @@ def typed_placement(var, shape) -> dict:
     return {"key": key}
 
 
+def made_outside_the_trace(closed, index: int) -> bool:
+    """Whether output `index` of init_tp_state's program is a constant placed by a device_put: an
+    array init_tp_state made outside the trace (probes.placed_constants), e.g. by
+    jax.make_array_from_callback, from which tx.init's moments were traced with no placement."""
+    try:
+        eqn = jaxpr.output_source(closed, index, through=("jit",))
+    except Exception:  # noqa: BLE001 (no such output)
+        return False
+    consts = set(map(id, closed.jaxpr.constvars))
+    return eqn is not None and eqn.primitive.name == "device_put" and bool(eqn.invars) \
+        and id(eqn.invars[0]) in consts
+
+
 def reported_moments(got: dict, reported, shape, config, typed_params=None) -> dict:
     """The judge's placement of init_tp_state's output, where a moment its run left unsplit is
     split in the learner's own run (the worker's report): a trace types a value that leaves jax.jit
@@ -995,6 +1008,9 @@ def state_runs(worker, shape, host: dict, x, y):
     params, state = dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):]
     got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths)}
     typed = {k: typed_placement(v, shape) for k, v in zip(sorted(PARAM_SPECS), init.outvars)}
+    for i, k in enumerate(sorted(PARAM_SPECS)):
+        if made_outside_the_trace(init, i):
+            typed[k] = {"key": None}  # its moments were made from a value the trace never typed
     got = dict(reported_moments(got, reply.get("reported"), shape, configs_of(shape, host), typed),
                called=well_formed_placement(reply.get("reported")))
     if x is None:
