@@ -13,9 +13,12 @@ after step) and the optimizer state's placement (where the values the rebuilt in
 step make here land). A check that reads a program first holds it to the grader's own values or
 a named mistake (held_forward, held_step). The worker reports JAX's errors at tracing (as
 advice, earning nothing), the labels of the optimizer state's leaves, and where its own eager run
-of init_tp_state put the moments: read only for a moment the judge's run left unsplit after
-placing both parameters right (reported_moments: a placement that jax.jit's out_shardings makes
-when called and a trace does not type).
+of init_tp_state put the params and moments: read to grant a moment only where the judge's run left
+it unsplit after placing both parameters right and the trace lost the parameters' placement
+(reported_moments: a placement that jax.jit's out_shardings makes when called and a trace does
+not type), and otherwise only to take the points away (a module placing right only when traced).
+The technique checks read the forwards on every mesh the numbers are checked on, and both the SGD
+and the Adam step's collectives.
 """
 
 import functools
