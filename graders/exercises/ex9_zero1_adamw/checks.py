@@ -22,6 +22,7 @@ import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -766,11 +767,10 @@ log-plus-one tanh logistic maximum minimum negate abs sign select clamp compare 
 round-nearest-afz atan2 remainder is-finite reduce dot convolution""".split())
 
 
-@dataclass(frozen=True)
-class HloOp:
+class HloOp(NamedTuple):
     name: str
     root: bool
-    elements: int
+    kind: str  # the result's type
     opcode: str
     operands: tuple
     called: tuple
@@ -787,36 +787,42 @@ def hlo_computations(text: str) -> dict:
             current = "ENTRY" if head.group(1) else head.group(2)
             out[current] = []
             continue
-        if current is None or line.strip() == "}":
+        if current is None or line == "}":
             current = None
             continue
         found = _HLO_INSTRUCTION.match(line)
         if not found:
             continue
         root, name, kind, opcode, rest = found.groups()
-        depth, end = 1, len(rest)
-        for i, ch in enumerate(rest):
-            depth += (ch == "(") - (ch == ")")
-            if depth == 0:
-                end = i
-                break
+        end = rest.find(")")  # operands are names (or a number): no parenthesis inside
+        end = len(rest) if end < 0 else end
         args, attrs = rest[:end], rest[end + 1:]
-        elements = sum(int(np.prod([int(d) for d in dims.split(",") if d])) for dims in _HLO_ARRAY.findall(kind))
-        called = _HLO_CALLED.findall(attrs)
-        branches = _HLO_BRANCHES.search(attrs)
-        if branches:
-            called += _HLO_NAME.findall(branches.group(1))
-        out[current].append(HloOp(name, bool(root), elements, opcode, tuple(_HLO_NAME.findall(args)),
+        called = _HLO_CALLED.findall(attrs) if "=%" in attrs else []
+        if "branch_computations" in attrs:
+            called += _HLO_NAME.findall(_HLO_BRANCHES.search(attrs).group(1))
+        out[current].append(HloOp(name, bool(root), kind, opcode, tuple(_HLO_NAME.findall(args)),
                                   tuple(called), args, attrs))
     return out
 
+
+
+def collective_counts(comps: dict) -> dict:
+    """How many instructions of each collective (graders/kit/hlo.py's COLLECTIVES) a parsed program
+    holds, an async pair once: hlo.collective_counts, read from the parse the dataflow reads."""
+    counts = dict.fromkeys(hlo.COLLECTIVES, 0)
+    for ops in comps.values():
+        for op in ops:
+            kind = op.opcode.removesuffix("-start")
+            if kind in counts:
+                counts[kind] += 1
+    return counts
 
 # What a value flows from: the moments, the parameters, the data (the batch, or for the grader's own
 # update the gradient it is given).
 MOMENTS, PARAMS, DATA = 1, 2, 4
 
 
-def optimizer_work(text: str, marks: dict) -> float:
+def optimizer_work(comps: dict, marks: dict) -> float:
     """How many values a device computes in a compiled program's operations that are the
     optimizer's: those that flow from the moments, and those that flow from the parameters but not
     from the data (a decay, a parameter update; not the forward and backward passes). `marks`: the
@@ -824,8 +830,7 @@ def optimizer_work(text: str, marks: dict) -> float:
     or DATA. Followed through fusions, calls, conditionals and loops (a loop's body counted once per
     trip where XLA knows the trip count, as it does for every scan and fori_loop of fixed bounds):
     a gradient's forward and backward passes, rematerialised, or accumulated over micro-batches in a
-    loop, are never counted, whatever they cost."""
-    comps = hlo_computations(text)
+    loop, are never counted, whatever they cost. `comps`: hlo_computations of the program's text."""
 
     def run(comp: str, given: dict, times: float) -> tuple:
         flows, work, root = {}, 0.0, 0
@@ -848,7 +853,8 @@ def optimizer_work(text: str, marks: dict) -> float:
                         w, m = run(sub, inner, times * trips)
                         work, mask = work + w, mask | m
                 if op.opcode in ARITHMETIC and (mask & MOMENTS or (mask & PARAMS and not mask & DATA)):
-                    work += times * op.elements
+                    work += times * sum(math.prod(map(int, filter(None, dims.split(","))))
+                                        for dims in _HLO_ARRAY.findall(op.kind))
             flows[op.name] = mask
             root = mask if op.root else root
         return work, root
@@ -904,12 +910,13 @@ def judged_run(worker, seed: int, n: int) -> dict:
         found["not_jitted"] = "function"
     else:
         text = executable.as_text()
-        found["collectives"] = hlo.collective_counts(text)
+        comps = hlo_computations(text)
+        found["collectives"] = collective_counts(comps)
         found["collective_shapes"] = [[op, list(shape)] for op, shape in hlo.collective_shapes(text)]
-        found["flops"] = None if looped(closed.jaxpr) else costs.flops(executable)
+        found["flops"] = None if n not in FLOP_MESHES or looped(closed.jaxpr) else costs.flops(executable)
         found["psums"] = psums(closed.jaxpr)
         found["scatters"] = scatters(closed.jaxpr)
-        found["optimizer_work"] = optimizer_work(text, argument_marks(tuple(start), data=(2, 3)))
+        found["optimizer_work"] = optimizer_work(comps, argument_marks(tuple(start), data=(2, 3)))
     reference = start[0]
     out_tree = jax.tree.structure((reference, start[1], 0))
     p, s = start[0], start[1]
@@ -1364,7 +1371,8 @@ def own_flop_figures(seed: int, n: int) -> dict:
         state = tx.init(part)
         compiled = costs.compile_fn(update, part, part, state)
         out[name] = costs.flops(compiled)
-        out[name + "_moment_work"] = optimizer_work(compiled.as_text(), argument_marks((part, part, state), data=(1,)))
+        out[name + "_moment_work"] = optimizer_work(hlo_computations(compiled.as_text()),
+                                                   argument_marks((part, part, state), data=(1,)))
     return out
 
 
