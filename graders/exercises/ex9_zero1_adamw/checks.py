@@ -11,9 +11,10 @@ these checks never call them. decay_mask and adamw_step send back values. init_z
 ZeRO-1 step send their programs, traced at the grader's placement on each mesh (graders/kit/program.py,
 issue 31): rebuilt here on this process's own devices, run here on the grader's inputs (the step for
 every step of the training), and read here: where each value computed here lives, and the collectives,
-per-device FLOPs and psums of the step as compiled here. The technique is read only from a step whose
-run here gives the grader's training. Without --sandbox the probes run in this process and hand over
-the traced programs in place of their encoding (rebuilt; probes.IN_PROCESS), the same programs.
+per-device FLOPs, values computed for the optimizer and psums of the step as compiled here, on every
+mesh. The technique is read only from a step whose run here gives the grader's training. Without
+--sandbox the probes run in this process and hand over the traced programs in place of their
+encoding (rebuilt; probes.IN_PROCESS), the same programs.
 """
 
 import functools
