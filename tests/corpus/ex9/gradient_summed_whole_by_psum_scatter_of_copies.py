@@ -1,12 +1,9 @@
-"""RIGHT: the reference with init_zero1_state written as a nested jax.jit whose out_shardings place the zero moments by the rule (no device_put).
+"""Wrong: each device's whole gradient is stacked N times and psum_scattered, so every device
+receives the whole sum (an all-reduce written as a reduce-scatter, moving N times the data), then
+slices its block. Every number is right. (found by the red team of issue 31's judge)
 
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 19/19.
-Checks failed: init_zero1_state_splits_the_moments (3 pts).
-Why: Eagerly the moments are placed by the rule, and the traced program holds a jit eqn with out_shardings P("data") etc.; the judge runs the init program as jax.jit(as_one_call(closed, m)) without honouring a jitted program's out_shardings (it does so for the step only: out_shardings()/jitted() in checks.py), so it reads replicated moments.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+loses: gradients_are_not_summed_whole: in pieces or as stacked copies
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -70,15 +67,12 @@ def zero1_spec(shape, n):
 
 def init_zero1_state(params, mesh):
     n = mesh.shape["data"]
-    specs = jax.tree.map(lambda p: NamedSharding(mesh, zero1_spec(p.shape, n)), params)
-    whole = NamedSharding(mesh, P())
 
-    @jax.jit
-    def zeros(params):
-        z = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
-        return {"mu": z, "nu": jax.tree.map(jnp.zeros_like, z), "count": jnp.zeros((), jnp.int32)}
+    def zeros(p):
+        return jax.device_put(jnp.zeros(p.shape, jnp.float32), NamedSharding(mesh, zero1_spec(p.shape, n)))
 
-    return jax.jit(zeros, out_shardings={"mu": specs, "nu": specs, "count": whole})(params)
+    return {"mu": jax.tree.map(zeros, params), "nu": jax.tree.map(zeros, params),
+            "count": jax.device_put(jnp.zeros((), jnp.int32), NamedSharding(mesh, P()))}
 
 
 def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
@@ -92,13 +86,16 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
         mask = decay_mask(params)
 
         def local(params, blocks, state, x, y):
-            # Differentiated as a varying value: each device's own gradient, not yet summed.
             value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
+            i = lax.axis_index("data")
 
-            def reduce(g, axis):  # the mean over devices of equal shards is the whole batch's mean
+            def reduce(g, axis):
                 if axis is None:
                     return lax.psum(g, "data") / n
-                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
+                copies = jnp.stack([g] * n)  # (n, *shape): the whole gradient for every device
+                whole = lax.psum_scatter(copies, "data", scatter_dimension=0, tiled=False) / n
+                k = g.shape[axis] // n
+                return lax.dynamic_slice_in_dim(whole, i * k, k, axis)
 
             grads = jax.tree.map(reduce, grads, axes)
             blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
@@ -108,7 +105,7 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
 
             return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
 
-        blocks = jax.tree.map(jax.reshard, params, specs)  # this device's block: a local slice
+        blocks = jax.tree.map(jax.reshard, params, specs)
         return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
                              out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
 

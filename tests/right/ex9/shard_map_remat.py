@@ -1,12 +1,7 @@
-"""RIGHT: jit + reshard (the gradient left to the compiler), the gradient accumulated over micro-batches of one row per device with lax.scan (x reshaped to (rows per device, devices, d_in), each micro-batch split over 'data'), then moved to the moments' placement.
-
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 19/19.
-Checks failed: each_device_updates_only_its_blocks (3 pts).
-Why: Same as right_shard_map_microbatch_fori_loop under jit with lax.scan: optimizer part -983 FLOPs.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""Right: the reference's shard_map ZeRO-1 with the loss under jax.checkpoint (rematerialized
+activations): the second forward pass is gradient work, not optimizer work. (found by the red team
+of issue 31's judge, which counted it as the optimizer's FLOPs)
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -83,21 +78,29 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
 
     @jax.jit
     def step(params, state, x, y):
+        axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
         specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
-        k = x.shape[0] // n
-        # row j of device i is x[i * k + j]: micro-batch j holds one row from every device
-        xs = jax.reshard(x.reshape(n, k, -1).transpose(1, 0, 2), P(None, "data", None))
-        ys = jax.reshard(y.reshape(n, k, -1).transpose(1, 0, 2), P(None, "data", None))
+        state_specs = {"mu": specs, "nu": specs, "count": P()}
+        mask = decay_mask(params)
 
-        def micro(acc, batch):
-            v, g = jax.value_and_grad(loss)(params, *batch)
-            return (acc[0] + v, jax.tree.map(jnp.add, acc[1], g)), None
+        def local(params, blocks, state, x, y):
+            value, grads = jax.value_and_grad(jax.checkpoint(loss))(lax.pcast(params, "data", to="varying"), x, y)
 
-        zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
-        (value, grads), _ = lax.scan(micro, zero, (xs, ys))
-        grads = jax.tree.map(lambda g, s: jax.reshard(g / k, s), grads, specs)
+            def reduce(g, axis):
+                if axis is None:
+                    return lax.psum(g, "data") / n
+                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
+
+            grads = jax.tree.map(reduce, grads, axes)
+            blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
+
+            def gather(b, axis):
+                return b if axis is None else lax.all_gather(b, "data", axis=axis, tiled=True, to="invarying")
+
+            return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
+
         blocks = jax.tree.map(jax.reshard, params, specs)
-        blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, decay_mask(params))
-        return jax.tree.map(lambda b: jax.reshard(b, P()), blocks), state, value / k
+        return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
+                             out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
 
     return step

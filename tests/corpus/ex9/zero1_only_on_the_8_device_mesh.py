@@ -1,13 +1,11 @@
-"""RIGHT: the reference's shard_map ZeRO-1 with the loss under jax.checkpoint (rematerialized activations).
+"""Wrong: ZeRO-1 (jit + reshard) only when the mesh has 8 devices; on 4 and 2 devices the step
+gathers the moments whole (jax.reshard(m, P())), updates every leaf whole on every device, and
+reshards the new moments back to their split placement on return. Every number is right. (found by
+the red team of issue 31's judge, when the technique was read on 8 devices only)
 
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 19/19.
-Checks failed: each_device_updates_only_its_blocks (3 pts).
-With --seed 7 (no --sandbox): 16/19.
-Why: each_device_updates_only_its_blocks subtracts the grader's own forward+backward FLOPs from the step's; jax.checkpoint adds a second forward pass (~3,000 FLOPs), which the check counts as optimizer work (3.4x a share > sqrt(8)). Seed 7 likewise (see seed7 line).
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+loses: only_the_updated_parameters_are_all_gathered: on 4 devices all-gathers
+loses: each_device_updates_only_its_blocks: on 4 devices each device computes
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -83,30 +81,23 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
     n = mesh.shape["data"]
 
     @jax.jit
-    def step(params, state, x, y):
-        axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
+    def zero1(params, state, x, y):
         specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
-        state_specs = {"mu": specs, "nu": specs, "count": P()}
-        mask = decay_mask(params)
-
-        def local(params, blocks, state, x, y):
-            value, grads = jax.value_and_grad(jax.checkpoint(loss))(lax.pcast(params, "data", to="varying"), x, y)
-
-            def reduce(g, axis):
-                if axis is None:
-                    return lax.psum(g, "data") / n
-                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
-
-            grads = jax.tree.map(reduce, grads, axes)
-            blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
-
-            def gather(b, axis):
-                return b if axis is None else lax.all_gather(b, "data", axis=axis, tiled=True, to="invarying")
-
-            return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
-
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        grads = jax.tree.map(jax.reshard, grads, specs)
         blocks = jax.tree.map(jax.reshard, params, specs)
-        return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
-                             out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
+        blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, decay_mask(params))
+        return jax.tree.map(lambda b: jax.reshard(b, P()), blocks), state, value
 
-    return step
+    @jax.jit
+    def whole(params, state, x, y):
+        specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        gathered = {"mu": jax.tree.map(lambda m: jax.reshard(m, P()), state["mu"]),
+                    "nu": jax.tree.map(lambda v: jax.reshard(v, P()), state["nu"]), "count": state["count"]}
+        params, new = adamw_step(params, grads, gathered, lr, b1, b2, eps, wd, decay_mask(params))
+        new = {"mu": jax.tree.map(jax.reshard, new["mu"], specs), "nu": jax.tree.map(jax.reshard, new["nu"], specs),
+               "count": new["count"]}
+        return params, new, value
+
+    return zero1 if n == 8 else whole

@@ -1,12 +1,15 @@
-"""WRONG: no ZeRO-1 inside the step. Every device sums the whole gradient and rebuilds the WHOLE moments (lax.psum of many small pieces of zero-padded blocks), updates every parameter and moment whole (in a lax.fori_loop over N chunks, so XLA's cost analysis counts one chunk), then keeps its block of the moments and all-gathers its block of the new params (already whole on every device) for show.
+"""Wrong: no ZeRO-1 inside the step. Every device sums the whole gradient (lax.psum of many small
+pieces), rebuilds the whole moments (every block passed round the ring with lax.ppermute, no
+all-gather), and updates every parameter and moment whole, as one flat buffer walked 8 values at a
+time in a lax.fori_loop (XLA's cost analysis counts the loop body once); then it keeps its block of
+the moments and all-gathers its block of the new params (already whole on every device) for show.
+Every number is right; the moments are stored split between steps, so it keeps the placement
+points. (found by the red team of issue 31's judge)
 
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: at most ~12/19 (gradients_are_not_summed_whole 2 and each_device_updates_only_its_blocks 3 lost; arguably the all-gather check too).
-Checks failed: each_device_updates_only_its_blocks (3 pts).
-Why: Loses only the FLOP check (3.5x a share, the fori_loop over N chunks hides 7/8 of the update); the whole-gradient psum in pieces and the moments rebuilt by a psum of zero-padded blocks in pieces are not seen. The element-loop variant in wrong_moments_gathered_update_whole_in_element_loop.py gets 19/19.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+loses: gradients_are_not_summed_whole: in pieces or as stacked copies
+loses: only_the_updated_parameters_are_all_gathered: Moments sharded but gathered inside the step
+loses: each_device_updates_only_its_blocks: Each device updates whole leaves
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -78,6 +81,9 @@ def init_zero1_state(params, mesh):
             "count": jax.device_put(jnp.zeros((), jnp.int32), NamedSharding(mesh, P()))}
 
 
+ROW = 8
+
+
 def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
     n = mesh.shape["data"]
 
@@ -100,39 +106,47 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
             g = [summed(t) / n for t in jax.tree.leaves(grads)]
             p = jax.tree.leaves(params)
             mus, nus = jax.tree.leaves(state["mu"]), jax.tree.leaves(state["nu"])
-            count = state["count"]
+            count = state["count"] + 1
+            c1, c2 = 1 - b1 ** count, 1 - b2 ** count
 
             def whole(b, a, shape):
                 if a is None:
                     return b
                 k = shape[a] // n
-                return summed(lax.dynamic_update_slice_in_dim(jnp.zeros(shape, b.dtype), b, i * k, a))
+                out = lax.dynamic_update_slice_in_dim(jnp.zeros(shape, b.dtype), b, i * k, a)
+                for s in range(1, n):
+                    got = lax.ppermute(b, "data", perm=[(j, (j + s) % n) for j in range(n)])
+                    out = lax.dynamic_update_slice_in_dim(out, got, ((i - s) % n) * k, a)
+                return out
 
             m = [whole(b, a, q.shape) for b, a, q in zip(mus, axes, p)]
             v = [whole(b, a, q.shape) for b, a, q in zip(nus, axes, p)]
+            sizes = [q.size for q in p]
+            total = sum(sizes)
+            pad = (-total) % ROW
+            flat = lambda ts: jnp.concatenate([t.reshape(-1) for t in ts] + [jnp.zeros(pad)]).reshape(-1, ROW)  # noqa: E731
+            decay = flat([jnp.full(q.shape, 1.0 if d else 0.0) for q, d in zip(p, mask)])
+            P_, G_, M_, V_ = flat(p), flat(g), flat(m), flat(v)
 
-            def chunk(j, carry):
-                P_, M_, V_ = carry
-                outP, outM, outV = list(P_), list(M_), list(V_)
-                for idx, a in enumerate(axes):
-                    if a is None:
-                        continue
-                    k = p[idx].shape[a] // n
-                    cut = lambda t: lax.dynamic_slice_in_dim(t, j * k, k, a)  # noqa: E731
-                    st = adamw_step([cut(p[idx])], [cut(g[idx])],
-                                    {"mu": [cut(m[idx])], "nu": [cut(v[idx])], "count": count},
-                                    lr, b1, b2, eps, wd, [mask[idx]])
-                    outP[idx] = lax.dynamic_update_slice_in_dim(outP[idx], st[0][0], j * k, a)
-                    outM[idx] = lax.dynamic_update_slice_in_dim(outM[idx], st[1]["mu"][0], j * k, a)
-                    outV[idx] = lax.dynamic_update_slice_in_dim(outV[idx], st[1]["nu"][0], j * k, a)
-                return outP, outM, outV
+            def body(r, carry):
+                Pc, Mc, Vc = carry
+                pr, gr, mr, vr, dr = (lax.dynamic_index_in_dim(t, r, 0, keepdims=False) for t in (P_, G_, M_, V_, decay))
+                mr = b1 * mr + (1 - b1) * gr
+                vr = b2 * vr + (1 - b2) * gr * gr
+                new = pr - lr * (mr / c1) / (jnp.sqrt(vr / c2) + eps) - dr * (lr * wd) * pr
+                return (lax.dynamic_update_index_in_dim(Pc, new, r, 0), lax.dynamic_update_index_in_dim(Mc, mr, r, 0),
+                        lax.dynamic_update_index_in_dim(Vc, vr, r, 0))
 
-            newP, newM, newV = lax.fori_loop(0, n, chunk, (list(p), list(m), list(v)))
-            for idx, a in enumerate(axes):
-                if a is None:
-                    st = adamw_step([p[idx]], [g[idx]], {"mu": [m[idx]], "nu": [v[idx]], "count": count},
-                                    lr, b1, b2, eps, wd, [mask[idx]])
-                    newP[idx], newM[idx], newV[idx] = st[0][0], st[1]["mu"][0], st[1]["nu"][0]
+            Pn, Mn, Vn = (t.reshape(-1)[:total] for t in lax.fori_loop(0, P_.shape[0], body, (P_, M_, V_)))
+
+            def unflat(t):
+                out, at = [], 0
+                for q, s in zip(p, sizes):
+                    out.append(t[at:at + s].reshape(q.shape))
+                    at += s
+                return out
+
+            newP, newM, newV = unflat(Pn), unflat(Mn), unflat(Vn)
             outP, outM, outV = [], [], []
             for idx, a in enumerate(axes):
                 if a is None:
@@ -142,7 +156,7 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
                 mine = lambda t: lax.dynamic_slice_in_dim(t, i * k, k, a)  # noqa: E731
                 outP.append(lax.all_gather(mine(newP[idx]), "data", axis=a, tiled=True))
                 outM.append(mine(newM[idx])); outV.append(mine(newV[idx]))  # noqa: E702
-            new_state = {"mu": treedef.unflatten(outM), "nu": treedef.unflatten(outV), "count": count + 1}
+            new_state = {"mu": treedef.unflatten(outM), "nu": treedef.unflatten(outV), "count": count}
             return treedef.unflatten(outP), new_state, lax.pmean(value, "data")
 
         return jax.shard_map(local, mesh=mesh, in_specs=(P(), state_specs, P("data"), P("data")),

@@ -1,12 +1,13 @@
-"""WRONG: no ZeRO-1 inside the step. Every device sums the whole gradient (lax.psum of many small pieces) and rebuilds the WHOLE moments (every block passed round the ring with lax.ppermute, no all-gather), updates every parameter and moment whole (in a lax.fori_loop over N chunks, so XLA's cost analysis counts one chunk), then keeps its block of the moments and all-gathers its block of the new params (already whole on every device) for show.
+"""Wrong: no ZeRO-1 inside the step. Every device sums the whole gradient and rebuilds the whole
+moments (lax.psum of many small pieces of zero-padded blocks), updates every parameter and moment
+whole in a lax.fori_loop over N chunks (XLA's cost analysis counts one), then keeps its block of
+the moments and all-gathers its block of the new params (already whole on every device) for show.
+Every number is right. (found by the red team of issue 31's judge)
 
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: at most ~12/19 (gradients_are_not_summed_whole 2 and each_device_updates_only_its_blocks 3 lost).
-Checks failed: each_device_updates_only_its_blocks (3 pts).
-Why: As wrong_moments_gathered_update_whole_hidden, moments moved by lax.ppermute (56 collective-permutes, only noted): loses only the FLOP check (3.2x a share).
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+loses: gradients_are_not_summed_whole: in pieces or as stacked copies
+loses: only_the_updated_parameters_are_all_gathered: Moments sharded but gathered inside the step
+loses: each_device_updates_only_its_blocks: Each device updates whole leaves
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -106,11 +107,7 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
                 if a is None:
                     return b
                 k = shape[a] // n
-                out = lax.dynamic_update_slice_in_dim(jnp.zeros(shape, b.dtype), b, i * k, a)
-                for s in range(1, n):  # every other device's block, passed round the ring (no all-gather)
-                    got = lax.ppermute(b, "data", perm=[(j, (j + s) % n) for j in range(n)])
-                    out = lax.dynamic_update_slice_in_dim(out, got, ((i - s) % n) * k, a)
-                return out
+                return summed(lax.dynamic_update_slice_in_dim(jnp.zeros(shape, b.dtype), b, i * k, a))
 
             m = [whole(b, a, q.shape) for b, a, q in zip(mus, axes, p)]
             v = [whole(b, a, q.shape) for b, a, q in zip(nus, axes, p)]

@@ -1,12 +1,7 @@
-"""WRONG: gradient all-reduced whole then sliced, written as lax.psum of many small pieces of the raveled gradient (each smaller than the smallest split leaf).
-
-Scored (seed 376531): 19/19 without --sandbox, 19/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 17/19 (gradients_are_not_summed_whole lost).
-Checks failed: none.
-Why: whole_gradient_summed() is applied to each operand shape of a psum separately (checks.py test_gradients_are_not_summed_whole loops over row["shapes"]): lax.psum([piece, piece, ...]) of 8-value pieces sums the whole gradient yet every operand is smaller than the smallest split leaf. The compiled step holds all-reduces, no reduce-scatter for the split leaves.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""Right: the reference with init_zero1_state written as a nested jax.jit whose out_shardings place
+the zero moments by the rule (no device_put). (found by the red team of issue 31's judge, which ran
+init's program without that jit's out_shardings)
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -70,12 +65,15 @@ def zero1_spec(shape, n):
 
 def init_zero1_state(params, mesh):
     n = mesh.shape["data"]
+    specs = jax.tree.map(lambda p: NamedSharding(mesh, zero1_spec(p.shape, n)), params)
+    whole = NamedSharding(mesh, P())
 
-    def zeros(p):
-        return jax.device_put(jnp.zeros(p.shape, jnp.float32), NamedSharding(mesh, zero1_spec(p.shape, n)))
+    @jax.jit
+    def zeros(params):
+        z = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
+        return {"mu": z, "nu": jax.tree.map(jnp.zeros_like, z), "count": jnp.zeros((), jnp.int32)}
 
-    return {"mu": jax.tree.map(zeros, params), "nu": jax.tree.map(zeros, params),
-            "count": jax.device_put(jnp.zeros((), jnp.int32), NamedSharding(mesh, P()))}
+    return jax.jit(zeros, out_shardings={"mu": specs, "nu": specs, "count": whole})(params)
 
 
 def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
@@ -89,17 +87,13 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
         mask = decay_mask(params)
 
         def local(params, blocks, state, x, y):
+            # Differentiated as a varying value: each device's own gradient, not yet summed.
             value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
-            i = lax.axis_index("data")
 
-            def reduce(g, axis):
-                flat = g.reshape(-1)
-                pieces = [flat[k:k + 8] for k in range(0, flat.size, 8)]
-                whole = jnp.concatenate(lax.psum(pieces, "data")).reshape(g.shape) / n
+            def reduce(g, axis):  # the mean over devices of equal shards is the whole batch's mean
                 if axis is None:
-                    return whole
-                k = g.shape[axis] // n
-                return lax.dynamic_slice_in_dim(whole, i * k, k, axis)
+                    return lax.psum(g, "data") / n
+                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
 
             grads = jax.tree.map(reduce, grads, axes)
             blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
@@ -109,7 +103,7 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
 
             return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
 
-        blocks = jax.tree.map(jax.reshard, params, specs)
+        blocks = jax.tree.map(jax.reshard, params, specs)  # this device's block: a local slice
         return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
                              out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
 

@@ -1,12 +1,10 @@
-"""RIGHT: shard_map ZeRO-1 whose per-device gradient is accumulated row by row in a lax.fori_loop (micro-batching), then reduce-scattered.
+"""Wrong: the gradient all-reduced whole then sliced, written as lax.psum of many small pieces of
+the raveled gradient, each smaller than the smallest split leaf: no operand is a whole gradient,
+yet every device receives the whole sum. Every number is right. (found by the red team of issue
+31's judge)
 
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 19/19.
-Checks failed: each_device_updates_only_its_blocks (3 pts).
-Why: XLA's cost_analysis counts a while loop's body once, so a gradient accumulated in a lax.fori_loop counts one row's backward pass: the optimizer part comes out negative (-2,191) and the check says "no step ... does so little".
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+loses: gradients_are_not_summed_whole: in pieces or as stacked copies
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -89,25 +87,17 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
         mask = decay_mask(params)
 
         def local(params, blocks, state, x, y):
-            mine = lax.pcast(params, "data", to="varying")
-            rows = x.shape[0]
-
-            def body(i, carry):
-                total, acc = carry
-                xi = lax.dynamic_slice_in_dim(x, i, 1, 0)
-                yi = lax.dynamic_slice_in_dim(y, i, 1, 0)
-                v, g = jax.value_and_grad(loss)(mine, xi, yi)
-                return total + v, jax.tree.map(jnp.add, acc, g)
-
-            zero = jax.tree.map(jnp.zeros_like, mine)
-            total, grads = lax.fori_loop(0, rows, body, (lax.pcast(jnp.zeros((), jnp.float32), "data", to="varying"), zero))
-            value = total / rows
-            grads = jax.tree.map(lambda g: g / rows, grads)
+            value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
+            i = lax.axis_index("data")
 
             def reduce(g, axis):
+                flat = g.reshape(-1)
+                pieces = [flat[k:k + 8] for k in range(0, flat.size, 8)]
+                whole = jnp.concatenate(lax.psum(pieces, "data")).reshape(g.shape) / n
                 if axis is None:
-                    return lax.psum(g, "data") / n
-                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
+                    return whole
+                k = g.shape[axis] // n
+                return lax.dynamic_slice_in_dim(whole, i * k, k, axis)
 
             grads = jax.tree.map(reduce, grads, axes)
             blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)

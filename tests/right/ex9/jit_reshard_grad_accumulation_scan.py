@@ -1,12 +1,10 @@
-"""WRONG: each device's whole gradient is tiled N times and psum_scattered, so every device receives the whole sum (an all-reduce written as a reduce-scatter, moving N times the data), then slices its block.
-
-Scored (seed 376531): 19/19 without --sandbox, 19/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 17/19 (gradients_are_not_summed_whole lost).
-Checks failed: none.
-Why: Only psum primitives are read: a psum_scatter of N stacked copies of the gradient (an all-reduce moving N times the data) then a slice is not seen. The compiled step shows reduce-scatters of N x the leaf size; nothing compares the reduce-scatter sizes to the leaves.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""Right: jit + reshard (the gradient left to the compiler), the gradient accumulated over
+micro-batches of one row per device with lax.scan (x reshaped to (rows per device, devices, d_in),
+each micro-batch split over 'data'), then moved to the moments' placement. Under jit every
+micro-batch's gradient is whole on every device, so each device accumulates the whole gradient: that
+is gradient work, not the optimizer's. (found by the red team of issue 31's judge: XLA's cost
+analysis counts the scan's body once)
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -83,33 +81,21 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
 
     @jax.jit
     def step(params, state, x, y):
-        axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
         specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
-        state_specs = {"mu": specs, "nu": specs, "count": P()}
-        mask = decay_mask(params)
+        k = x.shape[0] // n
+        # row j of device i is x[i * k + j]: micro-batch j holds one row from every device
+        xs = jax.reshard(x.reshape(n, k, -1).transpose(1, 0, 2), P(None, "data", None))
+        ys = jax.reshard(y.reshape(n, k, -1).transpose(1, 0, 2), P(None, "data", None))
 
-        def local(params, blocks, state, x, y):
-            value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
-            i = lax.axis_index("data")
+        def micro(acc, batch):
+            v, g = jax.value_and_grad(loss)(params, *batch)
+            return (acc[0] + v, jax.tree.map(jnp.add, acc[1], g)), None
 
-            def reduce(g, axis):
-                if axis is None:
-                    return lax.psum(g, "data") / n
-                copies = jnp.stack([g] * n)  # (n, *shape): the whole gradient for every device
-                whole = lax.psum_scatter(copies, "data", scatter_dimension=0, tiled=False) / n
-                k = g.shape[axis] // n
-                return lax.dynamic_slice_in_dim(whole, i * k, k, axis)
-
-            grads = jax.tree.map(reduce, grads, axes)
-            blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
-
-            def gather(b, axis):
-                return b if axis is None else lax.all_gather(b, "data", axis=axis, tiled=True, to="invarying")
-
-            return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
-
+        zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
+        (value, grads), _ = lax.scan(micro, zero, (xs, ys))
+        grads = jax.tree.map(lambda g, s: jax.reshard(g / k, s), grads, specs)
         blocks = jax.tree.map(jax.reshard, params, specs)
-        return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
-                             out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
+        blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, decay_mask(params))
+        return jax.tree.map(lambda b: jax.reshard(b, P()), blocks), state, value / k
 
     return step

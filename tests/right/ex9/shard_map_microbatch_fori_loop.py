@@ -1,12 +1,7 @@
-"""WRONG: ZeRO-1 (jit + reshard) only when the mesh has 8 devices (the one whose compiled step the grader reads); on 4 and 2 devices the step gathers the moments whole (jax.reshard(m, P())), updates every leaf whole on every device, and reshards the new moments back to their split placement on return.
-
-Scored (seed 376531): 19/19 without --sandbox, 19/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: at most 12/19 (the technique absent on 2 of the 3 meshes: e.g. each_device_updates_only_its_blocks and only_the_updated_parameters_are_all_gathered should fail on 4 and 2 devices).
-Checks failed: none.
-Why: Collectives, FLOPs and psums are read only from the 8-device compile (FLOP_MESH); on 4 and 2 devices only values and output placements are read, so a step that gathers the moments whole and updates every leaf on every device there is not seen.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""Right: shard_map ZeRO-1 whose per-device gradient is accumulated row by row in a lax.fori_loop
+(micro-batching), then reduce-scattered. (found by the red team of issue 31's judge: XLA's cost
+analysis counts a loop body once, so the optimizer's share of the FLOPs came out negative)
 """
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -82,23 +77,43 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
     n = mesh.shape["data"]
 
     @jax.jit
-    def zero1(params, state, x, y):
+    def step(params, state, x, y):
+        axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
         specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
-        value, grads = jax.value_and_grad(loss)(params, x, y)
-        grads = jax.tree.map(jax.reshard, grads, specs)
+        state_specs = {"mu": specs, "nu": specs, "count": P()}
+        mask = decay_mask(params)
+
+        def local(params, blocks, state, x, y):
+            mine = lax.pcast(params, "data", to="varying")
+            rows = x.shape[0]
+
+            def body(i, carry):
+                total, acc = carry
+                xi = lax.dynamic_slice_in_dim(x, i, 1, 0)
+                yi = lax.dynamic_slice_in_dim(y, i, 1, 0)
+                v, g = jax.value_and_grad(loss)(mine, xi, yi)
+                return total + v, jax.tree.map(jnp.add, acc, g)
+
+            zero = jax.tree.map(jnp.zeros_like, mine)
+            total, grads = lax.fori_loop(0, rows, body, (lax.pcast(jnp.zeros((), jnp.float32), "data", to="varying"), zero))
+            value = total / rows
+            grads = jax.tree.map(lambda g: g / rows, grads)
+
+            def reduce(g, axis):
+                if axis is None:
+                    return lax.psum(g, "data") / n
+                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
+
+            grads = jax.tree.map(reduce, grads, axes)
+            blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
+
+            def gather(b, axis):
+                return b if axis is None else lax.all_gather(b, "data", axis=axis, tiled=True, to="invarying")
+
+            return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
+
         blocks = jax.tree.map(jax.reshard, params, specs)
-        blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, decay_mask(params))
-        return jax.tree.map(lambda b: jax.reshard(b, P()), blocks), state, value
+        return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
+                             out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
 
-    @jax.jit
-    def whole(params, state, x, y):
-        specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
-        value, grads = jax.value_and_grad(loss)(params, x, y)
-        gathered = {"mu": jax.tree.map(lambda m: jax.reshard(m, P()), state["mu"]),
-                    "nu": jax.tree.map(lambda v: jax.reshard(v, P()), state["nu"]), "count": state["count"]}
-        params, new = adamw_step(params, grads, gathered, lr, b1, b2, eps, wd, decay_mask(params))
-        new = {"mu": jax.tree.map(jax.reshard, new["mu"], specs), "nu": jax.tree.map(jax.reshard, new["nu"], specs),
-               "count": new["count"]}
-        return params, new, value
-
-    return zero1 if n == 8 else whole
+    return step
