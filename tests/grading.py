@@ -28,22 +28,38 @@ class Run:
     report: str
     stderr: str
     results: dict
+    # A wrong solution graded only until the checks it declares were decided (Corpora): what the
+    # checks after them would say is unknown, so only `lost(..., declared=True)` may be read.
+    until: tuple[str, ...] = ()
+    name: str = ""
+
+    def _whole(self) -> None:
+        if self.until:
+            raise AssertionError(
+                f"{self.name} was graded only until {', '.join(self.until)} were decided (the checks it "
+                "declares): name it in the test that reads more of it, and the corpora grade it whole "
+                "(tests/grading.py: graded_whole)")
 
     def exercise(self, ex_id: str) -> dict:
+        self._whole()
         return self.results["extra_data"]["exercises"][ex_id]
 
     def check(self, ex_id: str, name: str) -> dict:
+        self._whole()
         for test in self.results["tests"]:
             if test["name"] == f"{ex_id}: {name}":
                 return test
         raise KeyError(f"no check {name!r} in {ex_id}")
 
-    def lost(self, ex_id: str) -> dict[str, str]:
+    def lost(self, ex_id: str, declared: bool = False) -> dict[str, str]:
         """check name -> message, for every check of ex_id that did not get its points (an
-        exercise that could not be graded loses every check, with its reason)."""
-        ex = self.exercise(ex_id)
+        exercise that could not be graded loses every check, with its reason). `declared`: of
+        the checks the run was graded until, all a run graded only that far can say."""
+        if not declared:
+            self._whole()
+        ex = self.results["extra_data"]["exercises"][ex_id]
         return {name: check["message"] or ex["reason"] for name, check in ex["checks"].items()
-                if check["outcome"] != "passed"}
+                if check["outcome"] != "passed" and (not self.until or name in self.until)}
 
 
 # The maintainer tests grade with one fixed seed, so a run is repeatable; the graders' own tests
@@ -91,16 +107,32 @@ def corpus_cases(ex_id: str, corpus: Path = CORPUS) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
 
 
-def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher) -> Run:
+def graded_whole(ex_id: str) -> set[str]:
+    """The wrong solutions of ex_id that the corpora grade whole: those declaring `technique: none`
+    (their total is read) and those a test names (outside tests/test_wrong_solutions.py, which reads
+    only the checks each declares). Every other one is graded until its declared checks are decided."""
+    import ast
+
+    named = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        if path.name != "test_wrong_solutions.py":
+            named |= {node.value for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    return {case for case in corpus_cases(ex_id) if case in named or technique_free(ex_id, case)}
+
+
+def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher, until=()) -> Run:
     """One solution of <corpus>/<ex_id>/, graded in a folder of its own through the same grading
-    code as the command, from `launcher`'s fork server."""
+    code as the command, from `launcher`'s fork server; with `until`, only until those checks are
+    decided (the checks before them run as in a whole grading)."""
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(corpus / ex_id / f"{case}.py", Path(tmp) / f"{catalog.module_name(ex_id)}.py")
         start = time.monotonic()
-        result = grading.grade_exercise(ex_id, Path(tmp), options, launcher)
+        result = grading.grade_exercise(ex_id, Path(tmp), options, launcher, until=list(until) or None)
         text = report.format_report([result], Path(tmp), TEST_SEED, verbose=True)
         results = report.results_json([result], text, time.monotonic() - start, TEST_SEED)
-        return Run(0 if result.status == "passed" else 1, text, "", results)
+        return Run(0 if result.status == "passed" else 1, text, "", results, tuple(until),
+                   f"{corpus.name}/{ex_id}/{case}")
 
 
 def _busy_seconds() -> float:
@@ -144,6 +176,7 @@ class Corpora:
         self._starting: dict = {}  # corpus -> lock held while its fork server starts
         self._stopped = False
         self._threads: list[threading.Thread] = []
+        self._whole: dict[str, set[str]] = {}  # ex_id -> graded_whole(ex_id)
 
     def want(self, ex_id: str, folder: Path = CORPUS) -> None:
         key = (ex_id, folder)
@@ -206,7 +239,7 @@ class Corpora:
             case = self._pending[key].pop(0)
             self._running[key] += 1
         try:
-            run = _grade_case(key[0], key[1], case, self.options, self._launcher(key))
+            run = _grade_case(key[0], key[1], case, self.options, self._launcher(key), self._until(key, case))
         except BaseException as exc:  # the test that reads the corpus reports it
             with self._cond:
                 self._errors.setdefault(key, exc)
@@ -222,6 +255,18 @@ class Corpora:
         if launcher is not None:
             launcher.close()
         return True
+
+    def _until(self, key, case) -> tuple[str, ...]:
+        """The checks a wrong solution is graded until (graded_whole), else () for a whole grading."""
+        ex_id, folder = key
+        if folder != CORPUS:
+            return ()
+        with self._cond:
+            if ex_id not in self._whole:
+                self._whole[ex_id] = graded_whole(ex_id)
+        if case in self._whole[ex_id]:
+            return ()
+        return tuple(dict.fromkeys(check for check, _ in expectations(ex_id, case)))
 
     def _launcher(self, key):
         with self._starting[key]:

@@ -39,7 +39,12 @@ from graders.child import sandbox
 
 pytestmark = [pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or ""),
               # the first test waits for every grading of the module (a few minutes on 2 busy CPUs)
-              pytest.mark.timeout(1800)]
+              pytest.mark.timeout(1800),
+              # About 50 runs of the command, two minutes of both CPUs: a course test (make
+              # test-course), with the Gradescope autograder and batch that --sandbox serves. What
+              # decides a verdict under --sandbox (tests/test_forged_evidence.py) and what the
+              # sandbox promises a learner's run (tests/test_sandbox.py) stay in make test.
+              pytest.mark.course]
 
 # The exercises every attack is tried on: one line per exercise whose checks run in a judge.
 EXERCISES = ["ex1", "ex4", "quiz"]

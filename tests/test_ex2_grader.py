@@ -1,6 +1,7 @@
 """Exercise 2's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, what they keep, and the grading policy."""
 
+import pytest
 
 EX = "ex2"
 VALUE_CHECKS = {"loss_matches_float64_forward", "gradient_matches_float64_gradient"}
@@ -46,6 +47,7 @@ def test_value_checks_pass_for_structural_mistakes(corpus):
         assert not VALUE_CHECKS & set(lost), (case, sorted(lost))
 
 
+@pytest.mark.course  # compiles a gradient for every divisor of every drawable configuration: 20-30 s
 def test_no_formula_in_L_and_no_search_over_a_few_divisors_finds_both_optima(compiled_as_graded):
     # The two best_group_size configurations share L, and the grader's own measurements give them
     # different optima, for every L, B and D that can be drawn: so no function of L alone (the
@@ -84,6 +86,7 @@ def test_pair_draws_reach_every_length_and_shape():
     assert drawn == every
 
 
+@pytest.mark.course  # compiles a right float32 gradient on every draw: 10-15 s
 def test_float32_tolerance_admits_a_right_float32_answer_on_every_draw_and_nothing_one_percent_off(compiled_as_graded):
     """Dozens of residual layers amplify float32's rounding: on some draws a right float32
     gradient is further from float64 than numeric.RTOL allows (seed 414230 was: the reference

@@ -134,7 +134,10 @@ class Spawner:
         self.python = python
         self._running: set[int] = set()
 
-    def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None) -> ChildRun:
+    def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None, extra: dict | None = None) -> ChildRun:
+        """`extra`: only {"until": checks}, which a spawned child ignores: it grades every check."""
+        if set(extra or {}) - {"until"}:
+            raise ValueError(f"a spawned grading process takes no {sorted(set(extra) - {'until'})}")
         read_fd, write_fd = os.pipe()
         env = dict(self.env, **{settings.RESULT_FD: str(write_fd)})
         with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
@@ -257,7 +260,8 @@ class ForkServer:
 
     def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None, extra: dict | None = None) -> ChildRun:
         """`extra` (fork server only): {"extract": names} to only send those values of the
-        learner's module; {"data": values, "trusted": True} to grade values, unconfined."""
+        learner's module; {"data": values, "trusted": True} to grade values, unconfined;
+        {"until": checks} to end the grading once those checks are decided."""
         self._ready.wait(self.START_TIMEOUT)
         if not self._alive:
             return self._fallback(ex_id, solutions, timeout, on_event, extra)
