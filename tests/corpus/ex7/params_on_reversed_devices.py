@@ -1,0 +1,64 @@
+"""WRONG: init_tp_state places the params on a mesh of the same shape and axis names whose
+devices are in reverse order: each device holds another device's block, not the one the mesh it
+is given (on which the caller places x's rows) assigns it.
+
+Scores (--seed 20261130 and --seed 7): 20/22 with and without --sandbox. The judge's rebuilt
+init_tp_state places the params right (the program's mesh is rebuilt on the judge's own devices,
+its order lost); the worker's report of the eager call catches it, with a message that does not
+show why: "params['w1'] is P(None, 'model'); expected P(None, 'model')" (the spec is right, the
+device order is not).
+
+loses: optimizer_state_carries_parameter_specs: as a training script calls it, not traced
+"""
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+W1_SPEC = P(None, "model")  # column split: each device owns H/model hidden units
+W2_SPEC = P("model", None)  # row split: the same hidden units' rows of w2
+X_SPEC = P("data", None)    # the batch split over "data"; also the output's spec
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+
+
+def tp_mlp(w1, w2, x):
+    h = jax.nn.relu(x @ w1)  # column parallel: each device's own hidden units, no communication
+    # Row parallel: the contracting dim is split, so the partial sums are added by one all-reduce;
+    # on Explicit axes JAX asks where the sum should live.
+    return jnp.matmul(h, w2, out_sharding=X_SPEC)
+
+
+def _tp_mlp_local(w1_blk, w2_blk, x_blk):
+    partial = jax.nn.relu(x_blk @ w1_blk) @ w2_blk  # (B/data, D): this device's share of the sum
+    return lax.psum(partial, "model")
+
+
+def make_tp_mlp_shard_map(mesh):
+    return jax.shard_map(_tp_mlp_local, mesh=mesh, in_specs=(W1_SPEC, W2_SPEC, X_SPEC), out_specs=X_SPEC)
+
+
+def init_tp_state(mesh, tx, params):
+    import numpy as np
+    from jax.sharding import Mesh
+    rev = Mesh(np.asarray(mesh.devices).reshape(-1)[::-1].reshape(mesh.devices.shape), mesh.axis_names,
+               axis_types=mesh.axis_types)
+    placed = {k: jax.device_put(v, NamedSharding(rev, PARAM_SPECS[k])) for k, v in params.items()}
+    # The moments are zeros_like(params): made from the placed params, they inherit their split.
+    return placed, tx.init(placed)
+
+
+def _loss(params, x, y):
+    return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
+
+
+def make_tp_train_step(mesh, tx):
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(_loss)(params, x, y)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
