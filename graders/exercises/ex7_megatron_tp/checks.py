@@ -848,6 +848,11 @@ def check_specs(shape, config, placement, when: str):
                  "written as numbers) rather than the one passed in. Hint: jax.device_put(w, NamedSharding(mesh, "
                  "spec)) with the `mesh` argument.")
         if not same_sharding(shape, PARAM_SPECS[k], params[k], 2):
+            if str(params[k].get("spec")) == str(PARAM_SPECS[k]):
+                fail(f"{when}, params['{k}'] is {params[k]['spec']} as expected, but on the mesh's devices in another "
+                     "order: each device holds another device's block, not the one the mesh you are given assigns "
+                     "it (where the caller puts x's rows). Hint: jax.device_put(w, NamedSharding(mesh, spec)) with "
+                     "the `mesh` argument itself, not a mesh built from jax.devices().")
             fail(f"{when}, params['{k}'] is {params[k]['spec']}; expected {PARAM_SPECS[k]} (w1 split by columns, "
                  "w2 by rows over 'model'). Hint: jax.device_put(w, NamedSharding(mesh, spec)) with the mesh "
                  "you are given.")

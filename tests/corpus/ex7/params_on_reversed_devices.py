@@ -6,9 +6,10 @@ Scores (--seed 20261130 and --seed 7): 20/22 with and without --sandbox. The jud
 init_tp_state places the params right (the program's mesh is rebuilt on the judge's own devices,
 its order lost); the worker's report of the eager call catches it, with a message that does not
 show why: "params['w1'] is P(None, 'model'); expected P(None, 'model')" (the spec is right, the
-device order is not).
+device order is not); the message now says so.
 
 loses: optimizer_state_carries_parameter_specs: as a training script calls it, not traced
+loses: optimizer_state_carries_parameter_specs: on the mesh's devices in another order
 """
 
 import jax
