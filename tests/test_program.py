@@ -434,3 +434,52 @@ def _replaced(data, old, new):
     if isinstance(data, list):
         return [_replaced(v, old, new) for v in data]
     return new if data == old else data
+
+
+def test_zeros_placed_by_device_keep_their_placement_in_a_trace_entered_as_called_only_at_its_top_level():
+    # ex9's init_zero1_state may make its moments with jnp.zeros(..., device=NamedSharding(...)):
+    # the call places them, JAX's trace drops the sharding; full_placed_as_called puts it back as a
+    # device_put, at the traced function's own level only (inside its jax.jit the call drops it too).
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    split = NamedSharding(mesh, P(None, "b"))
+
+    def made(_):
+        return jnp.zeros((6, 4), jnp.float32, device=split), jax.jit(lambda: jnp.zeros((6, 4), device=split))()
+
+    def as_called(x):
+        with program.full_placed_as_called():
+            return made(x)
+
+    with jax.set_mesh(mesh):
+        plain = jax.make_jaxpr(made)(MESH_ARGS[0])
+        closed = jax.make_jaxpr(as_called)(MESH_ARGS[0])
+    assert "device_put" not in str(plain) and str(closed).count("device_put") == 1
+    assert jax.lax.full is jax._src.lax.lax.full  # put back
+    rebuilt = program.decode(wire.round_trip(program.encode(closed, forward=True, meshes=True)), meshes=True)
+    with jax.set_mesh(mesh):
+        top, nested = rebuilt.run(MESH_ARGS[0])
+    assert top.sharding.is_equivalent_to(split, 2) and not np.any(np.asarray(top))
+    assert nested.sharding.is_fully_replicated
+
+
+def test_set_mesh_with_the_mesh_already_set_is_skipped_in_a_trace_and_any_other_mesh_still_refused():
+    # An init that enters jax.set_mesh(mesh) itself, called under that mesh (ex7, ex9).
+    from jax.sharding import PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    other = mesh_of(jax.devices()[4:])
+
+    def init(m):
+        def fn(x):
+            with jax.set_mesh(m):
+                return jax.reshard(x * 0, P("a"))
+        return fn
+
+    with jax.set_mesh(mesh):
+        with pytest.raises(Exception, match="set_mesh"):
+            jax.make_jaxpr(init(mesh))(MESH_ARGS[0][:4])
+        with program.no_ops_traced(mesh):
+            closed = jax.make_jaxpr(init(mesh))(MESH_ARGS[0][:4])
+            with pytest.raises(Exception, match="set_mesh"):
+                jax.make_jaxpr(init(other))(MESH_ARGS[0][:4])
+    assert "reshard" in str(closed)

@@ -333,35 +333,6 @@ def traced(m, fn, *args):
     return jax.make_jaxpr(fn, return_shape=True)(*args)
 
 
-@contextlib.contextmanager
-def no_ops_traced(m):
-    """While init_tp_state is traced: the calls a right init_tp_state may make that do nothing to
-    its values or their placement, and that JAX refuses inside a trace, do nothing there too:
-    block_until_ready on a traced value (it waits for the value, which a trace has not computed),
-    and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the caller set
-    it). set_mesh with any other mesh still raises JAX's own error."""
-    from jax._src import core, sharding_impls
-    enter = sharding_impls.set_mesh.__init__
-
-    def set_mesh(self, mesh_):
-        if mesh_ is m and not core.trace_state_clean():
-            self.prev_abstract_mesh = sharding_impls.abstract_mesh_context_manager.swap_local(m.abstract_mesh)
-            self.prev_mesh = sharding_impls.device_context.swap_local(m)
-            return
-        enter(self, mesh_)
-
-    had = "block_until_ready" in vars(core.Tracer)
-    try:
-        if not had:
-            core.Tracer.block_until_ready = lambda self: self
-        sharding_impls.set_mesh.__init__ = set_mesh
-        yield
-    finally:
-        sharding_impls.set_mesh.__init__ = enter
-        if not had:
-            del core.Tracer.block_until_ready
-
-
 def placed_constants(tree):
     """init_tp_state's output, where an array it made outside the trace (a constant of the
     program: jax.make_array_from_callback cannot take traced values) is put back where it lies
@@ -376,8 +347,8 @@ def placed_constants(tree):
 def init_traced(sol, m, tx, host):
     """init_tp_state traced on mesh m: over the params given as inputs; where that fails, over
     the host arrays themselves (which the program then holds as constants); where both fail, both
-    again with the no-ops of no_ops_traced skipped. The learner's own error of the last attempt
-    propagates."""
+    again with the no-ops of program.no_ops_traced skipped. The learner's own error of the last
+    attempt propagates."""
     attempts = (lambda: traced(m, lambda p: placed_constants(sol.init_tp_state(m, tx, p)), host),
                 # init_tp_state is given NumPy arrays on the host (the stub says so), and code may
                 # treat them as such (np.asarray of them) where a traced input is not one: traced
@@ -389,7 +360,7 @@ def init_traced(sol, m, tx, host):
             try:
                 if not skipping:
                     return attempt()
-                with no_ops_traced(m):
+                with program.no_ops_traced(m):
                     return attempt()
             except Exception:  # noqa: BLE001 (the last attempt's error propagates below)
                 if skipping and i == len(attempts) - 1:

@@ -12,7 +12,10 @@ ZeRO-1 step send their programs, traced at the grader's placement on each mesh (
 issue 31): rebuilt here on this process's own devices, run here on the grader's inputs (the step for
 every step of the training), and read here: where each value computed here lives, and the collectives,
 per-device FLOPs, values computed for the optimizer and psums of the step as compiled here, on every
-mesh. The technique is read only from a step whose run here gives the grader's training. Without
+mesh. init_zero1_state is traced as it is called (probes.init_program): zeros it places with
+device=NamedSharding(...) at its own top level keep that placement in its program, and a
+jax.set_mesh of the mesh it is called under, which JAX refuses in a trace, is skipped there.
+The technique is read only from a step whose run here gives the grader's training. Without
 --sandbox the probes run in this process and hand over the traced programs in place of their
 encoding (rebuilt; probes.IN_PROCESS), the same programs.
 """

@@ -202,15 +202,28 @@ def init_program(sol, n, params):
     m = mesh(n)
     with jax.set_mesh(m):
         whole = replicated(m, params)
+
+    def init(p):
+        # Traced as it is called: zeros made with device=NamedSharding(...) are placed in the
+        # program as the eager call places them (program.full_placed_as_called).
+        with program.full_placed_as_called():
+            return sol.init_zero1_state(p, m)
+
     try:
         with jax.set_mesh(m):
-            closed, out = jax.make_jaxpr(lambda p: sol.init_zero1_state(p, m), return_shape=True)(whole)
+            closed, out = jax.make_jaxpr(init, return_shape=True)(whole)
     except Exception:
-        # What the learner's code raises when called as the exercise calls it (eagerly, under the
-        # mesh) is said first; only code that runs there but cannot be traced is told so.
-        with jax.set_mesh(m):
-            sol.init_zero1_state(whole, m)
-        raise
+        try:
+            # Again with the no-ops JAX refuses in a trace skipped (program.no_ops_traced):
+            # jax.set_mesh(mesh) inside init_zero1_state, with the mesh it is called under.
+            with jax.set_mesh(m), program.no_ops_traced(m):
+                closed, out = jax.make_jaxpr(init, return_shape=True)(whole)
+        except Exception:
+            # What the learner's code raises when called as the exercise calls it (eagerly, under
+            # the mesh) is said first; only code that runs there but cannot be traced is told so.
+            with jax.set_mesh(m):
+                sol.init_zero1_state(whole, m)
+            raise
     if not isinstance(out, dict):
         fail(f"init_zero1_state should return a dict with keys 'mu', 'nu' and 'count', got {type(out).__name__}.")
     found = {"keys": sorted(str(k) for k in out)}

@@ -1,10 +1,7 @@
-"""RIGHT: the reference with init_zero1_state making each zero moment in place with jnp.zeros(shape, float32, device=NamedSharding(mesh, spec)) (no device_put).
-
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 19/19.
-Checks failed: init_zero1_state_splits_the_moments (3 pts).
-Why: Eagerly the moments are placed by the rule (checked: mu dense1 bias P("data"), 3 of 24 values per device), but under jax.make_jaxpr jnp.zeros(..., device=NamedSharding) leaves no placement in the traced program (plain broadcast_in_dim), so the judge's run of the init program makes replicated zeros. The stub says "Use jax.device_put(...)", but the check says it reads placements, and this code places them.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""Right: the reference with init_zero1_state making each zero moment in place with
+jnp.zeros(shape, float32, device=NamedSharding(mesh, spec)) (no device_put). (found by the red team
+of issue 31's judge; it scored 16/19 when JAX's trace dropped that placement, which lax.full does
+under a trace: the grader now traces init_zero1_state as it is called, program.full_placed_as_called)
 """
 
 import jax

@@ -1,10 +1,8 @@
-"""RIGHT (eagerly): the reference with init_zero1_state entering `with jax.set_mesh(mesh):` itself and placing each zero moment with jax.reshard(jnp.zeros(...), spec) under jax.set_mesh(mesh) (no device_put).
-
-Scored (seed 376531): 16/19 without --sandbox, 16/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 19/19 arguably (lower severity: the grader already calls it under the mesh, so the inner set_mesh is redundant, but the code is right when called as the stub says it is called).
-Checks failed: init_zero1_state_splits_the_moments (3 pts).
-Why: init_zero1_state is traced with jax.make_jaxpr to be sent as a program; `with jax.set_mesh(mesh):` inside it raises "set_mesh can only be used outside of jax.jit" under tracing, though the function runs and places the moments by the rule eagerly (checked). The stub never says init_zero1_state must be traceable.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""Right: the reference with init_zero1_state entering `with jax.set_mesh(mesh):` itself and
+placing each zero moment with jax.reshard(jnp.zeros(...), spec) there (no device_put). The grader
+calls it under that mesh already, so the inner set_mesh does nothing; JAX refuses it in a trace.
+(found by the red team of issue 31's judge; it scored 16/19 until the grader traced it again with
+that no-op skipped, program.no_ops_traced)
 """
 
 import jax
