@@ -43,7 +43,7 @@ from graders.kit.replies import received
 from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.numeric import as_array, as_scalar, assert_close, fmt, is_close, rng
 from graders.kit.verdicts import CheckFailed, Deferred, Verdict, fail
-from graders.exercises.ex9_zero1_adamw.probes import (HANDED, HYPER, IN_PROCESS, STATE_KEYS, _layout, mesh,
+from graders.exercises.ex9_zero1_adamw.probes import (HANDED, HYPER, IN_PROCESS, PSUM, STATE_KEYS, _layout, mesh,
                                                        placement, psums, replicated, step_inputs)
 
 MESHES = (8, 4, 2)
@@ -919,7 +919,10 @@ def judged_run(worker, seed: int, n: int) -> dict:
         found["collective_shapes"] = [[op, list(shape)] for op, shape in hlo.collective_shapes(text)]
         found["flops"] = None if n not in FLOP_MESHES or looped(closed.jaxpr) else costs.flops(executable)
         found["psums"] = psums(closed.jaxpr)
+        for row, source in zip(found["psums"], psum_sources(closed.jaxpr, argument_marks(tuple(start), data=(2, 3)))):
+            row["updated"] = source & UPDATED == UPDATED
         found["scatters"] = scatters(closed.jaxpr)
+        found["all_to_all_gathered"] = all_to_all_gathered(closed.jaxpr)
         found["optimizer_work"] = optimizer_work(comps, argument_marks(tuple(start), data=(2, 3)))
     reference = start[0]
     out_tree = jax.tree.structure((reference, start[1], 0))
@@ -1232,6 +1235,99 @@ def scatters(program) -> list[int]:
             for eqn in jaxpr_kit.walk(program) if eqn.primitive.name in SCATTER]
 
 
+# Operations that only move or reshape values: what flows through them is the values it came from.
+RESHAPING = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "broadcast_in_dim", "convert_element_type",
+                       "copy", "copy_p", "moveaxis", "pvary", "pcast", "mul", "div"})
+REDUCING = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
+
+
+def _jaxprs(jaxpr):
+    """jaxpr and every jaxpr nested in it."""
+    yield jaxpr
+    for eqn in jaxpr.eqns:
+        for sub in jaxpr_kit.sub_jaxprs(eqn):
+            yield from _jaxprs(sub)
+
+
+def all_to_all_gathered(program) -> int:
+    """How many values the all_to_alls of a traced program leave each device holding whole, through
+    every nesting: an all_to_all brings each device one block from every device (its result, as
+    many values as it sends). Its result is a reduce-scatter's when every use of it (through
+    reshapes, transposes and scalings) adds the blocks received up (a reduction): each device then
+    ends up with one block. Otherwise it has gathered its result's values, whatever it gathers
+    (new parameters, moments, gradients), as an all-gather would."""
+    total = 0
+    for jaxpr in _jaxprs(program):
+        uses = {}
+        for eqn in jaxpr.eqns:
+            for v in eqn.invars:
+                if not jaxpr_kit._is_literal(v):
+                    uses.setdefault(v, []).append(eqn)
+        outs = {v for v in jaxpr.outvars if not jaxpr_kit._is_literal(v)}
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name != "all_to_all":
+                continue
+            reduced, todo, seen = True, list(eqn.outvars), set()
+            while todo and reduced:
+                v = todo.pop()
+                if v in seen:
+                    continue
+                seen.add(v)
+                if v in outs:
+                    reduced = False
+                for use in uses.get(v, []):
+                    if use.primitive.name in REDUCING:
+                        continue
+                    if use.primitive.name in RESHAPING:
+                        todo.extend(use.outvars)
+                    else:
+                        reduced = False
+            if not reduced:
+                total += sum(int(np.prod(getattr(v.aval, "shape", ()))) for v in eqn.outvars)
+    return total
+
+
+def psum_sources(jaxpr, marks: dict) -> list[int]:
+    """For each psum of a traced program, in the order probes.psums lists them (depth first): what
+    its operands flow from (MOMENTS | PARAMS | DATA, from `marks`: the program's input position ->
+    mark). Followed position by position into a nested jit, shard_map or checkpoint; into a loop or
+    a conditional every inner input is taken to flow from all the outer ones."""
+    out = []
+
+    def run(jx, given: list) -> list:
+        flows = {v: m for v, m in zip(jx.invars, given)}
+
+        def of(v):
+            return 0 if jaxpr_kit._is_literal(v) else flows.get(v, 0)
+
+        for eqn in jx.eqns:
+            ins = [of(v) for v in eqn.invars]
+            every = functools.reduce(lambda a, b: a | b, ins, 0)
+            if eqn.primitive.name in PSUM:
+                out.append(every)
+            subs = list(jaxpr_kit.sub_jaxprs(eqn))
+            if len(subs) == 1 and len(subs[0].invars) == len(ins):
+                inner = run(subs[0], ins)
+                outs = inner if len(inner) == len(eqn.outvars) else [functools.reduce(lambda a, b: a | b, inner, every)] * len(eqn.outvars)
+            else:
+                held = every
+                for sub in subs:
+                    for m in run(sub, [every] * len(sub.invars)):
+                        held |= m
+                outs = [held] * len(eqn.outvars)
+            flows.update(zip(eqn.outvars, outs))
+        return [of(v) for v in jx.outvars]
+
+    run(jaxpr, [marks.get(i, 0) for i in range(len(jaxpr.invars))])
+    return out
+
+
+# A psum of what flows from both the parameters and the moments sums updated values (new parameter
+# blocks written into zeros the leaf's size: a gather), not a gradient: the gradient flows from the
+# parameters and the data alone, the moments at rest from the moments alone.
+UPDATED = MOMENTS | PARAMS
+
+
 def whole_gradient_summed(cfg: Config, shape, n: int) -> str | None:
     """What a psum of an operand of this shape sums whole on n devices, in words, or None
     when it may be right. Judged by how many values it sums, not by its shape: a gradient reshaped,
@@ -1274,7 +1370,8 @@ def test_gradients_are_not_summed_whole(worker, note, seed):
     for n in MESHES:
         got = compiled_run(worker, seed, n)
         collectives_note(got, note, n)
-        for row in got["psums"]:
+        gradients = [row for row in got["psums"] if not row.get("updated")]
+        for row in gradients:
             for shape in map(tuple, row["shapes"]):
                 summed = whole_gradient_summed(cfg, shape, n)
                 if summed:
@@ -1286,7 +1383,7 @@ def test_gradients_are_not_summed_whole(worker, note, seed):
                          + GRADIENT_HINT)
         split = sum(int(np.prod(s)) for _, s in split_leaves(cfg, n))
         kept = sum(int(np.prod(s)) for s in cfg.shapes().values()) - split
-        summed = sum(int(np.prod(shape)) for row in got["psums"] for shape in row["shapes"])
+        summed = sum(int(np.prod(shape)) for row in gradients for shape in row["shapes"])
         received = summed + sum(got["scatters"]) / n
         if split and received - kept - 1 > RECEIVED_SLACK(n) * split / n:
             fail(f"your traced step's psums and psum_scatters bring each device {received:,.0f} summed values on {n} "
@@ -1312,15 +1409,24 @@ def test_only_the_updated_parameters_are_all_gathered(worker, note, seed):
         expected = sum(int(np.prod(s)) for _, s in split)
         gathered = sum(int(np.prod(s)) for op, s in got["collective_shapes"] if op == "all-gather")
         # Blocks passed round the devices with lax.ppermute (a collective-permute) gather them all
-        # the same: a ZeRO-1 step moves nothing but its gradients and its new parameters.
+        # the same: a ZeRO-1 step moves nothing but its gradients and its new parameters. A device
+        # receives n - 1 blocks of a leaf gathered so (a ring's n - 1 shifts) and holds its own:
+        # what it ends up with is n / (n - 1) times what it received.
         permuted = sum(int(np.prod(s)) for op, s in got["collective_shapes"] if op == "collective-permute")
+        permuted = permuted * n // (n - 1)
+        # An all_to_all whose received blocks are not added up gathers them (all_to_all_gathered).
+        exchanged = got.get("all_to_all_gathered", 0)
         # Blocks psummed into zeros gather them too: a step's psums sum at most its whole gradient
         # and its loss; what they sum beyond that, a split leaf's worth or more, was gathered.
         whole = sum(int(np.prod(s)) for s in cfg.shapes().values())
-        summed = sum(int(np.prod(shape)) for row in got["psums"] for shape in row["shapes"]) - whole - 1
+        summed = sum(int(np.prod(shape)) for row in got["psums"] if not row.get("updated")
+                     for shape in row["shapes"]) - whole - 1
         psummed = summed if split and summed >= min(int(np.prod(s)) for _, s in split) else 0
-        gathered += permuted + psummed
-        by = [f"{v} of them by {how}" for v, how in ((permuted, "collective-permutes"), (psummed, "psums")) if v]
+        # Updated values psummed (psum_sources): each device ends up with all of them.
+        psummed += sum(int(np.prod(shape)) for row in got["psums"] if row.get("updated") for shape in row["shapes"])
+        gathered += permuted + exchanged + psummed
+        by = [f"{v} of them by {how}" for v, how in ((permuted, "collective-permutes"), (exchanged, "all-to-alls"),
+                                                     (psummed, "psums")) if v]
         note(f"all-gathered by your step on {n} devices: {gathered} values" + (f" ({', '.join(by)})" if by else "")
              + f"; the split parameters hold {expected}")
         if gathered == expected:

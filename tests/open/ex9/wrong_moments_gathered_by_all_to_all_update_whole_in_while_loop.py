@@ -16,6 +16,9 @@ the whole update done in n trips reads as 1.23 times a 1/n share on 8, 4 and 2 d
 on 8 against a share of 2,310); the FLOPs are not read because the program holds a loop. Without the
 optimization_barrier XLA recomputes the moments in the body and it reads 1.78 times the share (fails on
 2 devices only).
+Since fix-ex9c: 17/19 (seeds 20261130 and 7, with and without --sandbox): its all_to_alls count as
+gathers; each_device_updates_only_its_blocks still passes.
+
 Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 20261130 [--sandbox]
 """
 import jax

@@ -1,17 +1,23 @@
-"""RIGHT (an all-gather written with lax.all_to_all): ZeRO-1 in shard_map (check_vma=False), gradients
-reduce-scattered with lax.psum_scatter, adamw_step on each device's blocks, and each updated parameter
-block gathered by one lax.all_to_all of n copies of it (row i of what a device receives is device i's
-block), reshaped to the whole leaf. Only the new parameters move; the optimizer's work is exactly a 1/n
-share (1.00 on every mesh).
+"""RIGHT (by the grader's own rule, "blocks psummed into zeros gather them too"): the reference with each
+updated parameter block gathered by lax.psum of a zeros array the leaf's size holding the device's
+block at its offset (dynamic_update_slice), instead of lax.all_gather. Gradients reduce-scattered with
+lax.psum_scatter; each device updates only its blocks (1.01 times the share on every mesh).
 
-Scored (seed 20261130): 17/19 without --sandbox, 17/19 with --sandbox; seed 7: 17/19 and 17/19
+Scored (seed 20261130): 15/19 without --sandbox, 15/19 with --sandbox; seed 7: 15/19 and 15/19
 (verdicts and messages the same in both modes).
-Should score: 19/19.
-Checks failed: only_the_updated_parameters_are_all_gathered (2), with a message that is false here:
-"holds no all-gather ... the parameters come back replicated without one, so every device updated them
+Should score: 19/19 by the grader's comment in only_the_updated_parameters_are_all_gathered (psummed
+blocks count as gathered), or 17/19 if a psum-gather (twice an all-gather's traffic) is to lose that
+check; gradients_are_not_summed_whole should pass either way: no gradient is psummed.
+Checks failed: gradients_are_not_summed_whole (2): "sums a whole gradient across devices: a lax.psum ...
+of shape (40,) (params['dense1']['bias'], whole)": the psum is the new dense1 bias, not its gradient;
+only_the_updated_parameters_are_all_gathered (2): "holds no all-gather ... every device updated them
 whole: the update is not split (no ZeRO-1)".
-Why: all-to-all is counted neither as a gather here nor in wrong_moments_gathered_by_all_to_all_update_whole
-(where it should be): the check reads all-gathers, collective-permutes and psums only.
+Why: both checks assume every psum of a split leaf's size is a gradient. The gathered count is psums
+minus the whole gradient minus 1, which is 0 when the gradients go by psum_scatter (the psums hold
+exactly the replicated leaves' gradients, the loss and the new split params: whole + 1).
+Graded right since fix-ex9c (a psum of what flows from the parameters and the moments is a gather
+of updated values, not a gradient sum): 19/19 at seeds 20261130 and 7, with and without --sandbox.
+
 Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 20261130 [--sandbox]
 """
 import jax
@@ -85,16 +91,6 @@ def init_zero1_state(params, mesh):
             "count": jax.device_put(jnp.zeros((), jnp.int32), NamedSharding(mesh, P()))}
 
 
-def a2a_all_gather(block, axis, n):
-    """The whole leaf from every device's block along `axis`: each device sends a copy of its block
-    to every device with one lax.all_to_all (row i of what it receives: device i's block)."""
-    got = lax.all_to_all(jnp.stack([block] * n), "data", 0, 0, tiled=True)
-    got = jnp.moveaxis(got, 0, axis)
-    shape = list(block.shape)
-    shape[axis] *= n
-    return got.reshape(shape)
-
-
 def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
     n = mesh.shape["data"]
 
@@ -106,20 +102,31 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
         mask = decay_mask(params)
 
         def local(params, blocks, state, x, y):
-            value, grads = jax.value_and_grad(loss)(params, x, y)
+            # Differentiated as a varying value: each device's own gradient, not yet summed.
+            value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
 
-            def reduce(g, axis):
+            def reduce(g, axis):  # the mean over devices of equal shards is the whole batch's mean
                 if axis is None:
                     return lax.psum(g, "data") / n
                 return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
 
             grads = jax.tree.map(reduce, grads, axes)
             blocks, state = adamw_step(blocks, grads, state, lr, b1, b2, eps, wd, mask)
-            new = jax.tree.map(lambda b, a: b if a is None else a2a_all_gather(b, a, n), blocks, axes)
-            return new, state, lax.pmean(value, "data")
 
-        blocks = jax.tree.map(jax.reshard, params, specs)
+            def gather(b, axis):
+                if axis is None:
+                    return b
+                # all-gather by hand: each device writes its block into zeros the leaf's size, lax.psum adds them
+                size = b.shape[axis]
+                shape = list(b.shape)
+                shape[axis] *= n
+                into = lax.dynamic_update_slice_in_dim(jnp.zeros(shape, b.dtype), b, lax.axis_index("data") * size, axis)
+                return lax.psum(into, "data")
+
+            return jax.tree.map(gather, blocks, axes), state, lax.pmean(value, "data")
+
+        blocks = jax.tree.map(jax.reshard, params, specs)  # this device's block: a local slice
         return jax.shard_map(local, mesh=mesh, in_specs=(P(), specs, state_specs, P("data"), P("data")),
-                             out_specs=(P(), state_specs, P()), check_vma=False)(params, blocks, state, x, y)
+                             out_specs=(P(), state_specs, P()))(params, blocks, state, x, y)
 
     return step
