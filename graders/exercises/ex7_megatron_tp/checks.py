@@ -858,8 +858,8 @@ def check_specs(shape, config, placement, when: str):
                  "you are given.")
     moments = moment_specs(placement["leaves"], config)
     if not moments:
-        fail(f"{when}, the optimizer state holds no array shaped like a parameter; Adam keeps two moments per "
-             "parameter. Hint: opt_state = tx.init(placed_params).")
+        fail(f"{when}, the optimizer state holds no array shaped like a parameter; momentum SGD keeps one moment "
+             "per parameter and Adam two. Hint: opt_state = tx.init(placed_params).")
     wrong = [(path, placed, ndim, spec) for path, placed, ndim, spec in moments
              if not same_sharding(shape, spec, placed, ndim)]
     if wrong:
@@ -874,13 +874,14 @@ def check_specs(shape, config, placement, when: str):
 
 @pytest.mark.points(2)
 def test_optimizer_state_carries_parameter_specs(worker, seed):
-    """init_tp_state places params Megatron-style with Adam moments split alike on all four meshes, and a step keeps them."""
+    """init_tp_state places params Megatron-style with the optimizer's moments split alike on all four meshes (momentum SGD on one, Adam on the others), and a step keeps them."""
     for shape in MESH_SHAPES:
         config = configs(seed)[shape]
         w1, w2, _, _ = problem(seed, shape, 40 + MESH_SHAPES.index(shape))
         host = {"w1": np.asarray(w1, np.float32), "w2": np.asarray(w2, np.float32)}
         adam = shape == run_shape("adam", seed)
-        got, after = state_runs(worker, shape, host, *(training_problem("adam", seed)[2:] if adam else (None, None)))
+        got, after = state_runs(worker, shape, host, *(training_problem("adam", seed)[2:] if adam else (None, None)),
+                                opt=state_optimizer(shape, seed))
         where = f"on a (data, model) = {shape} mesh (D={config[0]}, H={config[1]})"
         for k in ("w1", "w2"):
             what = f"init_tp_state's params['{k}'] {where}"
@@ -1002,12 +1003,19 @@ def placed_as_typed(value, aval, shape):
         return value
 
 
-def state_runs(worker, shape, host: dict, x, y):
+def state_optimizer(shape, seed: int) -> str:
+    """The optimizer init_tp_state is given on this mesh: momentum SGD on the technique checks' mesh
+    (its one momentum per parameter must be split as Adam's two are: code that splits Adam's state
+    only shows it there), Adam on the others. Each mesh traces init_tp_state once either way."""
+    return "sgd" if tuple(shape) == main_shape(seed) else "adam"
+
+
+def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
     """init_tp_state's program (and, with x, the program of one learner step from what it returns),
     sent by the probe, rebuilt and run here on the grader's own values: (what init_tp_state returns:
     its values and how its params and optimizer state are placed, how the step's params and state
     are placed or None). The step is first held to the grader's own Adam step."""
-    reply = worker.init_programs(OPTIMIZERS["adam"], shape, host, x, y)
+    reply = worker.init_programs(OPTIMIZERS[opt], shape, host, x, y)
     paths = _paths(reply, "init_paths")
     # init_tp_state takes the params, or (where it treats them as NumPy arrays, which a traced input
     # is not) holds them as constants: values the next checks hold to the grader's own.
