@@ -794,10 +794,6 @@ def check_step_collectives(worker, opt: str, seed: int, note, shape=None):
     # is Megatron only on some meshes or shapes, shows it there.
     d, h, b = config
     allowed = {(op, size(dims)) for op, dims in own}
-    # The weights' gradient blocks summed over 'data' are Megatron's on every mesh: where 'data' holds
-    # one device XLA drops that sum from the grader's own step, and a step written in a shard_map
-    # (a psum over 'data' of its blocks) keeps it, over groups of one device, moving nothing.
-    allowed.add(("all-reduce", d * (h // shape[1])))
     extra = [(op, tuple(dims)) for op, dims in got["collective_shapes"]
              if (op, size(dims)) not in allowed
              and not (op == "all-reduce" and sum(n > 1 for n in dims) <= 1 and size(dims) <= max(b, d))]
