@@ -10,11 +10,6 @@ forwards are read on all four meshes, the step on neither (1, 8) nor (8, 1).
 
 Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 22/22, with
 --sandbox 22/22; verbose output identical in both modes. Expected: 20/22 (training_step_communicates_like_megatron lost).
-
-loses: training_step_communicates_like_megatron: the compiled training step on a (1, 8) mesh
-
-Since the SGD step's collectives are read on (1, 8) too (fix-ex7b, ONE_AXIS_STEP): 20/22 at seeds
-20261130 and 7.
 """
 
 import jax
