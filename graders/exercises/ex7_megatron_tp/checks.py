@@ -17,8 +17,8 @@ of init_tp_state put the params and moments: read to grant a moment only where t
 it unsplit after placing both parameters right and the trace lost the parameters' placement
 (reported_moments: a placement that jax.jit's out_shardings makes when called and a trace does
 not type), and otherwise only to take the points away (a module placing right only when traced).
-The technique checks read the forwards on every mesh the numbers are checked on, the SGD step's
-collectives on its run's mesh and on (1, 8), and the Adam step's; init_tp_state is given momentum
+The technique checks read the forwards on every mesh the numbers are checked on, the SGD and the
+Adam step's collectives; init_tp_state is given momentum
 SGD on the technique checks' mesh and Adam on the others.
 """
 
