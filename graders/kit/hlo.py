@@ -1,6 +1,7 @@
 """Counting collectives in compiled HLO text."""
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,3 +51,104 @@ def collective_elements(hlo_text: str, op: str) -> list[int]:
     collective moved, whether one instruction moves one array or a combined tuple of several
     (read for synchronous collectives, as XLA compiles them on CPU)."""
     return [sum(int(np.prod(shape)) for shape in shapes) for name, shapes in _instructions(hlo_text) if name == op]
+
+
+# ---- compiled HLO text parsed into computations (ex9's dataflow, ex7's FLOPs through loops) -----
+
+# "[ROOT] %name = type opcode(operands), attributes" in compiled HLO text; a computation opens with
+# "[ENTRY] %name (parameters) -> type {" and closes with "}".
+_HLO_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*->.*\{\s*$")
+_HLO_INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][\w\-]*)\((.*)$")
+_HLO_NAME = re.compile(r"%([\w.\-]+)")
+_HLO_ARRAY = re.compile(r"\w+\[([\d,]*)\]")
+_HLO_CALLED = re.compile(r"\b(?:calls|to_apply|body|true_computation|false_computation)=%([\w.\-]+)")
+_HLO_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+_HLO_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
+_HLO_ARG = re.compile(r'op_name="args\[(\d+)\]"')
+
+
+class HloOp(NamedTuple):
+    name: str
+    root: bool
+    kind: str  # the result's type
+    opcode: str
+    operands: tuple
+    called: tuple
+    args: str
+    attrs: str
+
+
+def hlo_computations(text: str) -> dict:
+    """{computation: [HloOp]} of compiled HLO text; the entry computation under "ENTRY"."""
+    out, current = {}, None
+    for line in text.splitlines():
+        head = _HLO_COMPUTATION.match(line)
+        if head:
+            current = "ENTRY" if head.group(1) else head.group(2)
+            out[current] = []
+            continue
+        if current is None or line == "}":
+            current = None
+            continue
+        found = _HLO_INSTRUCTION.match(line)
+        if not found:
+            continue
+        root, name, kind, opcode, rest = found.groups()
+        end = rest.find(")")  # operands are names (or a number): no parenthesis inside
+        end = len(rest) if end < 0 else end
+        args, attrs = rest[:end], rest[end + 1:]
+        called = _HLO_CALLED.findall(attrs) if "=%" in attrs else []
+        if "branch_computations" in attrs:
+            called += _HLO_NAME.findall(_HLO_BRANCHES.search(attrs).group(1))
+        out[current].append(HloOp(name, bool(root), kind, opcode, tuple(_HLO_NAME.findall(args)),
+                                  tuple(called), args, attrs))
+    return out
+
+
+
+
+
+def known_trips(op: HloOp) -> int:
+    """The trip count XLA knows for a while loop (every scan and fori_loop of fixed bounds), or 1."""
+    found = _HLO_TRIPS.search(op.attrs) if op.opcode == "while" else None
+    return int(found.group(1)) if found else 1
+
+
+_CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
+
+
+def _dot_flops(op: HloOp, kinds: dict) -> float:
+    """2 * result elements * contracted elements of a dot, from its result's type and its first
+    operand's (`kinds`: the types of its computation's instructions, by name)."""
+    result = _HLO_ARRAY.search(op.kind)
+    lhs = _HLO_ARRAY.search(kinds.get(op.operands[0], "") if op.operands else "") or _HLO_ARRAY.search(op.args)
+    contracting = _CONTRACTING.search(op.attrs)
+    if not (result and lhs and contracting):
+        return 0.0
+    dims = [int(d) for d in lhs.group(1).split(",") if d]
+    summed = [dims[int(i)] for i in contracting.group(1).split(",") if i and int(i) < len(dims)]
+    return 2.0 * float(np.prod([int(d) for d in result.group(1).split(",") if d])) * float(np.prod(summed))
+
+
+def uncounted_loop_flops(text: str) -> float:
+    """The matmul FLOPs of compiled HLO text that XLA's cost analysis leaves out: it counts a while
+    loop's body once, where the loop runs it for every trip XLA knows of. Each dot inside a loop
+    (through fusions, calls and nested loops) adds its FLOPs times (trips of its enclosing loops
+    - 1). 0.0 for a program without loops; elementwise work in a loop's body is not added (small
+    beside its matmuls)."""
+    if " while(" not in text:
+        return 0.0
+    comps = hlo_computations(text)
+
+    def run(comp: str, times: int, seen: tuple) -> float:
+        missing, ops = 0.0, comps.get(comp, [])
+        kinds = {op.name: op.kind for op in ops}
+        for op in ops:
+            if op.opcode == "dot" and times > 1:
+                missing += (times - 1) * _dot_flops(op, kinds)
+            for sub in op.called:
+                if sub not in seen:  # no computation calls itself; a guard against a malformed text
+                    missing += run(sub, times * known_trips(op) if op.opcode == "while" else times, seen + (sub,))
+        return missing
+
+    return run("ENTRY", 1, ("ENTRY",))

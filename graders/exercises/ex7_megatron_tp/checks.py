@@ -17,8 +17,9 @@ of init_tp_state put the params and moments: read to grant a moment only where t
 it unsplit after placing both parameters right and the trace lost the parameters' placement
 (reported_moments: a placement that jax.jit's out_shardings makes when called and a trace does
 not type), and otherwise only to take the points away (a module placing right only when traced).
-The technique checks read the forwards on every mesh the numbers are checked on, and both the SGD
-and the Adam step's collectives.
+The technique checks read the forwards on every mesh the numbers are checked on, the SGD and the
+Adam step's collectives; init_tp_state is given momentum
+SGD on the technique checks' mesh and Adam on the others.
 """
 
 import functools
@@ -61,7 +62,6 @@ PSUM = frozenset({"psum", "psum_invariant", "psum2"})
 OTHER_COLLECTIVES = frozenset({"all_gather", "all_gather_invariant", "all_to_all", "ragged_all_to_all", "ppermute",
                                "reduce_scatter", "psum_scatter", "pmax", "pmin", "pbroadcast"})
 COMMUNICATION = ("all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-ONE_DEVICE = (1, 1)  # the learner's own step on one device: what a device's share is a share of
 
 # A device of a (data, model) mesh should do about 1/(data*model) of the single-device program's
 # FLOPs. Measured over the sizes drawn here: the reference does 1.01-1.07x that share in the forward
@@ -69,11 +69,18 @@ ONE_DEVICE = (1, 1)  # the learner's own step on one device: what a device's sha
 # alike) and 1.05-1.17x in the SGD step (the update and relu are elementwise on blocks split over "model"
 # only, so they shrink less than the matmuls); a device that keeps the whole batch or the whole
 # weights does 2x or more (measured 2x to 8x; 9x for a replicated program beside a decoy). 1.5 lies
-# between them. The step is measured against the learner's own step compiled on one device, so that
-# a step that does more work on purpose (e.g. recomputes its forward under jax.checkpoint) is
-# compared with itself. Communication that costs few FLOPs (w2 split by columns, 1.2-1.4x) is the
+# between them. The step is measured against the grader's own step on one device (RECOMPUTE_ALLOWANCE
+# for a step that recomputes its forward). Communication that costs few FLOPs (w2 split by columns, 1.2-1.4x) is the
 # collective checks' to catch.
 FLOP_SLACK = 1.5
+# The step's share is a share of the grader's own single-device step. A step that recomputes its
+# forward under jax.checkpoint does more: the right module tests/right/ex7/nested_checkpoint_and_jit.py
+# compiled on one device does 814,849 FLOPs against the grader's 513,792 (1.59x, seed 7); recomputing
+# the forward once more adds at most a forward (about a third of a step) and what XLA no longer
+# fuses. Such a step (jax.checkpoint anywhere in its program) is measured against this many times
+# the grader's own. (The learner's own one-device step is not the baseline: a step can tell
+# mesh.size == 1 and pad it, tests/corpus/ex7/wrong_one_device_baseline_padded.py.)
+RECOMPUTE_ALLOWANCE = 2.0
 STEPS = 5
 SGD = (0.1, 0.9)  # learning rate, momentum
 ADAM_LR = 1e-2
@@ -215,8 +222,21 @@ def forward(worker, version: str, shape, seed: int):
         text = exe.as_text()
         _RUNS[key] = {"closed": closed, "out": np.asarray(out, np.float64), "placed": placed_as(out, 2),
                       "collectives": hlo.collective_counts(text), "collective_shapes": hlo.collective_shapes(text),
-                      "flops": costs.flops(exe)}
+                      "flops": looped_flops(exe, text)}
     return _RUNS[key], inputs
+
+
+def recomputes(closed) -> bool:
+    """Whether a program holds a rematerialised part (jax.checkpoint), through every nesting."""
+    return any(jaxpr.is_a(eqn, "checkpoint") for eqn in jaxpr.walk(closed))
+
+
+def looped_flops(exe, text: str) -> float:
+    """Per-device FLOPs of a compiled program, every trip of its loops counted: XLA's cost analysis
+    counts a while loop's body once (a shard_map body that adds its hidden units chunk by chunk in
+    a fori_loop would look below its share), so the matmuls of the trips it leaves out are added
+    (graders/kit/hlo.py, as ex9 reads its loops)."""
+    return costs.flops(exe) + hlo.uncounted_loop_flops(text)
 
 
 def held_forward(worker, version: str, shape, seed: int):
@@ -600,7 +620,7 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS):
                  f"{' '.join(str(exc).split())[:200]}). Hint: return params and opt_state of the shapes and types "
                  "they came in.")
         text = exe.as_text()
-        _RUNS[key] = {"closed": closed, "flops": costs.flops(exe), "collectives": hlo.collective_counts(text),
+        _RUNS[key] = {"closed": closed, "flops": looped_flops(exe, text), "collectives": hlo.collective_counts(text),
                       "collective_shapes": hlo.collective_shapes(text), "losses": losses, "first": first,
                       "params": {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}}
     return _RUNS[key]
@@ -787,15 +807,13 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
         programs += [(f"the forward of {VERSIONS[v]}", mesh_shape, "one device",
                       held_forward(worker, v, mesh_shape, seed)["flops"], fwd) for v in VERSIONS]
     _, own_step = single_device_flops(configs(seed)[shape])
-    one = held_step(worker, ONE_DEVICE, seed, steps=1)["flops"]
-    if not one >= own_step / FLOP_SLACK:  # a NaN or a negative figure is no program's either
-        fail(f"your training step, compiled on one device, does {one:,.0f} FLOPs, where the grader's own step at "
-             f"these sizes does {own_step:,.0f}: less than 1/{FLOP_SLACK:g} of the work of a forward, a backward "
-             "and an update, so the share of the work on a mesh cannot be measured against it. Hint: one step is "
-             "value_and_grad of the mean squared error of tp_mlp, then tx.update and optax.apply_updates.")
+    stepped = held_step(worker, run_shape("sgd", seed), seed)
+    alone, baseline = "the grader's own step on one device", own_step
+    if recomputes(stepped["closed"]):
+        alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
+        baseline = RECOMPUTE_ALLOWANCE * own_step
     # The step's messages come after the main mesh's forwards' and before the other meshes'.
-    programs.insert(2, ("the training step", shape, "your step on one device",
-                        held_step(worker, run_shape("sgd", seed), seed)["flops"], one))
+    programs.insert(2, ("the training step", shape, alone, stepped["flops"], baseline))
     for what, shape, alone, got, single in programs:
         share_of = shape[0] * shape[1]
         share = single / share_of
@@ -858,8 +876,8 @@ def check_specs(shape, config, placement, when: str):
                  "you are given.")
     moments = moment_specs(placement["leaves"], config)
     if not moments:
-        fail(f"{when}, the optimizer state holds no array shaped like a parameter; Adam keeps two moments per "
-             "parameter. Hint: opt_state = tx.init(placed_params).")
+        fail(f"{when}, the optimizer state holds no array shaped like a parameter; momentum SGD keeps one moment "
+             "per parameter and Adam two. Hint: opt_state = tx.init(placed_params).")
     wrong = [(path, placed, ndim, spec) for path, placed, ndim, spec in moments
              if not same_sharding(shape, spec, placed, ndim)]
     if wrong:
@@ -874,13 +892,14 @@ def check_specs(shape, config, placement, when: str):
 
 @pytest.mark.points(2)
 def test_optimizer_state_carries_parameter_specs(worker, seed):
-    """init_tp_state places params Megatron-style with Adam moments split alike on all four meshes, and a step keeps them."""
+    """init_tp_state places params Megatron-style with the optimizer's moments split alike on all four meshes (momentum SGD on one, Adam on the others), and a step keeps them."""
     for shape in MESH_SHAPES:
         config = configs(seed)[shape]
         w1, w2, _, _ = problem(seed, shape, 40 + MESH_SHAPES.index(shape))
         host = {"w1": np.asarray(w1, np.float32), "w2": np.asarray(w2, np.float32)}
         adam = shape == run_shape("adam", seed)
-        got, after = state_runs(worker, shape, host, *(training_problem("adam", seed)[2:] if adam else (None, None)))
+        got, after = state_runs(worker, shape, host, *(training_problem("adam", seed)[2:] if adam else (None, None)),
+                                opt=state_optimizer(shape, seed))
         where = f"on a (data, model) = {shape} mesh (D={config[0]}, H={config[1]})"
         for k in ("w1", "w2"):
             what = f"init_tp_state's params['{k}'] {where}"
@@ -1002,12 +1021,19 @@ def placed_as_typed(value, aval, shape):
         return value
 
 
-def state_runs(worker, shape, host: dict, x, y):
+def state_optimizer(shape, seed: int) -> str:
+    """The optimizer init_tp_state is given on this mesh: momentum SGD on the technique checks' mesh
+    (its one momentum per parameter must be split as Adam's two are: code that splits Adam's state
+    only shows it there), Adam on the others. Each mesh traces init_tp_state once either way."""
+    return "sgd" if tuple(shape) == main_shape(seed) else "adam"
+
+
+def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
     """init_tp_state's program (and, with x, the program of one learner step from what it returns),
     sent by the probe, rebuilt and run here on the grader's own values: (what init_tp_state returns:
     its values and how its params and optimizer state are placed, how the step's params and state
     are placed or None). The step is first held to the grader's own Adam step."""
-    reply = worker.init_programs(OPTIMIZERS["adam"], shape, host, x, y)
+    reply = worker.init_programs(OPTIMIZERS[opt], shape, host, x, y)
     paths = _paths(reply, "init_paths")
     # init_tp_state takes the params, or (where it treats them as NumPy arrays, which a traced input
     # is not) holds them as constants: values the next checks hold to the grader's own.

@@ -243,6 +243,23 @@ def _axes(eqn):
     return tuple(a if isinstance(a, (str, int)) else str(a) for a in axes)
 
 
+def device_shape(aval) -> tuple:
+    """The shape of one device's block of a traced value: its type's shape divided along every dim
+    its type's spec splits over mesh axes (in a shard_map manual over some axes only, the others
+    still split the body's values by type; a fully manual body's values are typed unsplit)."""
+    shape = [int(d) for d in aval.shape]
+    sharding = getattr(aval, "sharding", None)
+    spec, sizes = getattr(sharding, "spec", None), getattr(getattr(sharding, "mesh", None), "shape", None)
+    if spec is None or not sizes:
+        return tuple(shape)
+    for i, entry in enumerate(tuple(spec)[:len(shape)]):
+        for axis in (entry if isinstance(entry, tuple) else (entry,)):
+            n = sizes.get(axis, 1) if axis is not None else 1
+            if n > 1 and shape[i] % n == 0:
+                shape[i] //= n
+    return tuple(shape)
+
+
 def read_shard_map(closed) -> dict:
     """In the judge, the shard_map version's program as the judge rebuilt it, its dead code
     removed: how many shard_maps it holds, its primitives, what makes its output; when that is a
@@ -263,7 +280,7 @@ def read_shard_map(closed) -> dict:
              "axes": _axes(e),
              "operand_shape": (tuple(int(d) for d in e.invars[0].aval.shape)
                                if e.invars and hasattr(e.invars[0].aval, "shape") else None),
-             "operand_shapes": [tuple(int(d) for d in v.aval.shape) for v in e.invars if hasattr(v.aval, "shape")],
+             "operand_shapes": [device_shape(v.aval) for v in e.invars if hasattr(v.aval, "shape")],
              "is_output": e is last}
             for e in jaxpr.walk(body)]
         summary["body_output_source"] = _source_name(last)

@@ -11,6 +11,11 @@ collectives are Megatron's (2 all-reduces), so only the share check can catch it
 
 Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 22/22, with
 --sandbox 22/22; verbose output identical in both modes. Expected: 20/22 (each_device_does_its_share_of_the_work lost).
+
+loses: each_device_does_its_share_of_the_work: the grader's own step on one device
+
+Since the step's share is taken of the grader's own single-device step (fix-ex7b; twice that for a
+step holding jax.checkpoint, RECOMPUTE_ALLOWANCE): 20/22 at seed 7.
 """
 
 import jax

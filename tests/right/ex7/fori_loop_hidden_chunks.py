@@ -10,6 +10,9 @@ program does its share, the FLOP count does not see it (on meshes where H/model 
 
 Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
 --sandbox 20/22; verbose output identical in both modes. Expected: 22/22.
+
+Since the FLOPs count every trip of a loop's matmuls (graders/kit/hlo.py's uncounted_loop_flops,
+fix-ex7b): 22/22 at seeds 20261130 and 7.
 """
 
 import jax

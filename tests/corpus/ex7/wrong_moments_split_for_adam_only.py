@@ -9,6 +9,10 @@ on a (2, 4) mesh with optax.sgd(0.1, momentum=0.9), both momentum leaves come ou
 
 Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 22/22, with
 --sandbox 22/22; verbose output identical in both modes. Expected: 20/22 (optimizer_state_carries_parameter_specs lost).
+
+loses: optimizer_state_carries_parameter_specs: the optimizer state's moment opt_state[0].trace
+
+Since init_tp_state is given momentum SGD on the technique checks' mesh (fix-ex7b): 20/22.
 """
 
 import jax
