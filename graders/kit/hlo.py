@@ -105,7 +105,16 @@ def hlo_computations(text: str) -> dict:
     return out
 
 
-
+def parsed_collective_counts(comps: dict) -> dict:
+    """collective_counts, read from hlo_computations' parse (an async pair once): for a grader
+    that parses the program anyway, without the text's second reading."""
+    counts = dict.fromkeys(COLLECTIVES, 0)
+    for ops in comps.values():
+        for op in ops:
+            kind = op.opcode.removesuffix("-start")
+            if kind in counts:
+                counts[kind] += 1
+    return counts
 
 
 def known_trips(op: HloOp) -> int:

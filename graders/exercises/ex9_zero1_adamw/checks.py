@@ -751,7 +751,7 @@ def compiled_step(reply: dict, seed: int, n: int) -> tuple:
 # ---- the optimizer's work, read from the compiled step's dataflow --------------------------------
 
 # The parse of compiled HLO text (graders/kit/hlo.py, shared with ex7's loop-aware FLOP count).
-from graders.kit.hlo import _HLO_ARG, _HLO_ARRAY, _HLO_TRIPS, hlo_computations  # noqa: E402
+from graders.kit.hlo import _HLO_ARG, _HLO_ARRAY, hlo_computations  # noqa: E402
 # Operations whose called computation is a reducer of a few scalars (the operation is counted itself).
 _HLO_REDUCERS = frozenset({"reduce", "reduce-window", "scatter", "select-and-scatter", "sort", "map", "all-reduce",
                            "reduce-scatter", "all-reduce-start"})
@@ -762,16 +762,7 @@ log-plus-one tanh logistic maximum minimum negate abs sign select clamp compare 
 round-nearest-afz atan2 remainder is-finite reduce dot convolution""".split())
 
 
-def collective_counts(comps: dict) -> dict:
-    """How many instructions of each collective (graders/kit/hlo.py's COLLECTIVES) a parsed program
-    holds, an async pair once: hlo.collective_counts, read from the parse the dataflow reads."""
-    counts = dict.fromkeys(hlo.COLLECTIVES, 0)
-    for ops in comps.values():
-        for op in ops:
-            kind = op.opcode.removesuffix("-start")
-            if kind in counts:
-                counts[kind] += 1
-    return counts
+collective_counts = hlo.parsed_collective_counts  # from the parse the dataflow reads
 
 # What a value flows from: the moments, the parameters, the data (the batch, or for the grader's own
 # update the gradient it is given).
@@ -798,10 +789,7 @@ def optimizer_work(comps: dict, marks: dict) -> float:
                 each = [flows.get(o, 0) for o in op.operands]
                 mask = functools.reduce(lambda a, b: a | b, each, 0)
                 if op.called and op.opcode not in _HLO_REDUCERS:
-                    trips = 1.0
-                    if op.opcode == "while":
-                        found = _HLO_TRIPS.search(op.attrs)
-                        trips = float(found.group(1)) if found else 1.0
+                    trips = hlo.known_trips(op)
                     # A fusion's or call's parameters are its operands; a loop's or a conditional
                     # branch's one parameter is the tuple it is given.
                     inner = dict(enumerate(each)) if op.opcode in ("fusion", "call") else {0: mask}
