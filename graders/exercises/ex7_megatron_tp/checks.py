@@ -783,9 +783,10 @@ def one_axis_step(worker, seed: int):
     try:
         got, after = state_run(worker, shape, seed)
         check_specs(shape, configs(seed)[shape], got, "")
+        stepped = after()
     except Exception:  # noqa: BLE001 (the learner's error, or a failure: the state check's to say)
         return None
-    return after.get("compiled") if isinstance(after, dict) else None
+    return stepped.get("compiled")
 
 
 def check_step_collectives(worker, opt: str, seed: int, note, got=None):
@@ -941,7 +942,7 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
             check_specs(shape, config, got["called"], f"when init_tp_state is called with NumPy arrays {where} "
                         "(as a training script calls it, not traced)")
         if shape == ONE_AXIS_STEP:  # One Adam step on that mesh (at its sizes), from init_tp_state's own output.
-            stepped = after
+            stepped = after()
     shape = ONE_AXIS_STEP
     if "error" in stepped:
         fail(f"one training step from what init_tp_state returns on a {shape} mesh failed: {stepped['error']}. "
@@ -963,12 +964,32 @@ def state_run(worker, shape, seed: int):
     key = ("state", id(worker), seed, tuple(shape))
     if key not in _RUNS:
         try:
-            _RUNS[key] = state_runs(worker, shape, *state_problem(seed, shape), opt=state_optimizer(shape, seed))
+            got, after = state_runs(worker, shape, *state_problem(seed, shape), opt=state_optimizer(shape, seed))
+            _RUNS[key] = got, once(after)
         except Exception as exc:  # noqa: BLE001 (a failure or the learner's error, said by the check that reads it)
             _RUNS[key] = exc
     if isinstance(_RUNS[key], Exception):
         raise _RUNS[key]
     return _RUNS[key]
+
+
+def once(fn):
+    """fn's result (or its failure) on every call after the first, fn run once."""
+    if fn is None:
+        return None
+    kept: list = []
+
+    def run():
+        if not kept:
+            try:
+                kept.append((True, fn()))
+            except Exception as exc:  # noqa: BLE001 (said again by whichever check asks next)
+                kept.append((False, exc))
+        ok, value = kept[0]
+        if not ok:
+            raise value
+        return value
+    return run
 
 
 def _paths(reply, key: str) -> list:
@@ -1082,8 +1103,9 @@ def state_optimizer(shape, seed: int) -> str:
 def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
     """init_tp_state's program (and, with x, the program of one learner step from what it returns),
     sent by the probe, rebuilt and run here on the grader's own values: (what init_tp_state returns:
-    its values and how its params and optimizer state are placed, how the step's params and state
-    are placed or None). The step is first held to the grader's own Adam step."""
+    its values and how its params and optimizer state are placed; a function giving how the step's
+    params and state are placed, or None). The step is first held to the grader's own Adam step;
+    it is rebuilt and run only when asked for (once init_tp_state's own output is found right)."""
     reply = worker.init_programs(OPTIMIZERS[opt], shape, host, x, y)
     paths = _paths(reply, "init_paths")
     # init_tp_state takes the params, or (where it treats them as NumPy arrays, which a traced input
@@ -1100,33 +1122,36 @@ def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
                called=well_formed_placement(reply.get("reported")))
     if x is None:
         return got, None
-    if isinstance(reply.get("step_error"), str):
-        return got, {"error": reply["step_error"][:400]}
-    m = mesh(shape)
-    step_paths = _paths(reply, "step_paths")
-    args = [params[k] for k in sorted(PARAM_SPECS)] + state + [put(m, x, X_SPEC), put(m, y, X_SPEC)]
-    closed = decoded(reply.get("step"), "your training step", shape, len(args), len(PARAM_SPECS) + len(step_paths) + 1)
-    args = [placed_as_typed(a, v.aval, shape) for a, v in zip(args, closed.invars)]
-    compiled = None
-    if step_calls(closed)["outside"] == 0:
-        # A step that runs jitted programs only places its values as they are typed: compiled whole
-        # here (as the learner's call compiles it), so its collectives can be read too.
-        exe, outs = compiled_run(closed, shape, args)
-        text = exe.as_text()
-        compiled = {"collectives": hlo.collective_counts(text), "collective_shapes": hlo.collective_shapes(text)}
-    else:
-        outs = evaluated(closed, shape, args, "your training step")
-    tx = make_tx(OPTIMIZERS["adam"])
-    start = {k: jnp.asarray(v) for k, v in host.items()}
-    expected, _, _ = single_step_jit("adam")(start, tx.init(start), jnp.asarray(x, jnp.float32),
-                                             jnp.asarray(y, jnp.float32))
-    for k, v in zip(sorted(PARAM_SPECS), outs):
-        what = f"{k} after one Adam step from what init_tp_state returns on a {tuple(shape)} mesh"
-        assert_close(np.asarray(v, np.float64), np.asarray(expected[k], np.float64), what,
-                     "Hint: step(params, opt_state, x, y) should take the params and state init_tp_state returns.",
-                     rtol=0.0, atol=ADAM_ATOL)
-    return got, dict(placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], step_paths),
-                     compiled=compiled)
+
+    def stepped():
+        if isinstance(reply.get("step_error"), str):
+            return {"error": reply["step_error"][:400]}
+        m = mesh(shape)
+        step_paths = _paths(reply, "step_paths")
+        args = [params[k] for k in sorted(PARAM_SPECS)] + state + [put(m, x, X_SPEC), put(m, y, X_SPEC)]
+        closed = decoded(reply.get("step"), "your training step", shape, len(args), len(PARAM_SPECS) + len(step_paths) + 1)
+        args = [placed_as_typed(a, v.aval, shape) for a, v in zip(args, closed.invars)]
+        compiled = None
+        if step_calls(closed)["outside"] == 0:
+            # A step that runs jitted programs only places its values as they are typed: compiled whole
+            # here (as the learner's call compiles it), so its collectives can be read too.
+            exe, outs = compiled_run(closed, shape, args)
+            text = exe.as_text()
+            compiled = {"collectives": hlo.collective_counts(text), "collective_shapes": hlo.collective_shapes(text)}
+        else:
+            outs = evaluated(closed, shape, args, "your training step")
+        tx = make_tx(OPTIMIZERS["adam"])
+        start = {k: jnp.asarray(v) for k, v in host.items()}
+        expected, _, _ = single_step_jit("adam")(start, tx.init(start), jnp.asarray(x, jnp.float32),
+                                                 jnp.asarray(y, jnp.float32))
+        for k, v in zip(sorted(PARAM_SPECS), outs):
+            what = f"{k} after one Adam step from what init_tp_state returns on a {tuple(shape)} mesh"
+            assert_close(np.asarray(v, np.float64), np.asarray(expected[k], np.float64), what,
+                         "Hint: step(params, opt_state, x, y) should take the params and state init_tp_state returns.",
+                         rtol=0.0, atol=ADAM_ATOL)
+        return dict(placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], step_paths),
+                    compiled=compiled)
+    return got, stepped
 
 
 def configs_of(shape, host) -> tuple:
