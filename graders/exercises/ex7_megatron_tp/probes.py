@@ -364,8 +364,9 @@ def placed_constants(tree):
 def init_traced(sol, m, tx, host):
     """init_tp_state traced on mesh m: over the params given as inputs; where that fails, over
     the host arrays themselves (which the program then holds as constants); where both fail, both
-    again with the no-ops of program.no_ops_traced skipped. The learner's own error of the last
-    attempt propagates."""
+    again with the no-ops of program.no_ops_traced skipped and a global array made from blocks on
+    single devices assembled as the eager call assembles it (program.single_device_arrays_assembled).
+    The learner's own error of the last attempt propagates."""
     attempts = (lambda: traced(m, lambda p: placed_constants(sol.init_tp_state(m, tx, p)), host),
                 # init_tp_state is given NumPy arrays on the host (the stub says so), and code may
                 # treat them as such (np.asarray of them) where a traced input is not one: traced
@@ -377,7 +378,7 @@ def init_traced(sol, m, tx, host):
             try:
                 if not skipping:
                     return attempt()
-                with program.no_ops_traced(m):
+                with program.no_ops_traced(m), program.single_device_arrays_assembled():
                     return attempt()
             except Exception:  # noqa: BLE001 (the last attempt's error propagates below)
                 if skipping and i == len(attempts) - 1:

@@ -4,15 +4,16 @@ addressable_devices_indices_map and put on its device with jax.device_put(block,
 multi-host loaders build global arrays); tx.init of the placed params. Everything else is the
 reference.
 
-Loses optimizer_state_carries_parameter_specs: "your code raised ValueError:
+Once lost optimizer_state_carries_parameter_specs: "your code raised ValueError:
 jax.make_array_from_single_device_arrays requires a list of concrete arrays as input, but got types
-{DynamicJaxprTracer}". Tracing init_tp_state over the host arrays as constants does not help:
-jax.device_put(block, device) of a NumPy block inside the trace gives a tracer. The eager call (the
-worker's report) places the params and moments right; tests/right/ex7/init_from_callback, the
-make_array_from_callback twin, gets 22/22.
+{DynamicJaxprTracer}" (20/22 in both modes at --seed 20261130 and --seed 7). Since fix-ex7c the
+probe traces it, where nothing else traces, under program.single_device_arrays_assembled: each
+block stays where it is with its device remembered, and the global array is assembled from the
+blocks at the indices their devices hold in the sharding and placed there by a device_put, as the
+eager call computes it.
 
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
---sandbox 20/22; verbose output identical in both modes. Expected: 22/22.
+Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22; verbose
+output identical in both modes. Should get 22/22.
 """
 
 import jax
