@@ -9,6 +9,20 @@ checkpoint folder held, where each restored leaf lives and every piece of data p
 while restore ran. The expected numbers are the grader's own: the same steps trained straight
 through, and its own resume (the state moved to the target mesh by the grader). The checkpoint is
 read here with the grader's own StandardCheckpointer.
+
+Under --sandbox (issue 31), what the grader reads or runs itself decides: the checkpoint (the
+folder's bytes, written to a folder of the judge's and read with its own StandardCheckpointer,
+held to its own state after k steps); the resumes (the values restore produced, sent as arrays,
+held to the saved state: exactly those values make the grader's m steps its own resume, own_runs;
+the steps the worker ran can only take a point away); the restored step, counts, moments,
+statistics and dropout stream (values held to the grader's own). What happens inside the
+learner's restore and save (where each piece of data lands, make_state's calls, each leaf's
+placement, the folder at the moment save returned, what a second save raised) is seen in the
+learner's process only: those checks read the worker's report, and the ones that say a restore
+or a save used the checkpoint (restore_reads_each_shard_straight_onto_its_device,
+restore_never_holds_a_whole_array, save_returns_after_the_write_is_finished) also need the
+grader's own reading of an Orbax checkpoint holding the parameters after k steps
+(read_from_the_checkpoint).
 """
 
 import functools
@@ -153,8 +167,11 @@ def _arrays(plain: dict) -> dict:
 @expected
 def own_runs(seed: int) -> dict:
     """The grader's own training from this grading's draw: the state after k steps on mesh A, the
-    k+m steps straight through on A (losses of the last m, final state), and its own resume (the
-    state after k moved to the target mesh with jax.device_put, m steps there)."""
+    k+m steps straight through on A (losses of the last m, final state), and its own resumes: the
+    state after k built afresh from its values on mesh A, and on the target mesh (jax.device_put
+    where spec_for says), m steps on each. A restore that hands back exactly the saved values
+    hands the grader's steps these very inputs: these runs are then the grader's own run of the m
+    steps from what the learner's restore produced."""
     d, values, data = inputs(seed)
 
     def compute():
@@ -164,14 +181,18 @@ def own_runs(seed: int) -> dict:
         train(config, objects, data[:k], m_a)
         saved = values_of(objects)
         straight = train(config, objects, data[k:], m_a)
+        again_objects = build(config, saved, m_a)
+        again = train(config, again_objects, data[k:], m_a)
         resumed_objects = build(config, saved, m_t)
         resumed = train(config, resumed_objects, data[k:], m_t)
         return {"saved": _plain(saved), "straight": straight, "straight_final": _plain(values_of(objects)),
+                "again": again, "again_final": _plain(values_of(again_objects)),
                 "resumed": resumed, "resumed_final": _plain(values_of(resumed_objects))}
 
     got = figure_store.stored("ex10 own runs", (seed, repr(d)), compute)
     return {"saved": _arrays(got["saved"]), "straight": np.asarray(got["straight"], np.float32),
-            "straight_final": _arrays(got["straight_final"]), "resumed": np.asarray(got["resumed"], np.float32),
+            "straight_final": _arrays(got["straight_final"]), "again": np.asarray(got["again"], np.float32),
+            "again_final": _arrays(got["again_final"]), "resumed": np.asarray(got["resumed"], np.float32),
             "resumed_final": _arrays(got["resumed_final"])}
 
 
@@ -287,7 +308,6 @@ def check_run(worker, seed: int, which: int, note=None) -> None:
     stage(result, "train")
     k, m = d["k"], d["m"]
     where = "on the mesh it was saved from" if exact else f"on a {target['shape']} mesh of devices {list(target['devices'])}"
-    losses = np.asarray(result["losses"], np.float32)
     expected_losses, expected_final = own["straight"], own["straight_final"]
     if exact:
         bounds = {"losses": 0.0, **{name: 0.0 for name in expected_final}}
@@ -299,24 +319,49 @@ def check_run(worker, seed: int, which: int, note=None) -> None:
         bounds = {name: CROSS_MESH_SLACK * float(np.max(diff, initial=0.0))
                   + FLOAT32_FLOOR * float(np.max(scale[name], initial=1.0)) for name, diff in measured.items()}
     how = "bit for bit" if exact else "within the grader's measured rounding across meshes"
-    hint = diagnosis(result, own) or (" Hint: save the whole state (parameters, BatchNorm statistics, nnx.state(optimizer) "
-                                      "with its step, nnx.state(rngs)) and put all of it back.")
-    if losses.shape != expected_losses.shape:
-        fail(f"after restoring {where}, the grader's {m} steps gave {losses.size} losses; expected {m}.")
-    diff = np.abs(losses.astype(np.float64) - expected_losses)
-    if not np.all(diff <= bounds["losses"]):
-        step = int(np.argmax(diff))
-        fail(f"after restoring {where}, the losses of steps {k + 1}..{k + m} should equal those of the same steps "
-             f"trained without stopping, {how}: expected {fmt(expected_losses)}, got {fmt(losses)} (step {k + step + 1} "
-             f"differs by {float(diff.max(initial=0.0)):.3g}).{hint}")
-    final = result["final"] or {}
-    for name, expected in expected_final.items():
-        got = final.get(name)
-        if got is None or np.shape(got) != expected.shape or not np.all(
-                np.abs(np.asarray(got, np.float64) - expected.astype(np.float64)) <= bounds[name]):
-            shown = "absent" if got is None else fmt(got)
-            fail(f"after restoring {where} and {m} more steps, {show(name)} should equal the "
-                 f"uninterrupted run's, {how}: expected {fmt(expected)}, got {shown}.{hint}")
+    whole = (" Hint: save the whole state (parameters, BatchNorm statistics, nnx.state(optimizer) with its step, "
+             "nnx.state(rngs)) and put all of it back.")
+    hint = diagnosis(result, own) or whole
+
+    def wrong_run(losses, final) -> str | None:
+        """What differs between a run of the m steps and the uninterrupted run, or None."""
+        losses = np.asarray(losses, np.float32)
+        if losses.shape != expected_losses.shape:
+            return f"after restoring {where}, the grader's {m} steps gave {losses.size} losses; expected {m}."
+        diff = np.abs(losses.astype(np.float64) - expected_losses)
+        if not np.all(diff <= bounds["losses"]):
+            step = int(np.argmax(diff))
+            return (f"after restoring {where}, the losses of steps {k + 1}..{k + m} should equal those of the same "
+                    f"steps trained without stopping, {how}: expected {fmt(expected_losses)}, got {fmt(losses)} (step "
+                    f"{k + step + 1} differs by {float(diff.max(initial=0.0)):.3g}).{hint}")
+        for name, expected in expected_final.items():
+            got = final.get(name)
+            if got is None or np.shape(got) != expected.shape or not np.all(
+                    np.abs(np.asarray(got, np.float64) - expected.astype(np.float64)) <= bounds[name]):
+                shown = "absent" if got is None else fmt(got)
+                return (f"after restoring {where} and {m} more steps, {show(name)} should equal the "
+                        f"uninterrupted run's, {how}: expected {fmt(expected)}, got {shown}.{hint}")
+        return None
+
+    # The verdict is the grader's own run of the m steps from what restore produced (its values,
+    # sent as arrays): restore's values exactly the saved state give the grader's steps the inputs
+    # of its own resume (own_runs: built afresh on this mesh from the saved values), so that run
+    # is the grader's run from them; any other values are not the state the uninterrupted run had
+    # after k steps. The steps run in the learner's process on the learner's arrays (where they
+    # lie) can only take the point away, and word the message when the values differ.
+    losses, final = result["losses"], result["final"] or {}
+    differs = restored_differences(result["restored"] or {}, own["saved"])
+    if differs:
+        fail(wrong_run(losses, final) or (
+            f"after restoring {where}, what restore returned differs from what was saved in {', '.join(differs)}: "
+            f"the grader's {m} steps from it are not steps {k + 1}..{k + m} of the uninterrupted run.{whole}"))
+    judged = wrong_run(*((own["again"], own["again_final"]) if exact else (own["resumed"], own["resumed_final"])))
+    if judged:
+        fail(judged)
+    wrong = wrong_run(losses, final)
+    if wrong:
+        fail(wrong)
+    diff = np.abs(np.asarray(losses, np.float64) - expected_losses)
     if note is not None and not exact:
         own_gap = max(float(np.max(measured[name], initial=0.0)) for name in measured)
         gap = max([float(np.max(diff, initial=0.0))] + [
@@ -508,32 +553,69 @@ def missing_parts(stored: list, saved: dict) -> list[str]:
     return wrong
 
 
+_CHECKPOINTS: dict = {}  # seed -> what the grader read in the folder save wrote
+
+
+def checkpoint(worker, seed: int) -> dict:
+    """The folder save wrote (its bytes, sent by the worker), written to a folder of the grader's
+    own and read there with the grader's own StandardCheckpointer, once per grading:
+    {"error": why it is no Orbax checkpoint the grader reads, or None; "missing": the parts of the
+    state after k steps whose values it does not hold}."""
+    if seed not in _CHECKPOINTS:
+        result = experiment(worker, seed)
+        stage(result, "save")
+        files = result["folder"] or {}
+        saved = own_runs(seed)["saved"]
+        error, missing = None, []
+        with tempfile.TemporaryDirectory(prefix="ex10-judge-") as folder:
+            unpack(files, folder)
+            items = item_folders(folder)
+            stored = []  # a checkpoint may hold its state in several items (a CheckpointManager's Composite)
+            if not items:
+                shown = ", ".join(sorted(files)[:6]) or "nothing"
+                error = (f"save wrote no Orbax checkpoint (the folder holds: {shown}): there is no _METADATA file, which "
+                         "every Orbax PyTree checkpoint has. Hint: ocp.StandardCheckpointer().save(path, state) (or a "
+                         "CheckpointManager), then wait_until_finished().")
+            for item in items:
+                try:
+                    stored += read_checkpoint(item)
+                except Exception as exc:  # a folder Orbax cannot read
+                    text = " ".join(str(exc).split())[:300]
+                    error = (f"the grader's StandardCheckpointer cannot read the checkpoint in "
+                             f"{os.path.relpath(item, folder)} ({type(exc).__name__}: {text}). Hint: save with "
+                             "ocp.StandardCheckpointer or a CheckpointManager, and wait for the write to finish.")
+                    break
+            if error is None:
+                missing = missing_parts(stored, saved)
+        _CHECKPOINTS[seed] = {"error": error, "missing": missing}
+    return _CHECKPOINTS[seed]
+
+
+def read_from_the_checkpoint(worker, seed: int, what: str) -> None:
+    """Fail `what` unless save wrote an Orbax checkpoint that the grader's own StandardCheckpointer
+    reads, holding the parameters as they were after k steps: what restore reads its shards from,
+    and what save waits for. Where restore puts data is seen in the learner's process only; this
+    part is the grader's own reading, so a description of a perfect restore from no checkpoint (or
+    from one of another state) earns nothing."""
+    got = checkpoint(worker, seed)
+    if got["error"] is not None:
+        fail(f"{what} needs the Orbax checkpoint save wrote, and the grader's own StandardCheckpointer reads none "
+             f"(checkpoint_is_an_orbax_folder_holding_the_whole_state fails): {got['error']}")
+    if "the parameters" in got["missing"]:
+        k = draw(seed)["k"]
+        fail(f"{what} needs the Orbax checkpoint save wrote, and the one the grader's own StandardCheckpointer reads "
+             f"does not hold the parameters as they were after {k} steps: it is not the state save was given. "
+             "Hint: save pack(model, optimizer, rngs) of the objects save is called with.")
+
+
 @pytest.mark.points(1)
 def test_checkpoint_is_an_orbax_folder_holding_the_whole_state(worker, seed):
     """The folder save writes is an Orbax checkpoint the grader's StandardCheckpointer reads, holding the whole state."""
     d = draw(seed)
-    result = experiment(worker, seed)
-    stage(result, "save")
-    files = result["folder"] or {}
-    saved = own_runs(seed)["saved"]
-    with tempfile.TemporaryDirectory(prefix="ex10-judge-") as folder:
-        unpack(files, folder)
-        items = item_folders(folder)
-        if not items:
-            shown = ", ".join(sorted(files)[:6]) or "nothing"
-            fail(f"save wrote no Orbax checkpoint (the folder holds: {shown}): there is no _METADATA file, which "
-                 "every Orbax PyTree checkpoint has. Hint: ocp.StandardCheckpointer().save(path, state) (or a "
-                 "CheckpointManager), then wait_until_finished().")
-        stored = []  # a checkpoint may hold its state in several items (a CheckpointManager's Composite)
-        for item in items:
-            try:
-                stored += read_checkpoint(item)
-            except Exception as exc:  # a folder Orbax cannot read
-                text = " ".join(str(exc).split())[:300]
-                fail(f"the grader's StandardCheckpointer cannot read the checkpoint in "
-                     f"{os.path.relpath(item, folder)} ({type(exc).__name__}: {text}). Hint: save with "
-                     "ocp.StandardCheckpointer or a CheckpointManager, and wait for the write to finish.")
-        missing = missing_parts(stored, saved)
+    got = checkpoint(worker, seed)
+    if got["error"] is not None:
+        fail(got["error"])
+    missing = got["missing"]
     if missing:
         only = ""
         if "Adam's moments" in missing and "the optimizer's step and the schedule's counts" in missing:
@@ -558,6 +640,7 @@ def test_save_returns_after_the_write_is_finished(worker, seed):
     if not any(PurePosixPath(rel).name == "_METADATA" for rel in final):
         fail("save wrote no Orbax checkpoint, so there is no asynchronous write to wait for (see "
              "checkpoint_is_an_orbax_folder_holding_the_whole_state). Hint: save with ocp.StandardCheckpointer.")
+    read_from_the_checkpoint(worker, seed, "a save that waits for its write")
     at_return = result["at_return"] or {}
     missing = sorted(rel for rel, size in final.items() if at_return.get(rel) != size)
     if missing:
@@ -721,6 +804,7 @@ def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
                      f"{leaves} split arrays of that shape (a kernel and its two Adam moments) each have one "
                      f"there. Restore must read the checkpoint onto the mesh it is given, not hand back arrays "
                      f"kept from before. {template}")
+    read_from_the_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
 
 
 @pytest.mark.points(1)
@@ -740,3 +824,4 @@ def test_restore_never_holds_a_whole_array(worker, seed):
                  f"{p['device']} is a slice of it): restoring host arrays and placing them afterwards needs the "
                  "whole model in host memory at once. Hint: give each leaf of the template its sharding; Orbax then "
                  "reads only each device's shard.")
+    read_from_the_checkpoint(worker, seed, "a restore that reads only each device's shards from the checkpoint")
