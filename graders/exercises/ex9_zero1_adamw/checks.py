@@ -20,6 +20,7 @@ The technique is read only from a step whose run here gives the grader's trainin
 encoding (rebuilt; probes.IN_PROCESS), the same programs.
 """
 
+import dataclasses
 import functools
 import math
 import re
@@ -74,9 +75,19 @@ class Config:
         return {k: getattr(self, k) for k in HYPER}
 
 
-def config(seed: int) -> Config:
+# The mesh whose run draws dense1's kernel wide: over 8,000 values, 5 times and more the largest leaf
+# of the other meshes' runs (1,568), so that a step that keeps ZeRO-1 for leaves of the sizes the
+# other runs draw and updates larger ones whole is run, and read, on a leaf of that size too.
+WIDE_MESH = 2
+# Its input widths: 4 more than a multiple of 8, as the others (356 x 24 = 8,544 to 484 x 56 = 27,104).
+WIDE_D_IN = (356, 420, 484)
+
+
+def config(seed: int, n: int | None = None) -> Config:
+    """The drawn sizes and hyper-parameters; for the run on n == WIDE_MESH devices dense1's input
+    width is drawn from WIDE_D_IN (after every other draw: the rest is the same on every mesh)."""
     r = rng(seed)
-    return Config(
+    cfg = Config(
         # Multiples of 4, not of 8: dense1's kernel splits along its first axis on 4 and 2 devices
         # and along its second on 8 (the rule is the first axis the data size divides).
         d_in=int(r.choice([12, 20, 28])),
@@ -86,6 +97,8 @@ def config(seed: int) -> Config:
         d_out=int(r.choice([3, 5, 6, 7])),
         batch=8 * int(r.choice([2, 3])),
         lr=float(10 ** r.uniform(-2.5, -1.5)), wd=float(r.uniform(0.05, 0.3)), **moment_hyper(r))
+    wide = int(r.choice(WIDE_D_IN))
+    return dataclasses.replace(cfg, d_in=wide) if n == WIDE_MESH else cfg
 
 
 def moment_hyper(r: np.random.Generator) -> dict:
@@ -462,7 +475,7 @@ def test_adamw_step_continues_from_a_saved_state(worker, seed):
 
 def training_problem(seed: int, n: int):
     """The drawn configuration, float32 params and a batch, for the run on n devices."""
-    cfg = config(seed)
+    cfg = config(seed, n)
     r = np.random.default_rng([seed, n])
     params = draw_params(cfg, r)
     x = r.normal(size=(cfg.batch, cfg.d_in)).astype(np.float32)
@@ -486,7 +499,8 @@ def own_tx(hp: dict, tree):
 
 def training_figure(seed: int, n: int) -> tuple:
     """(name, key, compute) of STEPS steps of the grader's own single-device optax.adamw training
-    on the data of the run on n devices, and the same with the state not carried: final params and
+    on the data of the run on n devices, and the same with the state not carried or the gradients
+    scaled by n or 1/n (own_training_run): final params and
     moments ({"layer/name": values}) and losses, for graders/kit/figure_store.py."""
     return "ex9 own training", (seed, n), functools.partial(own_training_run, seed, n)
 
@@ -498,19 +512,22 @@ def own_training_run(seed: int, n: int) -> dict:
     tx = own_tx(cfg.hyper(), tree)
 
     @jax.jit
-    def step(p, s):
+    def step(p, s, scale):
         value, grads = jax.value_and_grad(own_loss)(p, x, y)
-        updates, s = tx.update(grads, s, p)
+        updates, s = tx.update(jax.tree.map(lambda g: g * scale, grads), s, p)
         return optax.apply_updates(p, updates), s, value
 
     def as_lists(t):
         return {"/".join(k): np.asarray(v, np.float64).tolist() for k, v in flat(t).items()}
 
     out = {}
-    for name, carry in (("right", True), ("stale", False)):
+    # The right training, the state not carried, and the gradients summed over the n devices where
+    # the loss is their mean (n times too large) or averaged twice (n times too small).
+    for name, carry, scale in (("right", True, 1.0), ("stale", False, 1.0), ("summed", True, float(n)),
+                               ("averaged_twice", True, 1.0 / n)):
         p, s, losses = tree, tx.init(tree), []
         for _ in range(STEPS):
-            p, new, value = step(p, s)
+            p, new, value = step(p, s, np.float32(scale))
             s = new if carry else s
             losses.append(float(value))
         out[name] = {"params": as_lists(p), "losses": losses, "mu": as_lists(s[0].mu), "nu": as_lists(s[0].nu)}
@@ -751,7 +768,7 @@ def compiled_step(reply: dict, seed: int, n: int) -> tuple:
 # ---- the optimizer's work, read from the compiled step's dataflow --------------------------------
 
 # The parse of compiled HLO text (graders/kit/hlo.py, shared with ex7's loop-aware FLOP count).
-from graders.kit.hlo import _HLO_ARG, _HLO_ARRAY, hlo_computations  # noqa: E402
+from graders.kit.hlo import _HLO_ARG, _HLO_ARRAY, _HLO_TRIPS, hlo_computations  # noqa: E402
 # Operations whose called computation is a reducer of a few scalars (the operation is counted itself).
 _HLO_REDUCERS = frozenset({"reduce", "reduce-window", "scatter", "select-and-scatter", "sort", "map", "all-reduce",
                            "reduce-scatter", "all-reduce-start"})
@@ -834,7 +851,8 @@ def numbered(comps: dict, marks: dict | None = None) -> list[tuple]:
                 operands = tuple(named[o] if o in named else number(("unknown", comp, o)) for o in op.operands)
                 mask, value = functools.reduce(lambda a, b: a | b, each, 0), None
                 if op.called and op.opcode not in _HLO_REDUCERS:
-                    trips = hlo.known_trips(op)
+                    trips = hlo.known_trips(op) if op.opcode != "while" or _HLO_TRIPS.search(op.attrs) else \
+                        covering_trips(comps, op.called[0])
                     # A fusion's or call's parameters are its operands; a loop's or a conditional
                     # branch's one parameter is the tuple it is given.
                     fused = op.opcode in ("fusion", "call")
@@ -853,6 +871,42 @@ def numbered(comps: dict, marks: dict | None = None) -> list[tuple]:
 
     run("ENTRY", {int(k): v for k, v in (marks or {}).items()}, {}, 1.0)
     return out
+
+
+def covering_trips(comps: dict, body: str) -> int:
+    """The trips a while loop whose trip count XLA does not know (a bound read from an array) needs
+    to fill what it carries: a body that writes a slice of a carried array each trip
+    (dynamic-update-slice, or a scatter), where the loop's result is the whole array, runs at least
+    the array's size over the slice's times; an array the body computes whole needs one trip. The
+    largest such ratio over the carried arrays (1 if none). A loop that updates a whole leaf chunk
+    by chunk runs as many trips as it has chunks, whatever its bound is written as."""
+    ops = comps.get(body, [])
+    named = {op.name: op for op in ops}
+    root = next((op for op in ops if op.root), None)
+    if root is None or root.opcode != "tuple":
+        return 1
+    trips = 1
+    for i, name in enumerate(root.operands):
+        made = named.get(name)
+        if made is None or (made.opcode == "get-tuple-element" and f"index={i}" in made.attrs):
+            continue
+        written = _written(comps, made, named)
+        if written:
+            trips = max(trips, -(-elements(made) // written))
+    return trips
+
+
+def _written(comps: dict, op, named: dict) -> int:
+    """How many values an operation writes into the array it gives back: a dynamic-update-slice's
+    update, a scatter's updates (also as a fusion's root); 0 for any other operation."""
+    if op.opcode == "fusion" and op.called:
+        inner = comps.get(op.called[0], [])
+        root = next((o for o in inner if o.root), None)
+        return _written(comps, root, {o.name: o for o in inner}) if root is not None else 0
+    at = {"dynamic-update-slice": 1, "scatter": 2}.get(op.opcode)
+    if at is None or len(op.operands) <= at or op.operands[at] not in named:
+        return 0
+    return elements(named[op.operands[at]])
 
 
 def elements(op) -> int:
@@ -1034,14 +1088,15 @@ MOMENT_RTOL = 1e-3
 
 def computes_the_training(got: dict, seed: int, n: int) -> None:
     """A failed check unless the run the judge made of the learner's program has the grader's
-    losses and params after every step (or a named mistake's: the state not carried; a gradient's
-    scale, which Adam's step hardly sees): the technique is read only from a program that computes
-    the training, never from one that has its marks and computes something else."""
+    losses and params after every step (or a named mistake's: the state not carried; the gradients
+    n times too large or too small, which Adam's step hardly sees but where eps decides it): the
+    technique is read only from a program that computes the training, never from one that has its
+    marks and computes something else."""
     stopped(got, n)
     cfg, _, _, _ = training_problem(seed, n)
     own = own_training(seed, n)
     losses = [np.asarray(v, np.float64).reshape(()) if np.size(v) == 1 else np.nan for v in got["losses"]]
-    for name in ("right", "stale"):
+    for name in ("right", "stale", "summed", "averaged_twice"):
         want = own[name]
         if len(losses) == STEPS and is_close(losses, want["losses"]) and got["params"] is not None and all(
                 is_close(np.asarray(got["params"][p[0]][p[1]]), want["params"]["/".join(p)], rtol=0.0,
@@ -1199,7 +1254,7 @@ def test_step_keeps_params_replicated_and_moments_split(worker, seed):
     """After every step on 8, 4 and 2 devices, params are replicated and the moments split as they came in."""
     for n in MESHES:
         got = run(worker, seed, n)
-        cfg = config(seed)
+        cfg = config(seed, n)
         shapes = cfg.shapes()
         if got["layouts"] and all(rows["params"] is not None for rows in got["layouts"]):
             computes_the_training(got, seed, n)
@@ -1402,8 +1457,8 @@ GRADIENT_HINT = ("Hint: differentiate lax.pcast(params, 'data', to='varying'), t
 @pytest.mark.points(2)
 def test_gradients_are_not_summed_whole(worker, note, seed):
     """Your traced step psums no whole gradient of a leaf ZeRO-1 splits, in any shape (psum, then a slice)."""
-    cfg = config(seed)
     for n in MESHES:
+        cfg = config(seed, n)
         got = compiled_run(worker, seed, n)
         collectives_note(got, note, n)
         gradients = [row for row in got["psums"] if not row.get("updated")]
@@ -1437,8 +1492,8 @@ def test_gradients_are_not_summed_whole(worker, note, seed):
 @pytest.mark.points(2)
 def test_only_the_updated_parameters_are_all_gathered(worker, note, seed):
     """The compiled step all-gathers each split parameter once and nothing else (not the moments or gradients)."""
-    cfg = config(seed)
     for n in MESHES:
+        cfg = config(seed, n)
         got = compiled_run(worker, seed, n)
         collectives_note(got, note, n)
         split = split_leaves(cfg, n)

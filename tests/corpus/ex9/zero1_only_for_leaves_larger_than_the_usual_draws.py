@@ -6,13 +6,19 @@ real size would take the other. With the threshold lowered to 100 values the sam
 at seed 20261130 (gradients_are_not_summed_whole, only_the_updated_parameters_are_all_gathered and
 each_device_updates_only_its_blocks fail): the code path is caught when it is run.
 
-Scored (seed 20261130): 19/19 without --sandbox, 19/19 with --sandbox; seed 7: 19/19 and 19/19
-(verdicts and messages the same in both modes).
+Scored before fix-ex9d (seed 20261130 and 7, with and without --sandbox): 19/19.
 Should score: 12/19 (what its other path scores).
-Checks failed: none.
-Why: config() draws d_in from {12, 20, 28}, hidden from {24, 40, 56}, d_out from {3, 5, 6, 7}: no leaf
-larger than 1568 values is ever tried, so a size-gated path is never traced. A fix: one more problem
-with a leaf far larger (or sizes drawn from a wider range), at least for the technique checks.
+Why it passed: config() drew d_in from {12, 20, 28}, hidden from {24, 40, 56}: no leaf larger than
+1568 values was ever tried, so a size-gated path was never traced. Since fix-ex9d the run on 2 devices
+(checks.WIDE_MESH) draws dense1's input width from {356, 420, 484}: a kernel of 8,544 to 27,104 values,
+whose whole psum, gathered moments and whole update are read there: 12/19 with and without --sandbox
+on seeds 20261130 and 7. (A threshold above the largest drawn leaf still passes: the grader can only
+try the sizes it draws.)
+
+loses: gradients_are_not_summed_whole: sums a whole gradient across devices
+loses: only_the_updated_parameters_are_all_gathered: ZeRO-1 gathers each split parameter once
+loses: each_device_updates_only_its_blocks: Each device updates whole leaves
+
 Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 20261130 [--sandbox]
 """
 import math
