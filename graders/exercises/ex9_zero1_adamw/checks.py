@@ -20,6 +20,7 @@ The technique is read only from a step whose run here gives the grader's trainin
 encoding (rebuilt; probes.IN_PROCESS), the same programs.
 """
 
+import base64
 import dataclasses
 import functools
 import math
@@ -518,7 +519,7 @@ def own_training_run(seed: int, n: int) -> dict:
         return optax.apply_updates(p, updates), s, value
 
     def as_lists(t):
-        return {"/".join(k): np.asarray(v, np.float64).tolist() for k, v in flat(t).items()}
+        return {"/".join(k): packed(v) for k, v in flat(t).items()}
 
     out = {}
     # The right training, the state not carried, and the gradients summed over the n devices where
@@ -530,14 +531,29 @@ def own_training_run(seed: int, n: int) -> dict:
             p, new, value = step(p, s, np.float32(scale))
             s = new if carry else s
             losses.append(float(value))
-        out[name] = {"params": as_lists(p), "losses": losses, "mu": as_lists(s[0].mu), "nu": as_lists(s[0].nu)}
+        out[name] = {"params": as_lists(p), "losses": losses}
+        if name in ("right", "stale"):  # the moments of the others are never compared
+            out[name].update(mu=as_lists(s[0].mu), nu=as_lists(s[0].nu))
     return out
+
+
+def packed(value) -> dict:
+    """A float64 array as JSON-safe data, its bytes in base64: the run on WIDE_MESH holds tens of
+    thousands of values per run, which as JSON numbers take a tenth of a second to read back."""
+    value = np.asarray(value, np.float64)
+    return {"shape": list(value.shape), "float64": base64.b64encode(value.tobytes()).decode()}
+
+
+def unpacked(value: dict) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(value["float64"]), np.float64).reshape(value["shape"])
 
 
 def own_training(seed: int, n: int) -> dict:
     """The grader's own training for the run on n devices; it depends on the draw alone, so it
     is kept between runs (graders/kit/figure_store.py)."""
-    return figure_store.stored(*training_figure(seed, n))
+    runs = figure_store.stored(*training_figure(seed, n))
+    return {name: {key: got if key == "losses" else {path: unpacked(v) for path, v in got.items()}
+                   for key, got in run.items()} for name, run in runs.items()}
 
 
 def splits(cfg: Config, n: int) -> list:
@@ -788,38 +804,18 @@ collective_counts = hlo.parsed_collective_counts  # from the parse the dataflow 
 # (measured on the CPU backend: square roots, powers, exponentials and tanh are transcendentals,
 # not FLOPs; a dot's or a reduction's FLOPs are never duplicated so).
 ELEMENTWISE_FLOPS = frozenset("add subtract multiply divide maximum minimum negate abs compare select convert".split())
-# Attributes that say where an operation came from or how the backend runs it, not what it computes.
-_HLO_NOISE = ("metadata=", "backend_config=", "frontend_attributes=", "statistics=", "calls=")
+# Attributes that say where an operation came from or how the backend runs it, not what it computes:
+# XLA prints them after every attribute that does (dimensions, slices, directions, ...).
+_HLO_NOISE = (", sharding=", ", frontend_attributes=", ", statistics=", ", metadata=", ", backend_config=")
 
 
 def _what_it_computes(attrs: str) -> str:
-    """An instruction's attributes less _HLO_NOISE (each with its value: {...}, "..." or a word)."""
-    out, i = [], 0
-    while i < len(attrs):
-        noise = next((k for k in _HLO_NOISE if attrs.startswith(k, i)), None)
-        if noise is None:
-            out.append(attrs[i])
-            i += 1
-            continue
-        i += len(noise)
-        depth, quoted = 0, False
-        while i < len(attrs):
-            c = attrs[i]
-            i += 1
-            if quoted:
-                quoted = not (c == '"' and attrs[i - 2] != "\\")
-            elif c == '"':
-                quoted = True
-            elif c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-            elif c == "," and depth == 0:
-                i -= 1
-                break
-            if depth == 0 and not quoted and c in '}"':
-                break
-    return "".join(out)
+    """An instruction's attributes up to the first of _HLO_NOISE."""
+    cut = len(attrs)
+    for key in _HLO_NOISE:
+        at = attrs.find(key, 0, cut)
+        cut = at if at >= 0 else cut
+    return attrs[:cut]
 
 
 def numbered(comps: dict, marks: dict | None = None) -> list[tuple]:
@@ -914,31 +910,31 @@ def elements(op) -> int:
     return sum(math.prod(int(d) for d in dims.split(",") if d) for dims in _HLO_ARRAY.findall(op.kind))
 
 
-def duplicated_flops(comps: dict) -> float:
+def duplicated_flops(comps: dict, walked: list | None = None) -> float:
     """The FLOPs XLA's cost analysis counts more than once in a compiled program: an elementwise
     operation (ELEMENTWISE_FLOPS) computing a value already computed (numbered) adds its result's
     size each time after the first. XLA duplicates an elementwise producer into every fusion that
     consumes it (flat moments' update computed again in each fusion that slices them back into
     blocks and in the one that updates the parameters), where the program asks for it once."""
     seen, duplicated = set(), 0.0
-    for op, value, _, _ in numbered(comps):
+    for op, value, _, _ in walked if walked is not None else numbered(comps):
         if op.opcode in ELEMENTWISE_FLOPS and value in seen:
             duplicated += elements(op)
         seen.add(value)
     return duplicated
 
 
-def asked_flops(executable, comps: dict) -> float:
+def asked_flops(executable, comps: dict, walked: list | None = None) -> float:
     """Per-device FLOPs of a compiled program as it asks for them: XLA's cost analysis less what
-    XLA's fusion duplicated (duplicated_flops)."""
-    return costs.flops(executable) - duplicated_flops(comps)
+    XLA's fusion duplicated (duplicated_flops; `walked`: numbered(comps, ...) if made already)."""
+    return costs.flops(executable) - duplicated_flops(comps, walked)
 
 # What a value flows from: the moments, the parameters, the data (the batch, or for the grader's own
 # update the gradient it is given).
 MOMENTS, PARAMS, DATA = 1, 2, 4
 
 
-def optimizer_work(comps: dict, marks: dict) -> float:
+def optimizer_work(comps: dict, marks: dict, walked: list | None = None) -> float:
     """How many values a device computes in a compiled program's operations that are the
     optimizer's: those that flow from the moments, and those that flow from the parameters but not
     from the data (a decay, a parameter update; not the forward and backward passes). `marks`: the
@@ -949,7 +945,7 @@ def optimizer_work(comps: dict, marks: dict) -> float:
     loop, are never counted, whatever they cost. Each value is counted once (numbered), however
     often XLA's fusion computes it again. `comps`: hlo_computations of the program's text."""
     counted, work = set(), 0.0
-    for op, value, mask, times in numbered(comps, marks):
+    for op, value, mask, times in walked if walked is not None else numbered(comps, marks):
         if op.opcode in ARITHMETIC and (mask & MOMENTS or (mask & PARAMS and not mask & DATA)) and value not in counted:
             counted.add(value)
             work += times * elements(op)
@@ -1007,13 +1003,15 @@ def judged_run(worker, seed: int, n: int) -> dict:
         comps = hlo_computations(text)
         found["collectives"] = collective_counts(comps)
         found["collective_shapes"] = [[op, list(shape)] for op, shape in hlo.collective_shapes(text)]
-        found["flops"] = None if n not in FLOP_MESHES or looped(closed.jaxpr) else asked_flops(executable, comps)
+        marks = argument_marks(tuple(start), data=(2, 3))
+        walked = numbered(comps, marks)  # read by the FLOPs and by the optimizer's values
+        found["flops"] = None if n not in FLOP_MESHES or looped(closed.jaxpr) else asked_flops(executable, comps, walked)
         found["psums"] = psums(closed.jaxpr)
-        for row, source in zip(found["psums"], psum_sources(closed.jaxpr, argument_marks(tuple(start), data=(2, 3)))):
+        for row, source in zip(found["psums"], psum_sources(closed.jaxpr, marks)):
             row["updated"] = source & UPDATED == UPDATED
         found["scatters"] = scatters(closed.jaxpr)
         found["all_to_all_gathered"] = all_to_all_gathered(closed.jaxpr)
-        found["optimizer_work"] = optimizer_work(comps, argument_marks(tuple(start), data=(2, 3)))
+        found["optimizer_work"] = optimizer_work(comps, marks, walked)
     reference = start[0]
     out_tree = jax.tree.structure((reference, start[1], 0))
     p, s = start[0], start[1]
@@ -1573,8 +1571,10 @@ def own_flop_figures(seed: int, n: int) -> dict:
         state = tx.init(part)
         compiled = costs.compile_fn(update, part, part, state)
         comps = hlo_computations(compiled.as_text())
-        out[name] = asked_flops(compiled, comps)
-        out[name + "_moment_work"] = optimizer_work(comps, argument_marks((part, part, state), data=(1,)))
+        marks = argument_marks((part, part, state), data=(1,))
+        walked = numbered(comps, marks)
+        out[name] = asked_flops(compiled, comps, walked)
+        out[name + "_moment_work"] = optimizer_work(comps, marks, walked)
     return out
 
 
