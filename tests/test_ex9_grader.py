@@ -62,3 +62,27 @@ def test_gradients_summed_not_averaged_are_told_by_the_moments(corpus):
     # AdamW's step is nearly blind to a gradient's scale: only the moments show it.
     message = corpus(EX)["gradients_summed_not_averaged"].lost(EX)["zero1_training_matches_single_device"]
     assert message.startswith("state['mu']") and "summed over the" in message, message
+
+
+def _moments_sliced_twice(m, g, p):
+    # The new moments consumed by two slices and a parameter update: XLA's fusion computes them
+    # again in each consumer's fusion, and its cost analysis counts every copy.
+    new = 0.9 * m + 0.1 * g
+    return new[:280].reshape(7, 40), new[280:].reshape(10, 5), p - 0.01 * new
+
+
+def test_flops_and_optimizer_work_count_what_xla_duplicates_once():
+    import jax.numpy as jnp
+
+    from graders.exercises.ex9_zero1_adamw import checks
+    from graders.kit import costs
+
+    x = jnp.ones(330)
+    exe = costs.compile_fn(_moments_sliced_twice, x, x, x)
+    comps = checks.hlo_computations(exe.as_text())
+    assert costs.flops(exe) > 5 * 330  # XLA duplicated the 3 operations of the new moments
+    # As asked: 3 operations for the new moments, 2 for the update, once each.
+    assert checks.asked_flops(exe, comps) == 5 * 330
+    # The optimizer's values: those from the moments (0.9 * m, the sum) and the update (2).
+    marks = {0: checks.MOMENTS, 1: checks.DATA, 2: checks.PARAMS}
+    assert checks.optimizer_work(comps, marks) == 4 * 330

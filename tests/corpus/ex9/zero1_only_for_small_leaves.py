@@ -3,7 +3,7 @@ blocks and all-gathered as the reference does; a larger one (every kernel the gr
 gradient psummed whole, its moments all-gathered whole and its update run whole on every device, only
 its new moment blocks kept. Every number is right and the moments are split at rest. (found by the
 red team of 2026-12-06; with the threshold above the grader's sizes it is
-tests/open/ex9/wrong_zero1_only_for_leaves_the_grader_draws)
+tests/corpus/ex9/zero1_only_for_leaves_larger_than_the_usual_draws)
 
 loses: gradients_are_not_summed_whole: sums a whole gradient across devices
 loses: only_the_updated_parameters_are_all_gathered: all-gathers
