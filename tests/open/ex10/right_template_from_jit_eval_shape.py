@@ -1,0 +1,97 @@
+"""RIGHT (jax.jit(f).eval_shape()): the template's shapes come from the jitted function's own shape evaluation,
+which traces f and never compiles or runs it (no arrays), where f builds the state with make_state and splits
+it; the graphdef is kept from the trace and merged with what Orbax read (the whole state as one nnx.State).
+
+Scored (seed 20261130): 21/22 without --sandbox, 21/22 with --sandbox; seed 7: 21/22 and 21/22.
+Checks failed: template_comes_from_eval_shape: "make_state was traced outside jax.eval_shape (1 of 1 calls),
+e.g. inside a jit that then runs it".
+Should score: 22/22: nothing runs make_state (no array is made: jit's eval_shape is an abstract evaluation,
+like jax.eval_shape), unless the stub's "only under nnx.eval_shape" is taken as the rule on spelling.
+Why: _under_eval_shape looks for jax.eval_shape's code object on the stack; jit's eval_shape method traces
+without it. A check of whether the traced call was ever lowered or executed would tell the two apart.
+Grade: put this file as ex10_orbax_resume.py in a folder D;
+.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+"""
+import jax
+import jax.numpy as jnp
+import optax
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+
+class Net(nnx.Module):
+    """Linear -> BatchNorm -> relu -> Dropout -> Linear. The grader's copy is the same, at other sizes."""
+
+    def __init__(self, din, dh, dout, rate, momentum, *, rngs):
+        init = nnx.initializers.lecun_normal()
+        # The kernels say where they go on a (data, model) mesh (metadata only: nothing is placed
+        # when they are made). shardings(leaf), below, splits them the same way.
+        self.l1 = nnx.Linear(din, dh, kernel_init=nnx.with_partitioning(init, (None, "model"), eager_sharding=False),
+                             rngs=rngs)
+        self.bn = nnx.BatchNorm(dh, momentum=momentum, rngs=rngs)
+        self.drop = nnx.Dropout(rate)
+        self.l2 = nnx.Linear(dh, dout, kernel_init=nnx.with_partitioning(init, ("model", None), eager_sharding=False),
+                             rngs=rngs)
+
+    def __call__(self, x, rngs):
+        return self.l2(self.drop(nnx.relu(self.bn(self.l1(x))), rngs=rngs))
+
+
+def make_state():
+    """A fresh training state (model, optimizer, rngs), as a job starts. The grader passes restore
+    a function like this one, building its own model at its own sizes."""
+    model = Net(12, 32, 6, 0.5, 0.9, rngs=nnx.Rngs(params=0))
+    schedule = optax.warmup_cosine_decay_schedule(0.0, 1e-2, warmup_steps=10, decay_steps=100, end_value=1e-3)
+    optimizer = nnx.Optimizer(model, optax.adamw(schedule, weight_decay=1e-2), wrt=nnx.Param)
+    return model, optimizer, nnx.Rngs(dropout=1)
+
+
+@nnx.jit
+def train_step(model, optimizer, rngs, x, y):
+    """One AdamW step on the mean squared error; Dropout draws one key from rngs."""
+    def loss_fn(model, rngs):
+        return jnp.mean((model(x, rngs) - y) ** 2)
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model, rngs)
+    optimizer.update(model, grads)
+    return loss
+
+
+def shardings_for(mesh):
+    """A `shardings` like the grader's: leaf -> the NamedSharding on `mesh` where that leaf goes.
+    The first kernel (and its Adam moments) split by columns over "model", the second by rows,
+    everything else replicated. The grader's works from its own sizes."""
+    def shardings(leaf):
+        if tuple(leaf.shape) == (12, 32):
+            return NamedSharding(mesh, P(None, "model"))
+        if tuple(leaf.shape) == (32, 6):
+            return NamedSharding(mesh, P("model", None))
+        return NamedSharding(mesh, P())
+    return shardings
+
+
+def pack(model, optimizer, rngs):
+    return {"all": nnx.split((model, optimizer, rngs))[1]}
+
+
+def save(path, model, optimizer, rngs):
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, pack(model, optimizer, rngs))  # raises if path already holds a checkpoint
+    checkpointer.wait_until_finished()  # Orbax writes in the background
+
+
+def restore(path, make_state, mesh, shardings):
+    graphdefs = []
+
+    def build():
+        graphdef, state = nnx.split(make_state())
+        graphdefs.append(graphdef)
+        return state
+
+    state_shapes = jax.jit(build).eval_shape()  # ShapeDtypeStructs only
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
+                            state_shapes)
+    state = ocp.StandardCheckpointer().restore(path, {"all": template})["all"]
+    return nnx.merge(graphdefs[-1], state)

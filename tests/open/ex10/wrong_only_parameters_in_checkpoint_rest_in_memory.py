@@ -1,0 +1,125 @@
+"""WRONG (the checkpoint holds the parameters only): the Orbax checkpoint holds {"params": ...} alone; the
+optimizer state, BatchNorm statistics and RNG stay in a module global (NumPy copies). restore reads the
+parameters from the checkpoint with a sharded nnx.eval_shape template and places the rest from memory, shard
+by shard (jax.make_array_from_callback with copies). A restarted job resumes with none of it.
+
+Scored (seed 20261130): 21/22 without --sandbox, 21/22 with --sandbox; seed 7: 21/22 and 21/22.
+Checks failed: checkpoint_is_an_orbax_folder_holding_the_whole_state only ("does not hold the BatchNorm
+statistics, Adam's moments, the optimizer's step and the schedule's counts, the dropout stream").
+Should score: at most 16/22: what tests/corpus/ex10/only_parameters_saved loses (step_and_schedule_continue,
+batchnorm_statistics_continue, dropout_stream_continues, both resumes, the checkpoint check), since none of
+that state can come back from the checkpoint.
+Why: the value checks (step, counts, moments, statistics, dropout stream, both resumes) hold restore's values
+to the judge's state, not to what the checkpoint holds; the judge's own reading (missing_parts) already knows
+which parts the checkpoint lacks, and only the checkpoint check uses it. The moments' shards (2-D, split)
+pass restore_reads_each_shard_straight_onto_its_device though they never came from the checkpoint.
+Grade: put this file as ex10_orbax_resume.py in a folder D;
+.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+"""
+import jax
+import jax.numpy as jnp
+import optax
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+
+class Net(nnx.Module):
+    """Linear -> BatchNorm -> relu -> Dropout -> Linear. The grader's copy is the same, at other sizes."""
+
+    def __init__(self, din, dh, dout, rate, momentum, *, rngs):
+        init = nnx.initializers.lecun_normal()
+        # The kernels say where they go on a (data, model) mesh (metadata only: nothing is placed
+        # when they are made). shardings(leaf), below, splits them the same way.
+        self.l1 = nnx.Linear(din, dh, kernel_init=nnx.with_partitioning(init, (None, "model"), eager_sharding=False),
+                             rngs=rngs)
+        self.bn = nnx.BatchNorm(dh, momentum=momentum, rngs=rngs)
+        self.drop = nnx.Dropout(rate)
+        self.l2 = nnx.Linear(dh, dout, kernel_init=nnx.with_partitioning(init, ("model", None), eager_sharding=False),
+                             rngs=rngs)
+
+    def __call__(self, x, rngs):
+        return self.l2(self.drop(nnx.relu(self.bn(self.l1(x))), rngs=rngs))
+
+
+def make_state():
+    """A fresh training state (model, optimizer, rngs), as a job starts. The grader passes restore
+    a function like this one, building its own model at its own sizes."""
+    model = Net(12, 32, 6, 0.5, 0.9, rngs=nnx.Rngs(params=0))
+    schedule = optax.warmup_cosine_decay_schedule(0.0, 1e-2, warmup_steps=10, decay_steps=100, end_value=1e-3)
+    optimizer = nnx.Optimizer(model, optax.adamw(schedule, weight_decay=1e-2), wrt=nnx.Param)
+    return model, optimizer, nnx.Rngs(dropout=1)
+
+
+@nnx.jit
+def train_step(model, optimizer, rngs, x, y):
+    """One AdamW step on the mean squared error; Dropout draws one key from rngs."""
+    def loss_fn(model, rngs):
+        return jnp.mean((model(x, rngs) - y) ** 2)
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model, rngs)
+    optimizer.update(model, grads)
+    return loss
+
+
+def shardings_for(mesh):
+    """A `shardings` like the grader's: leaf -> the NamedSharding on `mesh` where that leaf goes.
+    The first kernel (and its Adam moments) split by columns over "model", the second by rows,
+    everything else replicated. The grader's works from its own sizes."""
+    def shardings(leaf):
+        if tuple(leaf.shape) == (12, 32):
+            return NamedSharding(mesh, P(None, "model"))
+        if tuple(leaf.shape) == (32, 6):
+            return NamedSharding(mesh, P("model", None))
+        return NamedSharding(mesh, P())
+    return shardings
+
+
+
+_KEPT = {}
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def _host(leaf):
+    import numpy as np
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return ("key", np.asarray(jax.random.key_data(leaf)))
+    return ("array", np.asarray(leaf))
+
+
+def save(path, model, optimizer, rngs):
+    checkpointer = ocp.StandardCheckpointer()
+    state = pack(model, optimizer, rngs)
+    checkpointer.save(path, {"params": state["params"]})
+    checkpointer.wait_until_finished()
+    _KEPT[str(path)] = jax.tree.map(_host, state)
+
+
+def restore(path, make_state, mesh, shardings):
+    import numpy as np
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    abstract = pack(model, optimizer, rngs)
+    kept = _KEPT[str(path)]
+
+    def place(leaf, item):
+        kind, value = item
+        if kind == "key":
+            data = jax.make_array_from_callback(value.shape, NamedSharding(mesh, P()),
+                                                lambda idx: np.array(value[idx], copy=True))
+            return jax.random.wrap_key_data(data)
+        return jax.make_array_from_callback(leaf.shape, shardings(leaf), lambda idx: np.array(value[idx], copy=True))
+
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
+                            {"params": abstract["params"]})
+    params = ocp.StandardCheckpointer().restore(path, template)["params"]
+    state = jax.tree.map(place, abstract, kept, is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2
+                         and isinstance(x[0], str))
+    nnx.update(model, params, state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs

@@ -1,0 +1,120 @@
+"""WRONG (nothing read from the checkpoint): save writes a genuine, whole Orbax checkpoint (so every checkpoint
+check passes) and also keeps a NumPy copy of every leaf in a module global; restore never opens the
+checkpoint: it calls nnx.eval_shape(make_state) and places each device's shard of the kept copy with
+jax.make_array_from_callback (a fresh copy per shard). A restarted job has no such copy. It is
+tests/corpus/ex10/state_kept_in_memory with the kept arrays on the host, placed shard by shard, instead of
+device arrays moved.
+
+Scored (seed 20261130): 22/22 without --sandbox, 22/22 with --sandbox; seed 7: 22/22 and 22/22
+(every check passes in both modes).
+Should score: 11/22, as state_kept_in_memory (loses restore_reads_each_shard_straight_onto_its_device).
+Why: read_from_the_checkpoint (the gate of the 13 points) asks that the checkpoint hold the parameters after
+k steps, which it does; nothing ties the pieces placed during restore to a read of that checkpoint (only
+from_device and the pieces' NumPy bases are looked at).
+Grade: put this file as ex10_orbax_resume.py in a folder D;
+.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+"""
+import jax
+import jax.numpy as jnp
+import optax
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+
+class Net(nnx.Module):
+    """Linear -> BatchNorm -> relu -> Dropout -> Linear. The grader's copy is the same, at other sizes."""
+
+    def __init__(self, din, dh, dout, rate, momentum, *, rngs):
+        init = nnx.initializers.lecun_normal()
+        # The kernels say where they go on a (data, model) mesh (metadata only: nothing is placed
+        # when they are made). shardings(leaf), below, splits them the same way.
+        self.l1 = nnx.Linear(din, dh, kernel_init=nnx.with_partitioning(init, (None, "model"), eager_sharding=False),
+                             rngs=rngs)
+        self.bn = nnx.BatchNorm(dh, momentum=momentum, rngs=rngs)
+        self.drop = nnx.Dropout(rate)
+        self.l2 = nnx.Linear(dh, dout, kernel_init=nnx.with_partitioning(init, ("model", None), eager_sharding=False),
+                             rngs=rngs)
+
+    def __call__(self, x, rngs):
+        return self.l2(self.drop(nnx.relu(self.bn(self.l1(x))), rngs=rngs))
+
+
+def make_state():
+    """A fresh training state (model, optimizer, rngs), as a job starts. The grader passes restore
+    a function like this one, building its own model at its own sizes."""
+    model = Net(12, 32, 6, 0.5, 0.9, rngs=nnx.Rngs(params=0))
+    schedule = optax.warmup_cosine_decay_schedule(0.0, 1e-2, warmup_steps=10, decay_steps=100, end_value=1e-3)
+    optimizer = nnx.Optimizer(model, optax.adamw(schedule, weight_decay=1e-2), wrt=nnx.Param)
+    return model, optimizer, nnx.Rngs(dropout=1)
+
+
+@nnx.jit
+def train_step(model, optimizer, rngs, x, y):
+    """One AdamW step on the mean squared error; Dropout draws one key from rngs."""
+    def loss_fn(model, rngs):
+        return jnp.mean((model(x, rngs) - y) ** 2)
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model, rngs)
+    optimizer.update(model, grads)
+    return loss
+
+
+def shardings_for(mesh):
+    """A `shardings` like the grader's: leaf -> the NamedSharding on `mesh` where that leaf goes.
+    The first kernel (and its Adam moments) split by columns over "model", the second by rows,
+    everything else replicated. The grader's works from its own sizes."""
+    def shardings(leaf):
+        if tuple(leaf.shape) == (12, 32):
+            return NamedSharding(mesh, P(None, "model"))
+        if tuple(leaf.shape) == (32, 6):
+            return NamedSharding(mesh, P("model", None))
+        return NamedSharding(mesh, P())
+    return shardings
+
+
+
+_KEPT = {}
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def _host(leaf):
+    import numpy as np
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return ("key", np.asarray(jax.random.key_data(leaf)))
+    return ("array", np.asarray(leaf))
+
+
+def save(path, model, optimizer, rngs):
+    checkpointer = ocp.StandardCheckpointer()
+    state = pack(model, optimizer, rngs)
+    checkpointer.save(path, state)
+    checkpointer.wait_until_finished()
+    _KEPT[str(path)] = jax.tree.map(_host, state)
+
+
+def restore(path, make_state, mesh, shardings):
+    import numpy as np
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    abstract = pack(model, optimizer, rngs)
+    kept = _KEPT[str(path)]
+
+    def place(leaf, item):
+        kind, value = item
+        if kind == "key":
+            data = jax.make_array_from_callback(value.shape, NamedSharding(mesh, P()),
+                                                lambda idx: np.array(value[idx], copy=True))
+            return jax.random.wrap_key_data(data)
+        return jax.make_array_from_callback(leaf.shape, shardings(leaf), lambda idx: np.array(value[idx], copy=True))
+
+    state = jax.tree.map(place, abstract, kept, is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2
+                         and isinstance(x[0], str))
+    nnx.update(model, state["params"], state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs
