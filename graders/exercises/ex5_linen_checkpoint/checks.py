@@ -9,9 +9,12 @@ returned output and its gradient really go through it. Those checks compare the 
 program with itself, so wrong weights cost only the numbers checks.
 The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
 
-The checks never call the learner's code: graders/exercises/ex5_linen_checkpoint/probes.py does (calls,
-traces and differentiates it with its taps in the learner's model) and hands back arrays, shapes
-and a summary of the traced program. Inputs, expected values and verdicts are all here.
+The checks never call the learner's code: graders/exercises/ex5_linen_checkpoint/probes.py does
+(calls it, and traces it with taps in the learner's model) and hands back arrays, shapes and the
+traced program as data (graders/kit/program.py). The technique checks rebuild that program here,
+hold it to a ReLU MLP at inputs of their own, read its checkpoints and policies, and run it with
+their own taps (issue 31: graders/README.md says which facts are still the worker's word). Inputs,
+expected values and verdicts are all here.
 """
 
 import functools
