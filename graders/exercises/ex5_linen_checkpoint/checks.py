@@ -256,13 +256,15 @@ def test_x_is_unchanged(worker):
 # ----- what the checkpoint does -------------------------------------------------------------
 # Checkpointing changes no number, so the technique checks have the probes put taps into the
 # learner's model while it is applied (flax.linen.intercept_methods; init is left alone). A tap
-# is an identity with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own
-# name, so the jaxpr says which module calls run inside which remat2, and whether they are still
-# there once dead code is removed. Then the taps inside the checkpoint shift the output of the
-# model call made there and scale the Dense layers' cotangents, and the returned output and its
-# gradient must move exactly as that says: a checkpointed model whose result is thrown away,
-# multiplied by zero, masked out, averaged with a twin or cut off from the gradient cannot do
-# that. Nothing here depends on the learner's weights being right: the numbers checks judge those.
+# is an identity jitted under its own name; the program the worker sends carries it, so the
+# judge's rebuilt program says which module calls run inside which remat2, and whether they are
+# still there once dead code is removed. Then the judge runs that program with taps of its own
+# (an identity with its own custom VJP) put where the program's are: inside the checkpoint they
+# shift the output of the model call made there and scale the Dense layers' cotangents, and the
+# returned output and its gradient must move exactly as that says: a checkpointed model whose
+# result is thrown away, multiplied by zero, masked out, averaged with a twin or cut off from the
+# gradient cannot do that. Nothing here depends on the learner's weights being right (the
+# program is held to a ReLU MLP with the weights it holds): the numbers checks judge those.
 
 # One small program; D != F tells the two Dense layers apart by their input.
 PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5

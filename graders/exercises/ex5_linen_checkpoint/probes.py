@@ -1,9 +1,10 @@
-"""Probes for Exercise 5: the learner's nn_checkpoint_forward, called, traced and differentiated
-with taps put into their Linen model; what comes back is arrays, shapes and a summary of the
-traced program (which module calls run inside which remat2, what each remat2's policy saves).
+"""Probes for Exercise 5: the learner's nn_checkpoint_forward, called, and traced with taps put
+into their Linen model; what comes back is arrays, shapes and the traced program as data
+(graders/kit/program.py), with labels for its taps (which is which Dense layer, which remat2 is
+Linen's lift) and what a policy of the learner's own saves (Python code, which the judge does not run).
 
-Inputs (x, the shift and weights of a tapped run) come from the checks as arguments; every
-expected value, and every verdict on what comes back, is the checks'. The shared names below
+Inputs (x) come from the checks as arguments; every expected value, and every verdict on what
+comes back, is the checks'. The shared names below
 (FIRST, SECOND, the error kinds) are imported by the checks too.
 """
 
@@ -196,10 +197,11 @@ def parameter_tree(sol, seed, x, features):
 
 # ----- what the checkpoint does -------------------------------------------------------------
 # Checkpointing changes no number, so the technique checks put taps into the learner's model
-# while it is applied (flax.linen.intercept_methods; init is left alone). A tap is an identity
-# with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own name, so the
-# jaxpr says which module calls run inside which remat2, and whether they are still there once
-# dead code is removed. A tap put to work shifts its call's output and scales its cotangent.
+# while it is applied (flax.linen.intercept_methods; init is left alone). In the program sent to
+# the judge a tap is an identity jitted under its own name (`marked_tap`): the judge's rebuilt
+# program says which module calls run inside which remat2, and whether they are still there once
+# dead code is removed. The judge then puts its own taps (`tap`: an identity with its own custom
+# VJP, which shifts its call's output and scales its cotangent) where those are, and runs it.
 
 
 def tap(name: str, shift=None, scale: float = 1.0):
@@ -215,7 +217,7 @@ def tap(name: str, shift=None, scale: float = 1.0):
 class Taps:
     """Interceptor for the applied model: the output of each module call (a Dense layer, the
     MLP, any module of the learner's) goes through tap `call_<k>`, k counting calls as they
-    return. perturb[k] = (shift, scale) puts tap k to work. It also reads how many of Linen's
+    return (with marks=True, a `marked_tap`). perturb[k] = (shift, scale) puts tap k to work. It also reads how many of Linen's
     lifted checkpoints each call runs in: Flax writes each lifted transform into the scope's
     debug path ('remat()' for nn.checkpoint). A Dense layer whose input has d features is the
     first one (d is the width of x; the checks pick D != F)."""
@@ -274,6 +276,22 @@ def tap_name(eqn) -> str:
     return str(eqn.params.get("name", ""))
 
 
+def is_sent_relu(eqn) -> bool:
+    """Whether an equation is nn.relu as a program is sent (graders/kit/program.py's forward=True:
+    its custom_jvp as a jit of its primal, max(h, 0)). Measured as jax.nn.relu, with its own
+    derivative rule, what a policy saves is what it saves in the learner's own model."""
+    if tap_name(eqn) != "custom_jvp_call" or len(eqn.invars) != 1:
+        return False
+    inner = eqn.params["jaxpr"].jaxpr
+    if len(inner.eqns) != 1 or tap_name(inner.eqns[0]) != "relu":
+        return False
+    body = inner.eqns[0].params["jaxpr"].jaxpr
+    if len(body.eqns) != 1 or body.eqns[0].primitive.name != "max":
+        return False
+    zero = body.eqns[0].invars[1]
+    return body.eqns[0].invars[0] is body.invars[0] and hasattr(zero, "val") and float(np.asarray(zero.val)) == 0.0
+
+
 def untapped(remat):
     """A remat2 equation's parameters as if the taps were not there (each tap's jit inlined), so
     that what its policy saves is measured, and named, as in the learner's own model:
@@ -284,10 +302,12 @@ def untapped(remat):
         if tap_name(eqn).startswith(PREFIX):
             sub = eqn.params["jaxpr"]
             return jaxpr.evaluate(sub.jaxpr, sub.consts, ins, apply, through=())
+        if is_sent_relu(eqn):
+            return [jax.nn.relu(ins[0])]
         return jaxpr.bind(eqn, ins)
 
     body = remat.params["jaxpr"]
-    if not any(tap_name(e).startswith(PREFIX) for e in jaxpr.walk(body)):
+    if not any(tap_name(e).startswith(PREFIX) or is_sent_relu(e) for e in jaxpr.walk(body)):
         return remat
     avals = [v.aval for v in body.invars]
     redone = jax.make_jaxpr(lambda *a: jaxpr.evaluate(body, [], a, apply, through=()))(
