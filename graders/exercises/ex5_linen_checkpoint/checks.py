@@ -337,17 +337,20 @@ def _read(reply) -> Program:
     index, saves, policies, kept, merged, recomputes = {}, [], [], [], [], []
     for i, eqn in enumerate(jaxpr.find(body, "checkpoint")):
         index[id(eqn)] = i
+        plain = untapped(eqn)
         if isinstance(eqn.params["policy"], program_data.CustomPolicy):
-            # the learner's own policy: what it saves, as the worker measured it
-            told = own.get(i, {})
-            saved, held = [str(w) for w in told.get("saves", ["(not measured)"])], int(told.get("bytes", 0))
-            most, name = int(told.get("everything", 0)), str(told.get("policy", "a policy of your own"))
+            # the learner's own policy (Python code, not sent): what it saves is read from JAX's
+            # programs of the body's gradient under it, run here and held to the judge's own
+            told = own.get(i)
+            if told is None:
+                raise program_data.ProgramError("a checkpoint with a policy of your own, sent without its gradient")
+            residuals = policy_residuals(plain, told)
+            name = str(told.get("policy", "a policy of your own"))
         else:
-            plain = untapped(eqn)
             residuals = jaxpr.checkpoint_residuals(plain)
-            everything = jaxpr.checkpoint_residuals(plain, jax.checkpoint_policies.everything_saveable)
-            saved, held, most = [w for w, _ in residuals], sum(n for _, n in residuals), sum(n for _, n in everything)
             name = show_policy(eqn)
+        everything = jaxpr.checkpoint_residuals(plain, jax.checkpoint_policies.everything_saveable)
+        saved, held, most = [w for w, _ in residuals], sum(n for _, n in residuals), sum(n for _, n in everything)
         # A checkpoint earns its keep by keeping less of the activations for the backward pass
         # than saving everything would: a policy that keeps as many bytes of them (all but a
         # constant, or one value in place of another) recomputes nothing worth recomputing.
@@ -373,6 +376,66 @@ def _read(reply) -> Program:
         lifted = tuple(r for r in recomputing if flags.get(r, False))
         calls.append(Call(k, role, name in live, remats, recomputing, lifted, bool(told["traced_in"])))
     return Program(calls, int(reply["remats"]), saves, policies, kept, merged, closed)
+
+
+def policy_residuals(plain, told: dict) -> list:
+    """What a checkpoint with a policy of the learner's own keeps for the backward pass, as
+    graders.kit.jaxpr.checkpoint_residuals words it: read from the programs JAX made of its
+    body's gradient under that policy in the worker (probes.policy_programs), once the judge has
+    run them on values of its own: the forward pass must return the body's outputs, and the
+    backward pass, from the residuals alone, the body's gradient (the judge's own, by
+    differentiating the rebuilt body). Residuals that are the body's inputs or constants do not count."""
+    from jax.extend.core import ClosedJaxpr, Literal, jaxpr_as_fun
+
+    body = plain.params["jaxpr"]
+    forward = program_data.decode(told.get("forward"), custom_policies=True).closed
+    backward = program_data.decode(told.get("backward"), custom_policies=True).closed
+    count = told.get("residuals")
+    n_in, n_out = len(body.invars), len(body.outvars)
+    if (not isinstance(count, int) or [v.aval for v in forward.jaxpr.invars] != [v.aval for v in body.invars]
+            or len(forward.jaxpr.outvars) != n_out + count
+            or [v.aval for v in forward.jaxpr.outvars[:n_out]] != [v.aval for v in body.outvars]
+            or [v.aval for v in backward.jaxpr.invars] != [v.aval for v in forward.jaxpr.outvars[n_out:]]
+            + [v.aval for v in body.outvars] or len(backward.jaxpr.outvars) != n_in):
+        raise program_data.ProgramError("the gradient of a checkpoint with a policy of your own, sent in a shape "
+                                        "that is not its body's")
+    r = rng([settings.seed(), 32])
+    args = [jnp.asarray(r.normal(size=v.aval.shape), v.aval.dtype) for v in body.invars]
+    cts = [jnp.asarray(r.normal(size=v.aval.shape), v.aval.dtype) for v in body.outvars]
+
+    def run(closed, values):
+        return jaxpr.evaluate(closed.jaxpr, closed.consts, values, jaxpr.bind, through=("jit", "checkpoint"))
+
+    outs, vjp = jax.vjp(jaxpr_as_fun(ClosedJaxpr(body, ())), *args)
+    grads = vjp(list(cts))
+    got = run(forward, args)
+    got_grads = run(backward, [*got[n_out:], *cts])
+    if not all(is_close(np.asarray(a, np.float64), np.asarray(b, np.float64))
+               for a, b in zip([*got[:n_out], *got_grads], [*outs, *grads])):
+        raise program_data.ProgramError("the gradient of a checkpoint with a policy of your own, which does not "
+                                        "compute its body's gradient")
+    program = forward.jaxpr
+    kept = program.outvars[n_out:]
+    computed = jaxpr.depends_on(program.replace(outvars=kept), lambda _: False, [True] * n_in)
+    made_by = {v: e for e in program.eqns for v in e.outvars}
+    inputs = set(program.invars)
+    found, seen = [], set()
+    for var, from_inputs in zip(kept, computed):
+        if isinstance(var, Literal) or var in inputs or not from_inputs or var in seen:
+            continue
+        seen.add(var)
+        made = made_by.get(var)
+        while made is not None and made.primitive.name == "reduce_precision":  # as JAX looks through it
+            made = made_by.get(made.invars[0], made)
+            if made.primitive.name == "reduce_precision":
+                break
+        name = made.primitive.name if made is not None else "an equation"
+        if name in ("jit", "pjit") and made.params.get("name") in ("custom_jvp_call", "custom_vjp_call"):
+            name = made.params["name"]  # a custom function as sent (program.encode's forward=True)
+        what = (f"output of jitted function {made.params['name']!r}" if name in ("jit", "pjit") else
+                f"output of {jaxpr.said(name)}" if name in jaxpr.SAID else f"output of {name}")
+        found.append((f"{var.aval.str_short()} {what}", int(var.aval.size) * var.aval.dtype.itemsize))
+    return found
 
 
 class Probed(NamedTuple):

@@ -342,6 +342,30 @@ def sendable(closed):
                        [*unknown.consts, *values])
 
 
+def policy_programs(eqn, filename: str) -> dict:
+    """A checkpoint whose policy is the learner's own, as JAX differentiates it: {"forward": the
+    program of jax.vjp's forward pass over its body (taps inlined) under that policy, whose
+    outputs are the body's and then the residuals the policy keeps, "backward": the program
+    from those residuals and the cotangents to the gradients, "residuals": how many}. The
+    judge runs both on its own values, holds them to its own gradient of the body, and reads
+    what the residuals are (what graders.kit.jaxpr.checkpoint_residuals measures here)."""
+    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+    body = untapped(eqn).params["jaxpr"]
+    fun = jaxpr_as_fun(ClosedJaxpr(body, ()))
+    checkpointed = jax.checkpoint(lambda *a: fun(*a), policy=eqn.params["policy"],
+                                  prevent_cse=eqn.params.get("prevent_cse", True))
+    args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in body.invars]
+    forward, shapes = jax.make_jaxpr(lambda *a: jax.vjp(checkpointed, *a), return_shape=True)(*args)
+    tree = jax.tree.structure(shapes[1])
+    residuals = [jax.ShapeDtypeStruct(leaf.shape, leaf.dtype) for leaf in jax.tree.leaves(shapes[1])]
+    cts = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in body.outvars]
+    backward = jax.make_jaxpr(lambda res, ct: jax.tree.unflatten(tree, res)(ct))(residuals, cts)
+    return {"forward": program_data.encode_with_policies(forward, filename, forward=True)[0],
+            "backward": program_data.encode_with_policies(backward, filename, forward=True)[0],
+            "residuals": len(residuals)}
+
+
 @_guarded
 @_remembered
 @_in_learner_thread
@@ -355,8 +379,8 @@ def program(sol, seed, x, features):
     dead code included; lifted: for each remat2 around it, outermost first, whether it is Linen's
     nn.checkpoint, as Flax's scope and JAX's debug info say), "remats": remat2 equations in the
     traced program, dead code included, "own_policies": for each remat2 of the program sent
-    (by its index in graders.kit.jaxpr.find) whose policy is the learner's own function, what it
-    saves, measured here: {"index", "saves", "bytes", "everything", "policy"}}. The roles, the
+    (by its index in graders.kit.jaxpr.find) whose policy is the learner's own function, JAX's
+    programs of its gradient under that policy: {"index", "policy", **policy_programs}}. The roles, the
     counts of the whole trace and the lifts word the messages and mark the calls; every verdict
     is the judge's, on the program it rebuilt."""
     x = jnp.asarray(x, jnp.float32)
@@ -389,10 +413,7 @@ def program(sol, seed, x, features):
             if policy is None or program_data.policy_name(policy) is not None:
                 continue
             # A policy of the learner's own is Python code, which the judge does not run: what it
-            # saves is measured here (graders/README.md lists it as the learner's process's word).
-            plain = untapped(eqn)
-            saves = jaxpr.checkpoint_residuals(plain)
-            everything = jaxpr.checkpoint_residuals(plain, jax.checkpoint_policies.everything_saveable)
-            own.append({"index": i, "saves": [what for what, _ in saves], "bytes": sum(n for _, n in saves),
-                        "everything": sum(n for _, n in everything), "policy": show_policy(eqn)})
+            # saves travels as the programs JAX makes of the checkpoint's body under it, for the
+            # judge to run and read (`policy_programs`).
+            own.append({"index": i, "policy": show_policy(eqn), **policy_programs(eqn, sol.__file__)})
     return {"program": message, "calls": calls, "remats": jaxpr.count(traced, "checkpoint"), "own_policies": own}
