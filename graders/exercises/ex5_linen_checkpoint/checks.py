@@ -513,6 +513,29 @@ def computed_inside(remat) -> set:
     return found
 
 
+def at_points(closed, points: np.ndarray) -> tuple:
+    """The rebuilt program run on each row of points at once (jax.vmap of the judge's evaluation):
+    (outputs (N, size), {k: what tap k saw, (N, size)}) in float64."""
+    def one(x):
+        seen = {}
+
+        def apply(eqn, ins):
+            name = tap_name(eqn)
+            sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
+            if sub is None:
+                return jaxpr.bind(eqn, ins)
+            outs = jaxpr.evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins, apply, through=())
+            if name.startswith(PREFIX) and len(outs) == 1:
+                seen[int(name.rsplit("_", 1)[1])] = jnp.reshape(outs[0], (-1,))
+            return outs
+
+        outs = jaxpr.evaluate(closed.jaxpr, closed.consts, [x], apply, through=())
+        return jnp.reshape(outs[0], (-1,)), seen
+
+    out, seen = jax.vmap(one)(jnp.asarray(points, jnp.float32))
+    return np.asarray(out, np.float64), {k: np.asarray(v, np.float64) for k, v in seen.items()}
+
+
 def _affine_fit(inputs: np.ndarray, values: np.ndarray) -> bool:
     """Whether values (N, F) are an affine function of inputs (N, K), to float32's precision."""
     design = np.concatenate([inputs, np.ones((len(inputs), 1))], axis=1)
@@ -537,18 +560,11 @@ def held(program: Program) -> None:
 def _held(program: Program) -> str:
     points = np.asarray(rng([settings.seed(), 31, PROBE_SEED]).normal(size=(PROBE_D + PROBE_F + 4, PROBE_D)),
                         np.float32)
-    outs, seen = [], {}
-    for x in points:
-        out, _, taps = evaluated(program.closed, x, np.zeros(PROBE_F, np.float32), {}, keep=False)
-        outs.append(out)
-        for k, v in taps.items():
-            seen.setdefault(k, []).append(v.reshape(-1))
-    out = np.stack(outs)
+    out, seen = at_points(program.closed, points)
     if out.shape[1:] != (PROBE_F,):
         return (f"expected an output of shape ({PROBE_F},), got {tuple(out.shape[1:])}. "
                 "Hint: return the model's output as a vector of length features.")
-    layers = {role: [np.stack(seen[c.k]) for c in program.calls if c.role == role and len(seen.get(c.k, ())) == len(points)]
-              for role in (FIRST, SECOND)}
+    layers = {role: [seen[c.k] for c in program.calls if c.role == role and c.k in seen] for role in (FIRST, SECOND)}
     firsts = [h for h in layers[FIRST] if h.shape[1:] == (PROBE_F,) and _affine_fit(points, h)]
     seconds = [g for g in layers[SECOND] if g.shape[1:] == (PROBE_F,) and any(
         _affine_fit(np.maximum(h, 0.0), g) or _affine_fit(h, g) for h in firsts)]
