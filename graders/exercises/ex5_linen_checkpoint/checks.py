@@ -9,9 +9,12 @@ returned output and its gradient really go through it. Those checks compare the 
 program with itself, so wrong weights cost only the numbers checks.
 The parameter tree is read with flax.linen.intercept_methods while the learner's code runs.
 
-The checks never call the learner's code: graders/exercises/ex5_linen_checkpoint/probes.py does (calls,
-traces and differentiates it with its taps in the learner's model) and hands back arrays, shapes
-and a summary of the traced program. Inputs, expected values and verdicts are all here.
+The checks never call the learner's code: graders/exercises/ex5_linen_checkpoint/probes.py does
+(calls it, and traces it with taps in the learner's model) and hands back arrays, shapes and the
+traced program as data (graders/kit/program.py). The technique checks rebuild that program here,
+hold it to a ReLU MLP at inputs of their own, read its checkpoints and policies, and run it with
+their own taps (issue 31: graders/README.md says which facts are still the worker's word). Inputs,
+expected values and verdicts are all here.
 """
 
 import functools
@@ -28,7 +31,10 @@ from graders.kit import figure_store
 from graders.kit import expected as marks  # this grader's own `expected` is a function
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
-from graders.exercises.ex5_linen_checkpoint.probes import FIRST, SECOND, TRANSFORM_TARGET, TYPE_OR_VALUE
+from graders.kit import jaxpr
+from graders.kit import program as program_data
+from graders.exercises.ex5_linen_checkpoint.probes import (FIRST, PREFIX, SECOND, TRANSFORM_TARGET, TYPE_OR_VALUE,
+                                                           show_policy, tap, tap_name, untapped)
 
 # (seed, D, F): every D and F distinct, D = 1 included; tiny, since only the wiring is tested.
 # The other checks reuse these shapes with other seeds where they can: each new shape is a new
@@ -250,13 +256,15 @@ def test_x_is_unchanged(worker):
 # ----- what the checkpoint does -------------------------------------------------------------
 # Checkpointing changes no number, so the technique checks have the probes put taps into the
 # learner's model while it is applied (flax.linen.intercept_methods; init is left alone). A tap
-# is an identity with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own
-# name, so the jaxpr says which module calls run inside which remat2, and whether they are still
-# there once dead code is removed. Then the taps inside the checkpoint shift the output of the
-# model call made there and scale the Dense layers' cotangents, and the returned output and its
-# gradient must move exactly as that says: a checkpointed model whose result is thrown away,
-# multiplied by zero, masked out, averaged with a twin or cut off from the gradient cannot do
-# that. Nothing here depends on the learner's weights being right: the numbers checks judge those.
+# is an identity jitted under its own name; the program the worker sends carries it, so the
+# judge's rebuilt program says which module calls run inside which remat2, and whether they are
+# still there once dead code is removed. Then the judge runs that program with taps of its own
+# (an identity with its own custom VJP) put where the program's are: inside the checkpoint they
+# shift the output of the model call made there and scale the Dense layers' cotangents, and the
+# returned output and its gradient must move exactly as that says: a checkpointed model whose
+# result is thrown away, multiplied by zero, masked out, averaged with a twin or cut off from the
+# gradient cannot do that. Nothing here depends on the learner's weights being right (the
+# program is held to a ReLU MLP with the weights it holds): the numbers checks judge those.
 
 # One small program; D != F tells the two Dense layers apart by their input.
 PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
@@ -270,34 +278,164 @@ LIFTED_HINT = ("Hint: model = nn.checkpoint(MLP)(features=int(features)), then m
 
 class Call(NamedTuple):
     k: int  # calls are numbered as they return: a model's call after its layers'
-    role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer
-    live: bool  # still there once dead code is removed
-    remats: tuple  # the remat2 equations it runs in (their indices), outermost first
+    role: str | None  # FIRST, SECOND, or None for a module that is not a Dense layer (the worker's label)
+    live: bool  # in the program the judge rebuilt, still there once dead code is removed
+    remats: tuple  # the remat2 equations it runs in there (their indices), outermost first
     recomputing: tuple  # those of them whose policy keeps less than everything_saveable does
-    lifted: tuple  # those recomputing ones that are Linen's nn.checkpoint
+    lifted: tuple  # those recomputing ones that are Linen's nn.checkpoint (the worker's word)
+    traced_in: bool  # whether it ran inside any remat2 in the worker's whole trace, dead code included (words)
 
 
 class Program(NamedTuple):
     calls: list
-    remats: int  # remat2 equations in the traced program, dead code included
+    remats: int  # remat2 equations in the worker's whole trace, dead code included (words)
     saves: list  # remat2 index -> what its policy saves (activations: no input, no constant)
     policies: list  # remat2 index -> its policy's name
     kept: list  # remat2 index -> (bytes its policy saves, bytes everything_saveable saves)
     merged: list  # remat2 index -> made with prevent_cse=False
+    closed: object  # the rebuilt program, x -> output (the judge's own, see graders/kit/program.py)
+
+
+# What the judge read of the program, kept for the four technique checks: (id(worker), seed) -> the
+# Program or the message of the failure reading it.
+_READ: dict = {}
 
 
 def read_program(worker) -> Program:
-    """Where the applied module calls run: in which remat2, live or dead, which of those are
-    Linen's, and what each remat2's policy saves (the probe traces the learner's function)."""
-    summary = answer(worker.program(PROBE_SEED, make_x(PROBE_SEED, PROBE_D), PROBE_F))
-    calls = [Call(k, c["role"], bool(c["live"]), tuple(c["remats"]), tuple(c["recomputing"]),
-                  tuple(c["lifted"]))
-             for k, c in enumerate(summary["calls"])]
-    checkpoints = summary["checkpoints"]
-    return Program(calls, int(summary["remats"]), [list(c["saves"]) for c in checkpoints],
-                   [str(c["policy"]) for c in checkpoints],
-                   [(int(c["bytes"]), int(c["everything"])) for c in checkpoints],
-                   [bool(c["merged"]) for c in checkpoints])
+    """The learner's program as the worker sent it (x -> output, with the taps on each applied
+    module call), rebuilt, type-checked and read here: which taps run inside which remat2 once
+    dead code is removed, what each remat2's policy saves (measured here for JAX's policies, by
+    differentiating the rebuilt body), whether it was made with prevent_cse=False. The worker's
+    word is taken only for labels (which call is which Dense layer, whether a remat2 is Linen's
+    lift), for the counts of the whole trace that word the messages, and for what a policy of the
+    learner's own (Python code, which the judge does not run) saves."""
+    key = (id(worker), settings.seed())
+    if key not in _READ:
+        reply = answer(worker.program(PROBE_SEED, make_x(PROBE_SEED, PROBE_D), PROBE_F))
+        try:
+            _READ[key] = _read(reply)
+        except program_data.ProgramError as exc:
+            _READ[key] = f"your program could not be read: {exc}."
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            _READ[key] = "your program could not be read: the reply about it is not one the grader reads."
+    read = _READ[key]
+    if isinstance(read, str):
+        fail(read)
+    return read
+
+
+def _read(reply) -> Program:
+    closed = program_data.decode(reply.get("program"), custom_policies=True).closed
+    if [tuple(v.aval.shape) for v in closed.jaxpr.invars] != [(PROBE_D,)]:
+        raise program_data.ProgramError(f"it takes inputs of shapes {[v.aval.shape for v in closed.jaxpr.invars]}, "
+                                        f"not x's ({PROBE_D},)")
+    body = closed.jaxpr
+    live = {tap_name(e) for e in jaxpr.walk(jaxpr.live(body))}
+    around = {tap_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
+              for e, outer in jaxpr.walk_nested(body) if tap_name(e).startswith(PREFIX)}
+    own = {int(d["index"]): d for d in reply["own_policies"]}
+    index, saves, policies, kept, merged, recomputes = {}, [], [], [], [], []
+    for i, eqn in enumerate(jaxpr.find(body, "checkpoint")):
+        index[id(eqn)] = i
+        plain = untapped(eqn)
+        if isinstance(eqn.params["policy"], program_data.CustomPolicy):
+            # the learner's own policy (Python code, not sent): what it saves is read from JAX's
+            # programs of the body's gradient under it, run here and held to the judge's own
+            told = own.get(i)
+            if told is None:
+                raise program_data.ProgramError("a checkpoint with a policy of your own, sent without its gradient")
+            residuals = policy_residuals(plain, told)
+            name = str(told.get("policy", "a policy of your own"))
+        else:
+            residuals = jaxpr.checkpoint_residuals(plain)
+            name = show_policy(eqn)
+        everything = jaxpr.checkpoint_residuals(plain, jax.checkpoint_policies.everything_saveable)
+        saved, held, most = [w for w, _ in residuals], sum(n for _, n in residuals), sum(n for _, n in everything)
+        # A checkpoint earns its keep by keeping less of the activations for the backward pass
+        # than saving everything would: a policy that keeps as many bytes of them (all but a
+        # constant, or one value in place of another) recomputes nothing worth recomputing.
+        # prevent_cse=False lets XLA merge the recomputation with the forward pass once compiled
+        # (common-subexpression elimination), so the activations are kept after all: measured on
+        # four 512-wide MLPs, the gradient needed 3.0 MiB plain, 1.5 MiB checkpointed and 3.0 MiB
+        # checkpointed with prevent_cse=False. (It is meant for checkpoints inside a scan.)
+        cse = eqn.params.get("prevent_cse", True) is False
+        saves.append(saved), policies.append(name), kept.append((held, most)), merged.append(cse)
+        recomputes.append(held < most and not cse)
+    made_inside = {index[id(r)]: computed_inside(r) for r in jaxpr.find(body, "checkpoint")}
+    calls = []
+    for k, told in enumerate(reply["calls"]):
+        name = f"{PREFIX}call_{k}"
+        role = told["role"] if told["role"] in (FIRST, SECOND) else None
+        # A Dense layer runs inside a checkpoint where its product is computed there: a tap put
+        # on a value the checkpoint only receives marks no layer inside it.
+        remats = tuple(index[id(r)] for r in around.get(name, ())
+                       if role is None or k in made_inside[index[id(r)]])
+        recomputing = tuple(r for r in remats if recomputes[r])
+        # the worker's word on which of them is Linen's lift, matched innermost first
+        flags = dict(zip(reversed(remats), reversed([bool(f) for f in told["lifted"]])))
+        lifted = tuple(r for r in recomputing if flags.get(r, False))
+        calls.append(Call(k, role, name in live, remats, recomputing, lifted, bool(told["traced_in"])))
+    return Program(calls, int(reply["remats"]), saves, policies, kept, merged, closed)
+
+
+def policy_residuals(plain, told: dict) -> list:
+    """What a checkpoint with a policy of the learner's own keeps for the backward pass, as
+    graders.kit.jaxpr.checkpoint_residuals words it: read from the programs JAX made of its
+    body's gradient under that policy in the worker (probes.policy_programs), once the judge has
+    run them on values of its own: the forward pass must return the body's outputs, and the
+    backward pass, from the residuals alone, the body's gradient (the judge's own, by
+    differentiating the rebuilt body). Residuals that are the body's inputs or constants do not count."""
+    from jax.extend.core import ClosedJaxpr, Literal, jaxpr_as_fun
+
+    body = plain.params["jaxpr"]
+    forward = program_data.decode(told.get("forward"), custom_policies=True).closed
+    backward = program_data.decode(told.get("backward"), custom_policies=True).closed
+    count = told.get("residuals")
+    n_in, n_out = len(body.invars), len(body.outvars)
+    if (not isinstance(count, int) or [v.aval for v in forward.jaxpr.invars] != [v.aval for v in body.invars]
+            or len(forward.jaxpr.outvars) != n_out + count
+            or [v.aval for v in forward.jaxpr.outvars[:n_out]] != [v.aval for v in body.outvars]
+            or [v.aval for v in backward.jaxpr.invars] != [v.aval for v in forward.jaxpr.outvars[n_out:]]
+            + [v.aval for v in body.outvars] or len(backward.jaxpr.outvars) != n_in):
+        raise program_data.ProgramError("the gradient of a checkpoint with a policy of your own, sent in a shape "
+                                        "that is not its body's")
+    r = rng([settings.seed(), 32])
+    args = [jnp.asarray(r.normal(size=v.aval.shape), v.aval.dtype) for v in body.invars]
+    cts = [jnp.asarray(r.normal(size=v.aval.shape), v.aval.dtype) for v in body.outvars]
+
+    def run(closed, values):
+        return jaxpr.evaluate(closed.jaxpr, closed.consts, values, jaxpr.bind, through=("jit", "checkpoint"))
+
+    outs, vjp = jax.vjp(jaxpr_as_fun(ClosedJaxpr(body, ())), *args)
+    grads = vjp(list(cts))
+    got = run(forward, args)
+    got_grads = run(backward, [*got[n_out:], *cts])
+    if not all(is_close(np.asarray(a, np.float64), np.asarray(b, np.float64))
+               for a, b in zip([*got[:n_out], *got_grads], [*outs, *grads])):
+        raise program_data.ProgramError("the gradient of a checkpoint with a policy of your own, which does not "
+                                        "compute its body's gradient")
+    program = forward.jaxpr
+    kept = program.outvars[n_out:]
+    computed = jaxpr.depends_on(program.replace(outvars=kept), lambda _: False, [True] * n_in)
+    made_by = {v: e for e in program.eqns for v in e.outvars}
+    inputs = set(program.invars)
+    found, seen = [], set()
+    for var, from_inputs in zip(kept, computed):
+        if isinstance(var, Literal) or var in inputs or not from_inputs or var in seen:
+            continue
+        seen.add(var)
+        made = made_by.get(var)
+        while made is not None and made.primitive.name == "reduce_precision":  # as JAX looks through it
+            made = made_by.get(made.invars[0], made)
+            if made.primitive.name == "reduce_precision":
+                break
+        name = made.primitive.name if made is not None else "an equation"
+        if name in ("jit", "pjit") and made.params.get("name") in ("custom_jvp_call", "custom_vjp_call"):
+            name = made.params["name"]  # a custom function as sent (program.encode's forward=True)
+        what = (f"output of jitted function {made.params['name']!r}" if name in ("jit", "pjit") else
+                f"output of {jaxpr.said(name)}" if name in jaxpr.SAID else f"output of {name}")
+        found.append((f"{var.aval.str_short()} {what}", int(var.aval.size) * var.aval.dtype.itemsize))
+    return found
 
 
 class Probed(NamedTuple):
@@ -308,12 +446,142 @@ class Probed(NamedTuple):
     roles: tuple  # the Dense layers whose cotangents are scaled
 
 
-def run_probed(worker, inside: list) -> Probed:
-    """The learner's output and its gradient with respect to x, first as they are, then with the
-    taps of the calls `inside` a checkpoint at work: the Dense layers among them have their
-    cotangents scaled; and if the output layer is among them, the last of them to return (the
-    model call made inside the checkpoint) has its output shifted by u, which must shift the
-    returned output by u."""
+def evaluated(closed, x, w, perturb: dict, keep: bool = True) -> tuple:
+    """`_evaluated`, kept for the four technique checks (they mostly ask for the same runs)."""
+    key = (id(closed), np.asarray(x, np.float32).tobytes(), repr(sorted(perturb.items())))
+    if not keep:
+        return _evaluated(closed, x, w, perturb)
+    if key not in _READ:
+        _READ[key] = _evaluated(closed, x, w, perturb)
+    return _READ[key]
+
+
+def _evaluated(closed, x, w, perturb: dict) -> tuple:
+    """The judge's run of the rebuilt program at x: (output, d<w, output>/dx, {k: what tap k
+    saw}), with the taps `perturb` ({k: (shift or None, scale)}) at work: each is the judge's
+    own identity (graders/exercises/ex5_linen_checkpoint/probes.py's tap) put where the program's tap is."""
+    def apply(eqn, ins, seen):
+        name = tap_name(eqn)
+        sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
+        if sub is None:
+            return jaxpr.bind(eqn, ins)
+        outs = jaxpr.evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins,
+                              lambda e, i: apply(e, i, seen), through=())
+        if name.startswith(PREFIX) and len(outs) == 1:
+            k = int(name.rsplit("_", 1)[1])
+            seen[k] = outs[0]
+            if k in perturb:
+                outs = [tap(name, *perturb[k])(outs[0])]
+        return outs
+
+    def weighted(x):
+        seen = {}
+        outs = jaxpr.evaluate(closed.jaxpr, closed.consts, [x], lambda e, i: apply(e, i, seen), through=())
+        out = jnp.reshape(outs[0], (-1,))
+        if out.shape != (PROBE_F,):
+            return jnp.float32(0), (out, seen)
+        return jnp.vdot(jnp.asarray(w, jnp.float32), out), (out, seen)
+
+    (_, (out, seen)), grad = jax.value_and_grad(weighted, has_aux=True)(jnp.asarray(x, jnp.float32))
+    return (np.asarray(out, np.float64), np.asarray(grad, np.float64),
+            {k: np.asarray(v, np.float64) for k, v in seen.items()})
+
+
+def computed_inside(remat) -> set:
+    """The taps (by k) inside a remat2's body whose value is made from a matrix product computed
+    inside that body (graders/kit/jaxpr.py's symbolic Values, followed through calls)."""
+    found = set()
+
+    def value(v):
+        return v if isinstance(v, jaxpr.Value) else jaxpr.Value(None, -1, const=v)
+
+    def apply(eqn, ins):
+        ins = [value(v) for v in ins]
+        name = tap_name(eqn)
+        sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
+        if sub is not None and len(getattr(sub, "jaxpr", sub).invars) == len(ins):
+            if name.startswith(PREFIX) and ins and any(
+                    a.eqn is not None and a.eqn.primitive.name == "dot_general" for a in jaxpr.ancestors(ins[0])):
+                found.add(int(name.rsplit("_", 1)[1]))
+            return [value(v) for v in jaxpr.evaluate(getattr(sub, "jaxpr", sub), [value(c) for c in getattr(sub, "consts", ())],
+                                                     ins, apply, through=())]
+        site = object()
+        return [jaxpr.Value(eqn, i, ins, site=site) for i in range(len(eqn.outvars))]
+
+    body = remat.params["jaxpr"]
+    jaxpr.evaluate(body, [], [jaxpr.Value(None, i) for i in range(len(body.invars))], apply, through=())
+    return found
+
+
+def at_points(closed, points: np.ndarray) -> tuple:
+    """The rebuilt program run on each row of points at once (jax.vmap of the judge's evaluation):
+    (outputs (N, size), {k: what tap k saw, (N, size)}) in float64."""
+    def one(x):
+        seen = {}
+
+        def apply(eqn, ins):
+            name = tap_name(eqn)
+            sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
+            if sub is None:
+                return jaxpr.bind(eqn, ins)
+            outs = jaxpr.evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins, apply, through=())
+            if name.startswith(PREFIX) and len(outs) == 1:
+                seen[int(name.rsplit("_", 1)[1])] = jnp.reshape(outs[0], (-1,))
+            return outs
+
+        outs = jaxpr.evaluate(closed.jaxpr, closed.consts, [x], apply, through=())
+        return jnp.reshape(outs[0], (-1,)), seen
+
+    out, seen = jax.vmap(one)(jnp.asarray(points, jnp.float32))
+    return np.asarray(out, np.float64), {k: np.asarray(v, np.float64) for k, v in seen.items()}
+
+
+def _affine_fit(inputs: np.ndarray, values: np.ndarray) -> bool:
+    """Whether values (N, F) are an affine function of inputs (N, K), to float32's precision."""
+    design = np.concatenate([inputs, np.ones((len(inputs), 1))], axis=1)
+    coefficients, *_ = np.linalg.lstsq(design, values, rcond=None)
+    return is_close(design @ coefficients, values)
+
+
+def held(program: Program) -> None:
+    """The program held to what the exercise's MLP computes, with whatever weights it holds (the
+    numbers checks judge those): the judge runs it at points of its own, the worker never saw,
+    and reads what each tap saw there. What a tap labelled as the first Dense layer sees must be
+    an affine function of x; what one labelled the second sees, an affine function of the first's
+    output through a ReLU (or without one); and the output, that (or its ReLU). A program with the
+    technique's marks that computes something else fails here."""
+    key = (id(program), "held")
+    if key not in _READ:
+        _READ[key] = _held(program)
+    if _READ[key]:
+        fail(_READ[key])
+
+
+def _held(program: Program) -> str:
+    points = np.asarray(rng([settings.seed(), 31, PROBE_SEED]).normal(size=(PROBE_D + PROBE_F + 4, PROBE_D)),
+                        np.float32)
+    out, seen = at_points(program.closed, points)
+    if out.shape[1:] != (PROBE_F,):
+        return (f"expected an output of shape ({PROBE_F},), got {tuple(out.shape[1:])}. "
+                "Hint: return the model's output as a vector of length features.")
+    layers = {role: [seen[c.k] for c in program.calls if c.role == role and c.k in seen] for role in (FIRST, SECOND)}
+    firsts = [h for h in layers[FIRST] if h.shape[1:] == (PROBE_F,) and _affine_fit(points, h)]
+    seconds = [g for g in layers[SECOND] if g.shape[1:] == (PROBE_F,) and any(
+        _affine_fit(np.maximum(h, 0.0), g) or _affine_fit(h, g) for h in firsts)]
+    if any(is_close(out, g) or is_close(out, np.maximum(g, 0.0)) for g in seconds):
+        return ""
+    return ("the technique checks run your program (traced from nn_checkpoint_forward) themselves, at "
+            "inputs of their own: what it returns there is not the output of its two Dense layers, the "
+            "first an affine function of x and the second of the first's output through a ReLU, so what "
+            f"it checkpoints is not the exercise's MLP. {LIFTED_HINT}")
+
+
+def run_probed(worker, program: Program, inside: list) -> Probed:
+    """The learner's output and its gradient with respect to x, the judge's runs of the rebuilt
+    program: first as it is (held to the grader's own MLP, see `held`), then with the taps of the
+    calls `inside` a checkpoint at work: the Dense layers among them have their cotangents scaled;
+    and if the output layer is among them, the last of them to return (the model call made inside
+    the checkpoint) has its output shifted by u, which must shift the returned output by u."""
     r = rng(PROBE_SEED + 1)
     shift = r.normal(size=(PROBE_F,)).astype(np.float32)
     w = r.normal(size=(PROBE_F,)).astype(np.float32)
@@ -323,21 +591,15 @@ def run_probed(worker, inside: list) -> Probed:
     perturb = {c.k: (None, CT_SCALE[c.role]) for c in inside if c.role}
     if SECOND in roles:  # without the output layer, the checkpoint's last call is not the output
         perturb[last.k] = (shift, CT_SCALE.get(last.role, 1.0))
-
-    def runs_at(x):
-        reply = answer(worker.tapped_runs(PROBE_SEED, x, PROBE_F, w, perturb))
-        if "shape" in reply:
-            fail(f"expected an output of shape ({PROBE_F},), got {tuple(reply['shape'])}. "
-                 "Hint: return the model's output as a vector of length features.")
-        return [(np.asarray(out, np.float64), np.asarray(grad, np.float64)) for out, grad in reply["runs"]]
-
-    runs = runs_at(x)
-    if np.allclose(runs[0][1], 0.0):
+    held(program)
+    value0, grad0, _ = evaluated(program.closed, x, w, {})
+    if np.allclose(grad0, 0.0):
         # Some seeds draw an x at which the ReLU turns every hidden unit off: the gradient is then
         # 0 for every solution, and no tap can show that it crosses the checkpoint. Dense's biases
         # start at zero, so -x turns on every unit that x turned off.
-        runs = runs_at(-x)
-    (value0, grad0), (value, grad) = runs
+        x = -x
+        value0, grad0, _ = evaluated(program.closed, x, w, {})
+    value, grad, _ = evaluated(program.closed, x, w, perturb)
     return Probed(value, grad, value0 + shift, np.prod([CT_SCALE[r] for r in roles]) * grad0, roles)
 
 
@@ -358,7 +620,7 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
         return ("no nn.Dense layer was applied while your function ran. Hint: build the MLP from "
                 "nn.Dense layers and call model.apply(variables, x).")
     live = [c for c in dense if c.live]
-    if not any(c.remats for c in dense):
+    if not any(c.traced_in or c.remats for c in dense):
         if program.remats:
             return (f"your program holds {program.remats} remat2 equation(s), but no applied Dense "
                     "layer runs inside one: only model.init (or something else) is checkpointed, "
@@ -411,7 +673,7 @@ def working(worker, kind: str):
     dense = [c for c in calls_inside(program, kind) if c.role]
     if not dense:
         fail(no_checkpoint_message(program, kind))
-    return program, dense, run_probed(worker, calls_inside(program, kind))
+    return program, dense, run_probed(worker, program, calls_inside(program, kind))
 
 
 def value_message(run: Probed, required: bool = True) -> str:

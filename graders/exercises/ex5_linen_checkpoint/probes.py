@@ -1,9 +1,10 @@
-"""Probes for Exercise 5: the learner's nn_checkpoint_forward, called, traced and differentiated
-with taps put into their Linen model; what comes back is arrays, shapes and a summary of the
-traced program (which module calls run inside which remat2, what each remat2's policy saves).
+"""Probes for Exercise 5: the learner's nn_checkpoint_forward, called, and traced with taps put
+into their Linen model; what comes back is arrays, shapes and the traced program as data
+(graders/kit/program.py), with labels for its taps (which is which Dense layer, which remat2 is
+Linen's lift) and what a policy of the learner's own saves (Python code, which the judge does not run).
 
-Inputs (x, the shift and weights of a tapped run) come from the checks as arguments; every
-expected value, and every verdict on what comes back, is the checks'. The shared names below
+Inputs (x) come from the checks as arguments; every expected value, and every verdict on what
+comes back, is the checks'. The shared names below
 (FIRST, SECOND, the error kinds) are imported by the checks too.
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 from flax.errors import TransformTargetError
 
 from graders.kit import jaxpr, wire
+from graders.kit import program as program_data
 from graders.kit.verdicts import describe, learner_frame
 from graders.kit.numeric import as_array
 from graders.kit.probing import probe
@@ -195,10 +197,11 @@ def parameter_tree(sol, seed, x, features):
 
 # ----- what the checkpoint does -------------------------------------------------------------
 # Checkpointing changes no number, so the technique checks put taps into the learner's model
-# while it is applied (flax.linen.intercept_methods; init is left alone). A tap is an identity
-# with its own custom VJP; it shows in a jaxpr as custom_vjp_call under its own name, so the
-# jaxpr says which module calls run inside which remat2, and whether they are still there once
-# dead code is removed. A tap put to work shifts its call's output and scales its cotangent.
+# while it is applied (flax.linen.intercept_methods; init is left alone). In the program sent to
+# the judge a tap is an identity jitted under its own name (`marked_tap`): the judge's rebuilt
+# program says which module calls run inside which remat2, and whether they are still there once
+# dead code is removed. The judge then puts its own taps (`tap`: an identity with its own custom
+# VJP, which shifts its call's output and scales its cotangent) where those are, and runs it.
 
 
 def tap(name: str, shift=None, scale: float = 1.0):
@@ -214,13 +217,13 @@ def tap(name: str, shift=None, scale: float = 1.0):
 class Taps:
     """Interceptor for the applied model: the output of each module call (a Dense layer, the
     MLP, any module of the learner's) goes through tap `call_<k>`, k counting calls as they
-    return. perturb[k] = (shift, scale) puts tap k to work. It also reads how many of Linen's
+    return (with marks=True, a `marked_tap`). perturb[k] = (shift, scale) puts tap k to work. It also reads how many of Linen's
     lifted checkpoints each call runs in: Flax writes each lifted transform into the scope's
     debug path ('remat()' for nn.checkpoint). A Dense layer whose input has d features is the
     first one (d is the width of x; the checks pick D != F)."""
 
-    def __init__(self, d: int, perturb=None):
-        self.d, self.perturb = d, perturb or {}
+    def __init__(self, d: int, perturb=None, marks: bool = False):
+        self.d, self.perturb, self.marks = d, perturb or {}, marks
         self.calls = []  # k -> (role: FIRST, SECOND or None for other modules, Linen checkpoints)
 
     def __call__(self, next_fun, args, kwargs, context):
@@ -239,6 +242,8 @@ class Taps:
         self.calls.append((role, linen))
         # The shift stays a NumPy array: made a JAX array here, under the checkpoint's trace,
         # it would be a tracer that the tap's custom VJP closes over and leaks.
+        if self.marks:
+            return marked_tap(f"{PREFIX}call_{k}")(out)
         return tap(f"{PREFIX}call_{k}", *self.perturb.get(k, ()))(out)
 
 
@@ -263,99 +268,152 @@ def show_policy(remat) -> str:
     return getattr(policy, "__qualname__", None) or repr(policy)
 
 
+def tap_name(eqn) -> str:
+    """The name of the jit call an equation makes ('' for any other equation): a tap of
+    `Taps(..., marks=True)` is an identity jitted under its own name, which a program carries."""
+    if eqn.primitive.name not in ("jit", "pjit"):
+        return ""
+    return str(eqn.params.get("name", ""))
+
+
+def is_sent_relu(eqn) -> bool:
+    """Whether an equation is nn.relu as a program is sent (graders/kit/program.py's forward=True:
+    its custom_jvp as a jit of its primal, max(h, 0)). Measured as jax.nn.relu, with its own
+    derivative rule, what a policy saves is what it saves in the learner's own model."""
+    if tap_name(eqn) != "custom_jvp_call" or len(eqn.invars) != 1:
+        return False
+    inner = eqn.params["jaxpr"].jaxpr
+    if len(inner.eqns) != 1 or tap_name(inner.eqns[0]) != "relu":
+        return False
+    body = inner.eqns[0].params["jaxpr"].jaxpr
+    if len(body.eqns) != 1 or body.eqns[0].primitive.name != "max":
+        return False
+    zero = body.eqns[0].invars[1]
+    return body.eqns[0].invars[0] is body.invars[0] and hasattr(zero, "val") and float(np.asarray(zero.val)) == 0.0
+
+
+def untapped(remat):
+    """A remat2 equation's parameters as if the taps were not there (each tap's jit inlined), so
+    that what its policy saves is measured, and named, as in the learner's own model:
+    graders.kit.jaxpr.checkpoint_residuals reads it (an object with `params`)."""
+    from types import SimpleNamespace
+
+    def apply(eqn, ins):
+        if tap_name(eqn).startswith(PREFIX):
+            sub = eqn.params["jaxpr"]
+            return jaxpr.evaluate(sub.jaxpr, sub.consts, ins, apply, through=())
+        if is_sent_relu(eqn):
+            return [jax.nn.relu(ins[0])]
+        return jaxpr.bind(eqn, ins)
+
+    body = remat.params["jaxpr"]
+    if not any(tap_name(e).startswith(PREFIX) or is_sent_relu(e) for e in jaxpr.walk(body)):
+        return remat
+    avals = [v.aval for v in body.invars]
+    redone = jax.make_jaxpr(lambda *a: jaxpr.evaluate(body, [], a, apply, through=()))(
+        *[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
+    if redone.consts:  # constants made while retracing (none in a Linen body): measured as it is
+        return remat
+    return SimpleNamespace(params=dict(remat.params, jaxpr=redone.jaxpr))
+
+
+def marked_tap(name: str):
+    """h -> h, jitted under `name`: a tap that marks a call in a program the judge rebuilds (a
+    custom_vjp tap is not sent: its backward rule is Python code)."""
+    def identity(h):
+        return h
+    identity.__name__ = identity.__qualname__ = name
+    return jax.jit(identity)
+
+
+def sendable(closed):
+    """The traced program as the judge runs it: a function of x alone. What does not depend on x
+    (the key, model.init and its random draws, which are of no type a program is sent with) is
+    computed here, by JAX's own partial evaluation, and travels as the program's constants (the
+    parameters); what depends on x is the program, its checkpoints, policies and taps as traced."""
+    from jax._src.interpreters import partial_eval as pe
+    from jax.extend.core import ClosedJaxpr
+
+    known, unknown, _, residuals = pe.partial_eval_jaxpr_nounits(closed, [True], instantiate=True)
+    values = jax.core.eval_jaxpr(known.jaxpr, known.consts)
+    n = len(residuals)
+    body = unknown.jaxpr
+    return ClosedJaxpr(body.replace(constvars=[*body.constvars, *body.invars[:n]], invars=body.invars[n:]),
+                       [*unknown.consts, *values])
+
+
+def policy_programs(eqn, filename: str) -> dict:
+    """A checkpoint whose policy is the learner's own, as JAX differentiates it: {"forward": the
+    program of jax.vjp's forward pass over its body (taps inlined) under that policy, whose
+    outputs are the body's and then the residuals the policy keeps, "backward": the program
+    from those residuals and the cotangents to the gradients, "residuals": how many}. The
+    judge runs both on its own values, holds them to its own gradient of the body, and reads
+    what the residuals are (what graders.kit.jaxpr.checkpoint_residuals measures here)."""
+    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+    body = untapped(eqn).params["jaxpr"]
+    fun = jaxpr_as_fun(ClosedJaxpr(body, ()))
+    checkpointed = jax.checkpoint(lambda *a: fun(*a), policy=eqn.params["policy"],
+                                  prevent_cse=eqn.params.get("prevent_cse", True))
+    args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in body.invars]
+    forward, shapes = jax.make_jaxpr(lambda *a: jax.vjp(checkpointed, *a), return_shape=True)(*args)
+    tree = jax.tree.structure(shapes[1])
+    residuals = [jax.ShapeDtypeStruct(leaf.shape, leaf.dtype) for leaf in jax.tree.leaves(shapes[1])]
+    cts = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in body.outvars]
+    backward = jax.make_jaxpr(lambda res, ct: jax.tree.unflatten(tree, res)(ct))(residuals, cts)
+    return {"forward": program_data.encode_with_policies(forward, filename, forward=True)[0],
+            "backward": program_data.encode_with_policies(backward, filename, forward=True)[0],
+            "residuals": len(residuals)}
+
+
 @_guarded
 @_remembered
 @_in_learner_thread
 def program(sol, seed, x, features):
-    """Where the applied module calls run, traced with jax.make_jaxpr:
-    {"calls": [{"role", "live", "remats", "recomputing", "lifted"}, ...] (numbered as they
-    return: a model's call after its layers'; role FIRST, SECOND or None for a module that is
-    not a Dense layer; live: still there once dead code is removed; remats: the indices of the
-    remat2 equations it runs in, outermost first; recomputing: those whose policy keeps fewer
-    bytes of activations than everything_saveable does, made with prevent_cse; lifted: those recomputing ones that are Linen's nn.checkpoint),
-    "remats": remat2 equations in the program, dead code included,
-    "checkpoints": [{"saves": what its policy saves, measured, "policy": its name, "bytes": the
-    bytes of activations it saves, "everything": those everything_saveable saves, "merged": made
-    with prevent_cse=False}, ...] by index}."""
+    """The learner's program as x -> output, traced with jax.make_jaxpr with a tap (an identity
+    jitted under the name `call_<k>`) on each applied module call, sent as data for the judge to
+    rebuild, run and read (graders/kit/program.py; init's part computed here, see `sendable`):
+    {"program": the program or {"unreadable": why}, "calls": [{"role", "traced_in", "lifted"},
+    ...] (numbered as they return: a model's call after its layers'; role FIRST, SECOND or None
+    for a module that is not a Dense layer; traced_in: whether it ran inside a remat2 at all,
+    dead code included; lifted: for each remat2 around it, outermost first, whether it is Linen's
+    nn.checkpoint, as Flax's scope and JAX's debug info say), "remats": remat2 equations in the
+    traced program, dead code included, "own_policies": for each remat2 of the program sent
+    (by its index in graders.kit.jaxpr.find) whose policy is the learner's own function, JAX's
+    programs of its gradient under that policy: {"index", "policy", **policy_programs}}. The roles, the
+    counts of the whole trace and the lifts word the messages and mark the calls; every verdict
+    is the judge's, on the program it rebuilt."""
     x = jnp.asarray(x, jnp.float32)
 
     def run():
-        taps = Taps(x.shape[-1])
+        taps = Taps(x.shape[-1], marks=True)
         with nn.intercept_methods(taps):
-            return taps, jax.make_jaxpr(lambda x: _call(sol, seed, x, features))(x).jaxpr
+            return taps, jax.make_jaxpr(lambda x: _call(sol, seed, x, features))(x)
 
-    taps, traced = _afresh(run, lambda found: any(role for role, _ in found[0].calls))
-    live = {jaxpr.custom_vjp_name(e) for e in jaxpr.walk(jaxpr.live(traced))}
-    around = {jaxpr.custom_vjp_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
-              for e, outer in jaxpr.walk_nested(traced)
-              if str(jaxpr.custom_vjp_name(e)).startswith(PREFIX)}
-    index, checkpoints, recomputes = {}, [], []
-    for eqn in {id(r): r for rs in around.values() for r in rs}.values():
-        index[id(eqn)] = len(checkpoints)
-        saves = jaxpr.checkpoint_residuals(eqn)
-        # A checkpoint earns its keep by keeping less of the activations for the backward pass
-        # than saving everything would: a policy that keeps as many bytes of them (all but a
-        # constant, or one value in place of another) recomputes nothing worth recomputing.
-        everything = jaxpr.checkpoint_residuals(eqn, jax.checkpoint_policies.everything_saveable)
-        kept, most = sum(n for _, n in saves), sum(n for _, n in everything)
-        # prevent_cse=False lets XLA merge the recomputation with the forward pass once compiled
-        # (common-subexpression elimination), so the activations are kept after all: measured on
-        # four 512-wide MLPs, the gradient needed 3.0 MiB plain, 1.5 MiB checkpointed and 3.0 MiB
-        # checkpointed with prevent_cse=False. (It is meant for checkpoints inside a scan.)
-        merged = eqn.params.get("prevent_cse", True) is False
-        recomputes.append(kept < most and not merged)
-        checkpoints.append({"saves": [what for what, _ in saves], "policy": show_policy(eqn),
-                            "bytes": kept, "everything": most, "merged": merged})
+    taps, closed = _afresh(run, lambda found: any(role for role, _ in found[0].calls))
+    traced = closed.jaxpr
+    around = {tap_name(e): tuple(o for o in outer if jaxpr.is_a(o, "checkpoint"))
+              for e, outer in jaxpr.walk_nested(traced) if tap_name(e).startswith(PREFIX)}
     calls = []
     for k, (role, linen) in enumerate(taps.calls):
         remats = around.get(f"{PREFIX}call_{k}", ())
-        recomputing = [r for r in remats if recomputes[index[id(r)]]]
         # Linen's own: JAX traced its body from Flax's lift, and Flax's scope agrees.
-        lifted = [r for r in recomputing if linen and traced_by_linen_lift(r)]
-        calls.append({"role": role, "live": f"{PREFIX}call_{k}" in live,
-                      "remats": [index[id(r)] for r in remats],
-                      "recomputing": [index[id(r)] for r in recomputing],
-                      "lifted": [index[id(r)] for r in lifted]})
-    return {"calls": calls, "remats": jaxpr.count(traced, "checkpoint"), "checkpoints": checkpoints}
-
-
-class _BadShape(Exception):
-    pass
-
-
-@_guarded
-@_remembered
-@_in_learner_thread
-def tapped_runs(sol, seed, x, features, w, perturb):
-    """The learner's output and the gradient of <w, output> with respect to x, first as they
-    are, then with the taps `perturb` ({k: (shift or None, scale)}) at work:
-    {"runs": [(out, grad), (out, grad)]} in float64, or {"shape": the output's shape} if the
-    output does not hold `features` values."""
-    x = jnp.asarray(x, jnp.float32)
-    w = jnp.asarray(w, jnp.float32)
-
-    def weighted(x):
-        out = jnp.reshape(_call(sol, seed, x, features), (-1,))
-        if out.shape != (features,):
-            raise _BadShape(tuple(int(n) for n in out.shape))
-        return jnp.vdot(w, out), out
-
-    def run(at_work):
-        taps = Taps(x.shape[-1], at_work)
-        with nn.intercept_methods(taps):
-            (_, out), grad = jax.value_and_grad(weighted, has_aux=True)(x)
-        return taps, (np.asarray(out, np.float64), np.asarray(grad, np.float64))
-
-    runs = []
+        calls.append({"role": role, "traced_in": bool(remats),
+                      "lifted": [bool(linen) and traced_by_linen_lift(r) for r in remats]})
     try:
-        for at_work in ({}, perturb):
-            # The taps at work must be traced into the program that runs (see _afresh).
-            taps, found = _afresh(lambda: run(at_work), lambda found: len(found[0].calls) > max(at_work, default=-1))
-            runs.append(found)
-    except _BadShape as exc:
-        return {"shape": exc.args[0]}
-    finally:
-        # A jitted function of the learner's may have kept the program traced with the taps at
-        # work: no later call may be given it.
-        jax.clear_caches()
-    return {"runs": runs}
+        sent = sendable(closed)
+    except Exception as exc:  # noqa: BLE001 (what JAX's partial evaluation refuses is reported)
+        return {"program": {"unreadable": f"what the grader cannot separate from x ({type(exc).__name__})"},
+                "calls": calls, "remats": jaxpr.count(traced, "checkpoint"), "own_policies": []}
+    message, _ = program_data.encode_with_policies(sent, sol.__file__, forward=True)
+    own = []
+    if "program" in message:
+        for i, eqn in enumerate(jaxpr.find(sent.jaxpr, "checkpoint")):
+            policy = eqn.params.get("policy")
+            if policy is None or program_data.policy_name(policy) is not None:
+                continue
+            # A policy of the learner's own is Python code, which the judge does not run: what it
+            # saves travels as the programs JAX makes of the checkpoint's body under it, for the
+            # judge to run and read (`policy_programs`).
+            own.append({"index": i, "policy": show_policy(eqn), **policy_programs(eqn, sol.__file__)})
+    return {"program": message, "calls": calls, "remats": jaxpr.count(traced, "checkpoint"), "own_policies": own}
