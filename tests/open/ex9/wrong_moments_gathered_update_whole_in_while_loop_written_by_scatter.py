@@ -1,0 +1,211 @@
+"""WRONG (no ZeRO-1 inside the step, hidden), graded 17/19 (should be 14/19):
+tests/corpus/ex9/moments_gathered_by_all_to_all_update_whole_in_while_loop (every device rebuilds the
+whole moments and gradient with lax.all_to_all and updates every split leaf WHOLE, chunk i of every leaf
+at trip i of a lax.while_loop of n trips whose bound XLA cannot read), with one change: a trip writes
+its chunk into the carried leaf not by lax.dynamic_update_slice but by a scatter (x.at[idx].set(vals,
+mode="drop")) whose updates are the leaf's size: the chunk, then zeros whose indices lie out of bounds
+and are dropped. Every number is right.
+
+Scored 17/19 at seeds 20261130 and 7, with and without --sandbox: only_the_updated_parameters_are_all_gathered
+fails (the moments gathered, 4.0 times), each_device_updates_only_its_blocks passes at 1.28 / 1.28 / 1.25
+times the share (seed 7: 1.28 / 1.28 / 1.25).
+Should score 14/19: each_device_updates_only_its_blocks (3) lost too, as the corpus module loses it
+(9.7 times the share on 8 devices).
+Why: checks.covering_trips reads the trips from what a trip writes, a scatter's updates operand (here
+the whole leaf), not from how much of it lands: the loop reads as 1 trip where it runs n, and the whole
+update counts as 1/n of it. (An optimization_barrier around the dynamic-update-slice does not hide it:
+XLA removes the barrier, 14/19.)
+"""
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+LN_EPS = 1e-5
+
+
+def init_params(key, d_in, d_hidden, d_out):
+    k1, k2 = jax.random.split(key)
+    return {"dense1": {"kernel": jax.random.normal(k1, (d_in, d_hidden)) / jnp.sqrt(d_in),
+                       "bias": jnp.zeros((d_hidden,))},
+            "norm": {"scale": jnp.ones((d_hidden,))},
+            "dense2": {"kernel": jax.random.normal(k2, (d_hidden, d_out)) / jnp.sqrt(d_hidden),
+                       "bias": jnp.zeros((d_out,))}}
+
+
+def mlp(params, x):
+    h = x @ params["dense1"]["kernel"] + params["dense1"]["bias"]
+    mean = jnp.mean(h, axis=-1, keepdims=True)
+    var = jnp.mean((h - mean) ** 2, axis=-1, keepdims=True)
+    h = (h - mean) * lax.rsqrt(var + LN_EPS) * params["norm"]["scale"]
+    return jnp.tanh(h) @ params["dense2"]["kernel"] + params["dense2"]["bias"]
+
+
+def loss(params, x, y):
+    return jnp.mean((mlp(params, x) - y) ** 2)
+
+
+def make_mesh(n=8):
+    return jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
+
+
+def decay_mask(params):
+    return jax.tree.map(lambda p: p.ndim >= 2, params)
+
+
+def adamw_step(params, grads, state, lr, b1, b2, eps, wd, mask):
+    count = state["count"] + 1
+    mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
+    nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
+    c1, c2 = 1 - b1 ** count, 1 - b2 ** count  # bias corrections for step t = count
+
+    def update(p, m, v, decay):
+        new = p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps)  # the Adam step
+        return new - lr * wd * p if decay else new          # decoupled decay, from theta_{t-1}
+
+    return jax.tree.map(update, params, mu, nu, mask), {"mu": mu, "nu": nu, "count": count}
+
+
+def split_axis(shape, n):
+    """The first axis of a leaf that n divides, or None: the leaf then stays replicated."""
+    return next((i for i, d in enumerate(shape) if d % n == 0), None)
+
+
+def zero1_spec(shape, n):
+    axis = split_axis(shape, n)
+    return P() if axis is None else P(*([None] * axis), "data")
+
+
+def init_zero1_state(params, mesh):
+    n = mesh.shape["data"]
+
+    def zeros(p):
+        return jax.device_put(jnp.zeros(p.shape, jnp.float32), NamedSharding(mesh, zero1_spec(p.shape, n)))
+
+    return {"mu": jax.tree.map(zeros, params), "nu": jax.tree.map(zeros, params),
+            "count": jax.device_put(jnp.zeros((), jnp.int32), NamedSharding(mesh, P()))}
+
+
+
+
+def _update(params, g, state, hp, mask, axes, n):
+    """The whole AdamW update on every device, chunk by chunk in a lax.while_loop whose bound XLA
+    cannot read (it depends on the count): chunk i of every split leaf is updated at trip i."""
+    keep = lambda t: jax.tree.map(lambda w, a: w if a is None else None, t, axes)
+    rep_p, rep_s = adamw_step(keep(params), keep(g), {"mu": keep(state["mu"]), "nu": keep(state["nu"]),
+                                                        "count": state["count"]}, *hp, keep(mask))
+    params = lax.pcast(params, "data", to="varying")
+    trips = jnp.minimum(state["count"] + n, n)
+
+    def chunk(w, a, i):
+        size = w.shape[a] // n
+        return lax.dynamic_slice_in_dim(w, i * size, size, a)
+
+    def body(carry):
+        i, p_out, m_out, v_out = carry
+        sub = lambda t: jax.tree.map(lambda w, a: None if a is None else chunk(w, a, i), t, axes)
+        sp, ss = _chunk_adamw(sub(params), sub(g), sub(state["mu"]), sub(state["nu"]), state["count"], hp,
+                              mask_sub(mask, axes))
+
+        def put(out, c, a):
+            if a is None:
+                return out
+            size = out.shape[a] // n
+            # A scatter whose updates are the leaf's size: the chunk, then zeros sent out of bounds (dropped).
+            big = out.shape[a] * 4
+            idx = jnp.concatenate([i * size + jnp.arange(size), jnp.full((out.shape[a] - size,), big)])
+            pad = [(0, 0)] * out.ndim
+            pad[a] = (0, out.shape[a] - size)
+            vals = jnp.pad(c, pad)
+            where = (slice(None),) * a + (idx,)
+            return out.at[where].set(vals, mode="drop")
+
+        pu = lambda o, c: jax.tree.map(put, o, c, axes, is_leaf=lambda v: v is None)
+        return i + 1, pu(p_out, sp), pu(m_out, ss["mu"]), pu(v_out, ss["nu"])
+
+    z = lambda t: jax.tree.map(lambda w: jnp.zeros(w.shape, w.dtype) + 0.0 * lax.axis_index("data"), t)
+    _, p_out, m_out, v_out = lax.while_loop(lambda c: c[0] < trips, body,
+                                            (jnp.int32(0), z(params), z(state["mu"]), z(state["nu"])))
+    merge = lambda o, r: jax.tree.map(lambda w, rr, a: w if a is not None else rr, o, r, axes,
+                                      is_leaf=lambda v: v is None)
+    return merge(p_out, rep_p), {"mu": merge(m_out, rep_s["mu"]), "nu": merge(v_out, rep_s["nu"]),
+                                 "count": state["count"] + 1}
+
+
+def _chunk_adamw(p, g, m, v, count, hp, mask):
+    """AdamW on a chunk; the moments pass an optimization_barrier so XLA computes them once."""
+    lr, b1, b2, eps, wd = hp
+    t = count + 1
+    none = lambda a: a is None
+    m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
+    v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
+    m, v = lax.optimization_barrier((m, v))
+    c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+
+    def upd(p, m, v, d):
+        if p is None:
+            return None
+        new = p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps)
+        return new - lr * wd * p if d else new
+
+    return jax.tree.map(upd, p, m, v, mask), {"mu": m, "nu": v}
+
+
+def mask_sub(mask, axes):
+    return jax.tree.map(lambda m, a: None if a is None else m, mask, axes)
+
+
+def _a2a_whole(b, axis, n):
+    """Every device's block of a leaf, via lax.all_to_all of n copies of its own block: the whole leaf."""
+    if axis is None:
+        return b
+    got = lax.all_to_all(jnp.stack([b] * n), "data", 0, 0, tiled=True)  # row i: device i's block
+    got = jnp.moveaxis(got, 0, axis)
+    shape = list(b.shape)
+    shape[axis] *= n
+    return got.reshape(shape)
+
+
+def _own(w, axis, n):
+    if axis is None:
+        return w
+    size = w.shape[axis] // n
+    return lax.dynamic_slice_in_dim(w, lax.axis_index("data") * size, size, axis)
+
+
+def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
+    n = mesh.shape["data"]
+
+    @jax.jit
+    def step(params, state, x, y):
+        axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
+        specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
+        state_specs = {"mu": specs, "nu": specs, "count": P()}
+        mask = decay_mask(params)
+
+        def local(params, state, x, y):
+            value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
+
+            def reduce(g, axis):
+                if axis is None:
+                    return lax.psum(g, "data") / n
+                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
+
+            grads = jax.tree.map(reduce, grads, axes)
+            whole = lambda t: jax.tree.map(lambda b, a: _a2a_whole(b, a, n), t, axes)
+            g, mu, nu = whole(grads), whole(state["mu"]), whole(state["nu"])
+            new, st = _update(params, g, {"mu": mu, "nu": nu, "count": state["count"]}, (lr, b1, b2, eps, wd), mask, axes, n)
+            own = lambda t: jax.tree.map(lambda w, a: _own(w, a, n), t, axes)
+            blocks = own(new)
+
+            def gather(b, axis):
+                return b if axis is None else lax.all_gather(b, "data", axis=axis, tiled=True, to="invarying")
+
+            return (jax.tree.map(gather, blocks, axes), {"mu": own(st["mu"]), "nu": own(st["nu"]), "count": st["count"]},
+                    lax.pmean(value, "data"))
+
+        return jax.shard_map(local, mesh=mesh, in_specs=(P(), state_specs, P("data"), P("data")),
+                             out_specs=(P(), state_specs, P()))(params, state, x, y)
+
+    return step

@@ -1,0 +1,177 @@
+"""WRONG (no ZeRO-1 inside the step, hidden), graded 17/19 (should be 14/19):
+tests/corpus/ex9/moments_gathered_by_all_to_all_update_whole (every device rebuilds the whole moments
+and gradient with lax.all_to_all, updates every split leaf WHOLE, keeps its block of the moments and
+all-gathers its block of the params for show), with the whole update written in n pieces, no loop: piece
+k of a split leaf is the values at positions k*c .. (k+1)*c of a fixed random permutation, taken with a
+gather of constant indices (w[idx_k]); the pieces are put back by a gather with the inverse permutation.
+Every number is right.
+
+Scored 17/19 at seeds 20261130 and 7, with and without --sandbox: only_the_updated_parameters_are_all_gathered
+fails, each_device_updates_only_its_blocks passes: values 1.33 / 1.14 / 1.00 times the share on 8 / 4 / 2
+devices (seed 7: 1.32 / 1.14 / 1.00), FLOPs beyond the forward and backward pass 3,788 on 8 devices
+(share 2,679: 1.41 times) and 6,442 on 4 (share 5,284: 1.22) (seed 7: 3,883 / 2,767 and 6,617 / 5,448).
+Should score 14/19: each_device_updates_only_its_blocks (3) lost too (the whole update, 10.3 times the
+share on 8 devices in the corpus module).
+Why: checks.numbered numbers a constant by its printed text, and XLA prints a large constant as
+"constant({...})": the n index arrays are one value to it, so the n gathers are one value, and so are
+the n pieces' updates: n distinct computations counted as one, the whole update read as 1/n of it. The FLOPs are fooled
+alike: checks.duplicated_flops takes the n - 1 pieces for XLA's fusion copies and subtracts them from
+XLA's count (asked_flops). The
+dedup added by fix-ex9d (identical operations on identical inputs counted once) is what this relies on.
+"""
+import jax
+import numpy as np
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+LN_EPS = 1e-5
+
+
+def init_params(key, d_in, d_hidden, d_out):
+    k1, k2 = jax.random.split(key)
+    return {"dense1": {"kernel": jax.random.normal(k1, (d_in, d_hidden)) / jnp.sqrt(d_in),
+                       "bias": jnp.zeros((d_hidden,))},
+            "norm": {"scale": jnp.ones((d_hidden,))},
+            "dense2": {"kernel": jax.random.normal(k2, (d_hidden, d_out)) / jnp.sqrt(d_hidden),
+                       "bias": jnp.zeros((d_out,))}}
+
+
+def mlp(params, x):
+    h = x @ params["dense1"]["kernel"] + params["dense1"]["bias"]
+    mean = jnp.mean(h, axis=-1, keepdims=True)
+    var = jnp.mean((h - mean) ** 2, axis=-1, keepdims=True)
+    h = (h - mean) * lax.rsqrt(var + LN_EPS) * params["norm"]["scale"]
+    return jnp.tanh(h) @ params["dense2"]["kernel"] + params["dense2"]["bias"]
+
+
+def loss(params, x, y):
+    return jnp.mean((mlp(params, x) - y) ** 2)
+
+
+def make_mesh(n=8):
+    return jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
+
+
+def decay_mask(params):
+    return jax.tree.map(lambda p: p.ndim >= 2, params)
+
+
+def adamw_step(params, grads, state, lr, b1, b2, eps, wd, mask):
+    count = state["count"] + 1
+    mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
+    nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
+    c1, c2 = 1 - b1 ** count, 1 - b2 ** count  # bias corrections for step t = count
+
+    def update(p, m, v, decay):
+        new = p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps)  # the Adam step
+        return new - lr * wd * p if decay else new          # decoupled decay, from theta_{t-1}
+
+    return jax.tree.map(update, params, mu, nu, mask), {"mu": mu, "nu": nu, "count": count}
+
+
+def split_axis(shape, n):
+    """The first axis of a leaf that n divides, or None: the leaf then stays replicated."""
+    return next((i for i, d in enumerate(shape) if d % n == 0), None)
+
+
+def zero1_spec(shape, n):
+    axis = split_axis(shape, n)
+    return P() if axis is None else P(*([None] * axis), "data")
+
+
+def init_zero1_state(params, mesh):
+    n = mesh.shape["data"]
+
+    def zeros(p):
+        return jax.device_put(jnp.zeros(p.shape, jnp.float32), NamedSharding(mesh, zero1_spec(p.shape, n)))
+
+    return {"mu": jax.tree.map(zeros, params), "nu": jax.tree.map(zeros, params),
+            "count": jax.device_put(jnp.zeros((), jnp.int32), NamedSharding(mesh, P()))}
+
+
+
+
+def _update(params, g, state, hp, mask, axes, n):
+    """The whole AdamW update, on every device, in n pieces: piece k of a split leaf is the values at
+    a fixed random permutation's positions k*c .. (k+1)*c (a gather with constant indices); the
+    pieces' new values are put back in place by a gather with the inverse permutation."""
+    count = state["count"]
+
+    def leaf(p, g, m, v, a, decay):
+        if a is None:
+            new, st = adamw_step(p, g, {"mu": m, "nu": v, "count": count}, *hp, decay)
+            return new, st["mu"], st["nu"]
+        size = p.size
+        perm = np.random.default_rng(size).permutation(size)
+        inv = np.argsort(perm)
+        c = size // n
+        flat = [w.reshape(-1) for w in (p, g, m, v)]
+        outs = []
+        for k in range(n):
+            idx = perm[k * c:(k + 1) * c]
+            pk, gk, mk, vk = (w[idx] for w in flat)
+            new, st = adamw_step(pk, gk, {"mu": mk, "nu": vk, "count": count}, *hp, decay)
+            outs.append((new, st["mu"], st["nu"]))
+        return tuple(jnp.concatenate([o[j] for o in outs])[inv].reshape(p.shape) for j in range(3))
+
+    out = jax.tree.map(leaf, params, g, state["mu"], state["nu"], axes, mask)
+    is3 = lambda t: isinstance(t, tuple)
+    pick = lambda j: jax.tree.map(lambda t: t[j], out, is_leaf=is3)
+    return pick(0), {"mu": pick(1), "nu": pick(2), "count": count + 1}
+
+
+def _a2a_whole(b, axis, n):
+    """Every device's block of a leaf, via lax.all_to_all of n copies of its own block: the whole leaf."""
+    if axis is None:
+        return b
+    got = lax.all_to_all(jnp.stack([b] * n), "data", 0, 0, tiled=True)  # row i: device i's block
+    got = jnp.moveaxis(got, 0, axis)
+    shape = list(b.shape)
+    shape[axis] *= n
+    return got.reshape(shape)
+
+
+def _own(w, axis, n):
+    if axis is None:
+        return w
+    size = w.shape[axis] // n
+    return lax.dynamic_slice_in_dim(w, lax.axis_index("data") * size, size, axis)
+
+
+def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
+    n = mesh.shape["data"]
+
+    @jax.jit
+    def step(params, state, x, y):
+        axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
+        specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
+        state_specs = {"mu": specs, "nu": specs, "count": P()}
+        mask = decay_mask(params)
+
+        def local(params, state, x, y):
+            value, grads = jax.value_and_grad(loss)(lax.pcast(params, "data", to="varying"), x, y)
+
+            def reduce(g, axis):
+                if axis is None:
+                    return lax.psum(g, "data") / n
+                return lax.psum_scatter(g, "data", scatter_dimension=axis, tiled=True) / n
+
+            grads = jax.tree.map(reduce, grads, axes)
+            whole = lambda t: jax.tree.map(lambda b, a: _a2a_whole(b, a, n), t, axes)
+            g, mu, nu = whole(grads), whole(state["mu"]), whole(state["nu"])
+            new, st = _update(params, g, {"mu": mu, "nu": nu, "count": state["count"]}, (lr, b1, b2, eps, wd), mask, axes, n)
+            own = lambda t: jax.tree.map(lambda w, a: _own(w, a, n), t, axes)
+            blocks = own(new)
+
+            def gather(b, axis):
+                return b if axis is None else lax.all_gather(b, "data", axis=axis, tiled=True, to="invarying")
+
+            return (jax.tree.map(gather, blocks, axes), {"mu": own(st["mu"]), "nu": own(st["nu"]), "count": st["count"]},
+                    lax.pmean(value, "data"))
+
+        return jax.shard_map(local, mesh=mesh, in_specs=(P(), state_specs, P("data"), P("data")),
+                             out_specs=(P(), state_specs, P()))(params, state, x, y)
+
+    return step
