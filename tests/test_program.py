@@ -602,3 +602,27 @@ def test_a_put_on_one_device_only_placed_again_on_a_mesh_is_dropped():
             program.encode(closed, meshes=True)
     both = jax.make_jaxpr(lambda v: (lambda on: (jax.device_put(on, sharding), on * 2))(jax.device_put(v, first)))(value)
     assert program.single_device_puts_dropped(both) is both
+
+
+def test_replicas_of_a_block_that_differ_are_read_as_nan():
+    # make_array_from_single_device_arrays with copies of one block that differ between devices
+    # makes an array with no one value there (each device computes with its own): NaN in the trace.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    sharding = NamedSharding(mesh, P(None, "b"))  # each block held by both devices of a column
+    value = np.arange(48, dtype=np.float32).reshape(6, 8) + 1
+
+    def fn(v, differ):
+        blocks, seen = [], set()
+        for d, idx in sharding.addressable_devices_indices_map(v.shape).items():
+            again = idx in seen
+            seen.add(idx)
+            blocks.append(jax.device_put(v[idx] * (0 if again and differ else 1), d))
+        return jax.make_array_from_single_device_arrays(v.shape, sharding, blocks)
+
+    with jax.set_mesh(mesh), program.single_device_arrays_assembled():
+        agree, differ = (jax.make_jaxpr(lambda v, f=f: fn(v, f))(value) for f in (False, True))
+    for closed, want in ((agree, value), (differ, np.full_like(value, np.nan))):
+        rebuilt = program.decode(wire.round_trip(program.encode(closed, meshes=True)), meshes=True,
+                                 devices=list(mesh.devices.flat))
+        np.testing.assert_array_equal(np.asarray(rebuilt.run(value)[0]), want)

@@ -1012,8 +1012,9 @@ def single_device_arrays_assembled(*modules):
     index its device holds in the sharding (sharding.devices_indices_map: the eager call matches
     blocks to devices by the device each lies on, whatever their order in the list), joins them
     with concatenates, and places the whole on the sharding with a device_put, as the eager call
-    places it. Where a replicated index is held by several devices, the first device's block (in
-    the sharding's device order) is read. A block whose device is unknown (neither put here nor a
+    places it. Where a replicated index is held by several devices, their blocks are read where
+    they agree and are NaN where they differ (the eager array has no one value there: each device
+    computes with its own block). A block whose device is unknown (neither put here nor a
     concrete array on one device) leaves the call to JAX, which raises its own error; so do blocks
     of the wrong number or shape.
 
@@ -1093,12 +1094,21 @@ def single_device_arrays_assembled(*modules):
             bounds = tuple(s.indices(n)[:2] for s, n in zip(index, shape))
             if tuple(on[device].shape) != tuple(b - a for a, b in bounds):
                 return make(shape, sharding, arrays, dtype=dtype)
-            cells.setdefault(tuple(a for a, _ in bounds), on[device])
+            cells.setdefault(tuple(a for a, _ in bounds), []).append(on[device])
         starts = [sorted({key[i] for key in cells}) for i in range(len(shape))]
+
+        def agreed(replicas):
+            # The replicas of one index: where they differ the eager array has no one value (each
+            # device computes with its own), and the program holds NaN there.
+            first, others = replicas[0], replicas[1:]
+            if not others or not jnp.issubdtype(first.dtype, jnp.inexact):
+                return first
+            same = functools.reduce(jnp.logical_and, [b == first for b in others])
+            return jnp.where(same, first, jnp.nan)
 
         def joined(prefix, dim):
             if dim == len(shape):
-                return cells[prefix]
+                return agreed(cells[prefix])
             parts = [joined(prefix + (s,), dim + 1) for s in starts[dim]]
             return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=dim)
         whole = joined((), 0)

@@ -6,13 +6,16 @@ but the first computes with zero weights.
 
 State that changes between calls, in the callback: natively on (2, 4) tp_mlp of the placed params
 is right on the data row 0 devices and off by up to 58 on the data row 1 devices (as
-tests/open/ex7/wrong_init_replicas_disagree). Graded 22/22: make_array_from_callback runs eagerly
+tests/corpus/ex7/wrong_init_replicas_disagree). Was graded 22/22: make_array_from_callback runs eagerly
 inside the judge's trace (on the host arrays) and the array it makes is read as one global value
 (one replica per index); the state check's step runs on (1, 8), where nothing is replicated.
 
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 22/22, with
---sandbox 22/22; verbose output identical in both modes. Should get 20/22
-(optimizer_state_carries_parameter_specs: not the given values on every device).
+Since fix-ex7d probes.placed_constants puts the callback's array back with NaN where copies of a block differ (the array has no one value there), and the check says so.
+
+Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22 (22/22 in both
+modes before fix-ex7d). Should get 20/22.
+
+loses: optimizer_state_carries_parameter_specs: no one value on every device
 """
 
 import jax
