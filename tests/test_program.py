@@ -532,3 +532,97 @@ def test_a_global_array_made_from_single_device_arrays_is_traced_as_the_eager_ca
         with jax.set_mesh(meshes[0]), pytest.raises(Exception, match="concrete"):
             jax.make_jaxpr(lambda v: jax.make_array_from_single_device_arrays(
                 value.shape, sharding, [v[:4] * 1, v[4:] * 1, v[:4] * 1, v[4:] * 1]))(value)
+
+
+def test_single_device_puts_reach_imported_names_batched_puts_and_placed_shardings():
+    # ex7's init_tp_state may name the functions imported from jax (`from jax import device_put`),
+    # put its blocks with one jax.device_put(blocks, devices), or move a value onto another's
+    # `.sharding` (which a tracer lacks). Under single_device_arrays_assembled(module) each traces
+    # as the eager call computes and places; everything is put back on leaving.
+    import types
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    sharding = NamedSharding(mesh, P(None, "b"))
+    value = np.arange(48, dtype=np.float32).reshape(6, 8) / 7
+    learner = types.ModuleType("learner")
+    learner.device_put, learner.make = jax.device_put, jax.make_array_from_single_device_arrays
+    learner.unrelated = len
+
+    def fn(v):
+        where = sharding.addressable_devices_indices_map(v.shape)
+        devices = list(where)
+        blocks = learner.device_put([v[where[d]] for d in devices], devices)  # batched, imported name
+        placed = learner.make(v.shape, sharding, blocks)
+        moved = jax.device_put(v * 2, placed.sharding)  # .sharding of a tracer placed here
+        return placed, moved
+
+    eager = fn(value)
+    with jax.set_mesh(mesh):
+        with pytest.raises(Exception, match="concrete"):
+            jax.make_jaxpr(fn)(value)
+        with program.single_device_arrays_assembled(learner):
+            closed = jax.make_jaxpr(fn)(value)
+            with pytest.raises(AttributeError, match="sharding"):  # a tracer it did not place
+                jax.make_jaxpr(lambda v: (v * 2).sharding)(value)
+    assert learner.device_put is jax.device_put is jax._src.api.device_put  # put back
+    assert learner.make is jax.make_array_from_single_device_arrays and learner.unrelated is len
+    assert "sharding" in vars(jax._src.core.Tracer) and not hasattr(jax.core, "_placed")
+    with pytest.raises(AttributeError, match="not available"):
+        jax.make_jaxpr(lambda v: (v * 2).sharding)(value)
+    rebuilt = program.decode(wire.round_trip(program.encode(closed, meshes=True)), meshes=True,
+                             devices=list(mesh.devices.flat))
+    for traced, want in zip(rebuilt.run(value), eager):
+        np.testing.assert_array_equal(np.asarray(traced), np.asarray(want))
+        assert traced.sharding.is_equivalent_to(want.sharding, 2)
+
+
+def test_a_put_on_one_device_only_placed_again_on_a_mesh_is_dropped():
+    # device_put(device_put(v, device), NamedSharding(...)) computes and places what the second
+    # put alone does; a put on one device whose value is used otherwise, or returned, stays.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    sharding = NamedSharding(mesh, P("a", None))
+    value = np.arange(48, dtype=np.float32).reshape(8, 6)
+    first = jax.devices()[0]
+
+    def through(v):
+        return jax.device_put(jax.device_put(v, first), sharding)
+
+    closed = program.single_device_puts_dropped(jax.make_jaxpr(through)(value))
+    assert [str(e.params["devices"][0]) for e in closed.jaxpr.eqns] == [str(sharding)]
+    rebuilt = program.decode(wire.round_trip(program.encode(closed, meshes=True)), meshes=True,
+                             devices=list(mesh.devices.flat))
+    (out,) = rebuilt.run(value)
+    np.testing.assert_array_equal(np.asarray(out), value)
+    assert out.sharding.is_equivalent_to(sharding, 2)
+    for kept in (lambda v: jax.device_put(v, first),
+                 lambda v: (jax.device_put(jax.device_put(v, first), sharding), jax.device_put(v, first) + 1)):
+        closed = program.single_device_puts_dropped(jax.make_jaxpr(kept)(value))
+        with pytest.raises(program.ProgramError, match="Device"):  # returned, or added to
+            program.encode(closed, meshes=True)
+    both = jax.make_jaxpr(lambda v: (lambda on: (jax.device_put(on, sharding), on * 2))(jax.device_put(v, first)))(value)
+    assert program.single_device_puts_dropped(both) is both
+
+
+def test_replicas_of_a_block_that_differ_are_read_as_nan():
+    # make_array_from_single_device_arrays with copies of one block that differ between devices
+    # makes an array with no one value there (each device computes with its own): NaN in the trace.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    sharding = NamedSharding(mesh, P(None, "b"))  # each block held by both devices of a column
+    value = np.arange(48, dtype=np.float32).reshape(6, 8) + 1
+
+    def fn(v, differ):
+        blocks, seen = [], set()
+        for d, idx in sharding.addressable_devices_indices_map(v.shape).items():
+            again = idx in seen
+            seen.add(idx)
+            blocks.append(jax.device_put(v[idx] * (0 if again and differ else 1), d))
+        return jax.make_array_from_single_device_arrays(v.shape, sharding, blocks)
+
+    with jax.set_mesh(mesh), program.single_device_arrays_assembled():
+        agree, differ = (jax.make_jaxpr(lambda v, f=f: fn(v, f))(value) for f in (False, True))
+    for closed, want in ((agree, value), (differ, np.full_like(value, np.nan))):
+        rebuilt = program.decode(wire.round_trip(program.encode(closed, meshes=True)), meshes=True,
+                                 devices=list(mesh.devices.flat))
+        np.testing.assert_array_equal(np.asarray(rebuilt.run(value)[0]), want)

@@ -1000,23 +1000,38 @@ def full_placed_as_called():
 
 
 @contextlib.contextmanager
-def single_device_arrays_assembled():
+def single_device_arrays_assembled(*modules):
     """While a function called eagerly is traced: jax.make_array_from_single_device_arrays(shape,
     sharding, blocks) of blocks each put on one device with jax.device_put(block, device) (the way
     multi-host loaders build a global array) is traced as what the eager call computes. JAX
     refuses it in a trace (its blocks are tracers), and a device_put naming one of the worker's
     devices is no program a judge rebuilds. So, in a trace only: jax.device_put(x, device) (a Device
-    or a SingleDeviceSharding) leaves x where it is and remembers the device; and
-    make_array_from_single_device_arrays lays each block at the index its device holds in the
-    sharding (sharding.devices_indices_map: the eager call matches blocks to devices by the device
-    each lies on, whatever their order in the list), joins them with concatenates, and places the
-    whole on the sharding with a device_put, as the eager call places it. Where a replicated index
-    is held by several devices, the first device's block (in the sharding's device order) is read.
-    A block whose device is unknown (neither put here nor a concrete array on one device) leaves
-    the call to JAX, which raises its own error; so do blocks of the wrong number or shape."""
+    or a SingleDeviceSharding, or a list, tuple or other pytree prefix of x holding them, as
+    jax.device_put(blocks, devices) puts each block on its own device) leaves each value where it
+    is and remembers its device; and make_array_from_single_device_arrays lays each block at the
+    index its device holds in the sharding (sharding.devices_indices_map: the eager call matches
+    blocks to devices by the device each lies on, whatever their order in the list), joins them
+    with concatenates, and places the whole on the sharding with a device_put, as the eager call
+    places it. Where a replicated index is held by several devices, their blocks are read where
+    they agree and are NaN where they differ (the eager array has no one value there: each device
+    computes with its own block). A block whose device is unknown (neither put here nor a
+    concrete array on one device) leaves the call to JAX, which raises its own error; so do blocks
+    of the wrong number or shape.
+
+    A value this trace places on a NamedSharding of a mesh (by jax.device_put, or assembled as
+    above) answers `.sharding` with that sharding, as the eager call's array does (a tracer has no
+    `.sharding`: optax.tree_map_params(tx, lambda s, p: jax.device_put(s, p.sharding), ...) moves
+    a state onto its params' placement); any other tracer still raises JAX's own AttributeError.
+
+    The functions are swapped on the jax module and, for each of `modules` (the learner's), in its
+    globals where a name is bound to the very function (`from jax import device_put`); all is put
+    back on leaving."""
     import jax.numpy as jnp
+    from jax.sharding import NamedSharding
     put, make = jax.device_put, jax.make_array_from_single_device_arrays
     sent: dict = {}  # id(block) -> [block, the devices it was put on, in order]
+    placed: dict = {}  # id(tracer) -> (tracer, the NamedSharding this trace placed it on)
+    tracer_sharding = vars(core.Tracer)["sharding"]
 
     def one_device(target):
         if isinstance(target, jax.Device):
@@ -1025,16 +1040,36 @@ def single_device_arrays_assembled():
             return next(iter(target.device_set))
         return None
 
-    def device_put(x, device=None, *args, **kwargs):
-        d = one_device(device)
-        if d is None or args or core.trace_state_clean():
-            return put(x, device, *args, **kwargs)
+    def remember_placed(out, target):
+        if isinstance(target, NamedSharding) and isinstance(target.mesh, jax.sharding.Mesh):
+            for leaf in jax.tree.leaves(out):
+                if isinstance(leaf, core.Tracer):
+                    placed[id(leaf)] = (leaf, target)
+        return out
 
-        def kept(v):
-            v = v if isinstance(v, core.Tracer) else jnp.asarray(v)
-            sent.setdefault(id(v), [v, []])[1].append(d)
-            return v
-        return jax.tree.map(kept, x)
+    def kept(v, d):
+        v = v if isinstance(v, core.Tracer) else jnp.asarray(v)
+        sent.setdefault(id(v), [v, []])[1].append(d)
+        return v
+
+    is_target = lambda t: t is None or isinstance(t, (jax.Device, jax.sharding.Sharding))  # noqa: E731
+
+    def device_put(x, device=None, *args, **kwargs):
+        if args or core.trace_state_clean():
+            return put(x, device, *args, **kwargs)
+        d = one_device(device)
+        if d is not None:
+            return jax.tree.map(lambda v: kept(v, d), x)
+        targets = jax.tree.leaves(device, is_leaf=is_target)
+        if not any(one_device(t) is not None for t in targets) or not all(is_target(t) for t in targets):
+            return remember_placed(put(x, device, **kwargs), device)
+        try:  # a pytree of targets, a prefix of x's: each subtree put on its own
+            return jax.tree.map(
+                lambda t, sub: (jax.tree.map(lambda v: kept(v, one_device(t)), sub) if one_device(t) is not None
+                                else remember_placed(put(sub, t, **kwargs), t)),
+                device, x, is_leaf=is_target)
+        except (ValueError, TypeError):  # not a prefix of x: JAX's own error
+            return put(x, device, **kwargs)
 
     def device_of(block):
         if id(block) in sent and sent[id(block)][0] is block and sent[id(block)][1]:
@@ -1059,21 +1094,89 @@ def single_device_arrays_assembled():
             bounds = tuple(s.indices(n)[:2] for s, n in zip(index, shape))
             if tuple(on[device].shape) != tuple(b - a for a, b in bounds):
                 return make(shape, sharding, arrays, dtype=dtype)
-            cells.setdefault(tuple(a for a, _ in bounds), on[device])
+            cells.setdefault(tuple(a for a, _ in bounds), []).append(on[device])
         starts = [sorted({key[i] for key in cells}) for i in range(len(shape))]
+
+        def agreed(replicas):
+            # The replicas of one index: where they differ the eager array has no one value (each
+            # device computes with its own), and the program holds NaN there.
+            first, others = replicas[0], replicas[1:]
+            if not others or not jnp.issubdtype(first.dtype, jnp.inexact):
+                return first
+            same = functools.reduce(jnp.logical_and, [b == first for b in others])
+            return jnp.where(same, first, jnp.nan)
 
         def joined(prefix, dim):
             if dim == len(shape):
-                return cells[prefix]
+                return agreed(cells[prefix])
             parts = [joined(prefix + (s,), dim + 1) for s in starts[dim]]
             return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=dim)
         whole = joined((), 0)
         if dtype is not None:
             whole = whole.astype(dtype)
-        return put(whole, sharding)
+        return remember_placed(put(whole, sharding), sharding)
 
+    def sharding(self):
+        got = placed.get(id(self))
+        if got is not None and got[0] is self:
+            return got[1]
+        return tracer_sharding.fget(self)
+
+    swapped = [(vars(mod), name, value, device_put if value is put else make_array)
+               for mod in modules for name, value in list(vars(mod).items())
+               if value is put or value is make]
     try:
         jax.device_put, jax.make_array_from_single_device_arrays = device_put, make_array
+        core.Tracer.sharding = property(sharding)
+        for space, name, _, mine in swapped:
+            space[name] = mine
         yield
     finally:
         jax.device_put, jax.make_array_from_single_device_arrays = put, make
+        core.Tracer.sharding = tracer_sharding
+        for space, name, theirs, _ in swapped:
+            space[name] = theirs
+
+
+def single_device_puts_dropped(closed):
+    """A traced program where a value is put on one device (a device_put to a Device or a
+    SingleDeviceSharding, which no judge rebuilds: the device is the worker's) and from there only
+    ever placed again on a NamedSharding of a mesh (device_put(device_put(v, device),
+    NamedSharding(...))): the first put is dropped, since the second alone computes and places
+    the same. Read in the top-level program only (an eager call's puts); a put to one device whose
+    value is used any other way, or returned, stays (and the judge refuses it)."""
+    from jax.sharding import NamedSharding
+    jaxpr = closed.jaxpr
+    one = lambda t: isinstance(t, (jax.Device, jax.sharding.SingleDeviceSharding))  # noqa: E731
+    onto_mesh = lambda t: isinstance(t, NamedSharding) and isinstance(t.mesh, jax.sharding.Mesh)  # noqa: E731
+    ok: dict = {}  # var -> whether every use of it is a re-placement onto a mesh
+    for eqn in jaxpr.eqns:
+        for i, v in enumerate(eqn.invars):
+            if isinstance(v, core.Var):
+                again = eqn.primitive.name == "device_put" and onto_mesh(eqn.params["devices"][i])
+                ok[v] = ok.get(v, True) and again
+    for v in jaxpr.outvars:
+        if isinstance(v, core.Var):
+            ok[v] = False
+    source: dict = {}  # a dropped put's output -> its operand
+    eqns = []
+    for eqn in jaxpr.eqns:
+        invars = [source.get(v, v) if isinstance(v, core.Var) else v for v in eqn.invars]
+        if eqn.primitive.name != "device_put":
+            eqns.append(eqn.replace(invars=invars) if any(a is not b for a, b in zip(invars, eqn.invars)) else eqn)
+            continue
+        keep = []
+        for i, (v, out) in enumerate(zip(invars, eqn.outvars)):
+            if one(eqn.params["devices"][i]) and ok.get(out, False):
+                source[out] = v
+            else:
+                keep.append(i)
+        if not keep:
+            continue
+        params = {k: tuple(val[i] for i in keep) if isinstance(val, tuple) and len(val) == len(eqn.invars) else val
+                  for k, val in eqn.params.items()}
+        eqns.append(eqn.replace(invars=[invars[i] for i in keep], outvars=[eqn.outvars[i] for i in keep],
+                                params=params))
+    if not source:
+        return closed
+    return closed.replace(eqns=eqns)

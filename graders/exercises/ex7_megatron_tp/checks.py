@@ -22,6 +22,7 @@ Adam step's collectives, and those of the Adam step taken from init_tp_state's o
 SGD on the technique checks' mesh and Adam on the others.
 """
 
+import contextlib
 import functools
 
 import jax
@@ -776,9 +777,11 @@ def test_training_step_communicates_like_megatron(worker, note, seed):
 def one_axis_step(worker, seed: int):
     """The compiled collectives of the Adam step the state check takes from init_tp_state's output
     on ONE_AXIS_STEP, or None where that step cannot be read so: init_tp_state or the step failed
-    or placed the parameters or moments wrong (the state check says so), or the step runs
-    operations outside a jit (its values then lie where eager code puts them, so it is evaluated
-    equation by equation, not compiled whole)."""
+    or placed the parameters or moments wrong (the state check says so), or the step holds no
+    jitted call and runs operations outside a jit only. A step with operations outside a jit (its
+    values then lie where eager code puts them) is evaluated equation by equation, not compiled
+    whole, and the compilations that makes (its jitted calls, each compiled as the learner's call
+    compiles it) are read (`compilations`): an eager tail after a step that gathers is read too."""
     shape = ONE_AXIS_STEP
     try:
         got, after = state_run(worker, shape, seed)
@@ -933,8 +936,19 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
         where = f"on a (data, model) = {shape} mesh (D={config[0]}, H={config[1]})"
         for k in ("w1", "w2"):
             what = f"init_tp_state's params['{k}'] {where}"
-            assert_close(received(got["values"][k], what, host[k].shape), host[k], what,
-                         "Hint: place the given values; do not re-initialise them.")
+            values = received(got["values"][k], what, host[k].shape)
+            flat = np.asarray(values) if np.shape(values) == host[k].shape else None
+            unset = (np.isnan(flat) & ~np.isnan(host[k]) if flat is not None and np.issubdtype(flat.dtype, np.inexact)
+                     else np.zeros(0, bool))
+            if unset.any():
+                # NaN where the given value is not: the program computed NaN, or copies of one block
+                # differ between the devices holding them (the program then holds NaN there:
+                # program.single_device_arrays_assembled, probes.placed_constants).
+                fail(f"{what}: {int(unset.sum())} of {unset.size} entries have no one value on every device holding "
+                     "them (the devices holding copies of the same block hold different values), or are NaN. Hint: "
+                     "every device holding a block should hold the given values; jax.device_put(w, "
+                     "NamedSharding(mesh, spec)) places them so.")
+            assert_close(values, host[k], what, "Hint: place the given values; do not re-initialise them.")
         check_specs(shape, config, got, f"after init_tp_state {where}")
         if got["called"] is not None:
             # What the learner's own call placed (the worker's report) can only take the points
@@ -997,6 +1011,30 @@ def _paths(reply, key: str) -> list:
     if not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
         fail("could not check your optimizer state: the grader got no list of its leaves back.")
     return paths
+
+
+@contextlib.contextmanager
+def compilations():
+    """The HLO text of every program XLA compiles here meanwhile (jitted calls and eager operations
+    of a program evaluated equation by equation): no compilation more, each read once made. One
+    JAX finds in its caches is not compiled again and not read (an eager operation made before on
+    the same shapes: the exercises' eager tails move no arrays)."""
+    from jax._src.interpreters import pxla
+    texts: list = []
+    compile_ = pxla.MeshComputation.compile
+
+    def compile(self, *args, **kwargs):
+        exe = compile_(self, *args, **kwargs)
+        try:
+            texts.append(exe.as_text() or "")
+        except Exception:  # noqa: BLE001 (no text view: nothing read)
+            pass
+        return exe
+    try:
+        pxla.MeshComputation.compile = compile
+        yield texts
+    finally:
+        pxla.MeshComputation.compile = compile_
 
 
 def evaluated(closed, shape, args, what: str) -> list:
@@ -1139,7 +1177,14 @@ def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
             text = exe.as_text()
             compiled = {"collectives": hlo.collective_counts(text), "collective_shapes": hlo.collective_shapes(text)}
         else:
-            outs = evaluated(closed, shape, args, "your training step")
+            # Evaluated equation by equation: each jitted call (and each eager operation) is compiled
+            # as the learner's call compiles it, and those compilations are read for collectives.
+            with compilations() as texts:
+                outs = evaluated(closed, shape, args, "your training step")
+            if any(eqn.primitive.name == "jit" for eqn in closed.jaxpr.eqns) and texts:
+                compiled = {"collectives": {op: sum(hlo.collective_counts(t)[op] for t in texts)
+                                            for op in hlo.collective_counts("")},
+                            "collective_shapes": [row for t in texts for row in hlo.collective_shapes(t)]}
         tx = make_tx(OPTIMIZERS["adam"])
         start = {k: jnp.asarray(v) for k, v in host.items()}
         expected, _, _ = single_step_jit("adam")(start, tx.init(start), jnp.asarray(x, jnp.float32),

@@ -356,7 +356,14 @@ def placed_constants(tree):
     by a device_put in the program, so the judge places the constant's values itself."""
     def put_back(a):
         if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and isinstance(a.sharding, NamedSharding):
-            return jax.device_put(np.asarray(a), a.sharding)
+            whole = np.array(a)
+            if np.issubdtype(whole.dtype, np.inexact):
+                # Replicas of an index that differ (a callback serving one index twice with other
+                # values): the array has no one value there, each device computing with its own.
+                for shard in a.addressable_shards:
+                    block = whole[shard.index]
+                    block[np.asarray(shard.data) != block] = np.nan
+            return jax.device_put(whole, a.sharding)
         return a
     return jax.tree.map(put_back, tree)
 
@@ -365,8 +372,11 @@ def init_traced(sol, m, tx, host):
     """init_tp_state traced on mesh m: over the params given as inputs; where that fails, over
     the host arrays themselves (which the program then holds as constants); where both fail, both
     again with the no-ops of program.no_ops_traced skipped and a global array made from blocks on
-    single devices assembled as the eager call assembles it (program.single_device_arrays_assembled).
-    The learner's own error of the last attempt propagates."""
+    single devices assembled as the eager call assembles it (program.single_device_arrays_assembled,
+    given the learner's module: its own names of jax.device_put and of the assembling function are
+    swapped too). In the program traced, a put on one device whose value is only ever placed again
+    on the mesh is dropped (program.single_device_puts_dropped: the latter put alone computes and
+    places the same). The learner's own error of the last attempt propagates."""
     attempts = (lambda: traced(m, lambda p: placed_constants(sol.init_tp_state(m, tx, p)), host),
                 # init_tp_state is given NumPy arrays on the host (the stub says so), and code may
                 # treat them as such (np.asarray of them) where a traced input is not one: traced
@@ -377,9 +387,12 @@ def init_traced(sol, m, tx, host):
         for i, attempt in enumerate(attempts):
             try:
                 if not skipping:
-                    return attempt()
-                with program.no_ops_traced(m), program.single_device_arrays_assembled():
-                    return attempt()
+                    closed, out = attempt()
+                else:
+                    with program.no_ops_traced(m), program.single_device_arrays_assembled(sol):
+                        closed, out = attempt()
+                # A put on one device only ever placed again on the mesh is the latter put alone.
+                return program.single_device_puts_dropped(closed), out
             except Exception:  # noqa: BLE001 (the last attempt's error propagates below)
                 if skipping and i == len(attempts) - 1:
                     raise

@@ -4,7 +4,8 @@
 Natively the params and moments are on SingleDeviceSharding(device 0). Graded: the check is lost,
 but with "the program of init_tp_state on a (2, 4) mesh could not be read: your program holds a
 parameter of kind Device" (the judge cannot decode the device_put's Device), not for the placement;
-tests/open/ex7/right_init_through_one_device.py, right, loses it with the same words.
+tests/right/ex7/init_through_one_device.py, right, lost it with the same words until fix-ex7d,
+which drops a put on one device only where its value is only ever placed again on a mesh.
 
 Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
 --sandbox 20/22; verbose output identical in both modes. Should get 20/22.

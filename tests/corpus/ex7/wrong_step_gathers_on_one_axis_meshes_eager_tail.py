@@ -4,16 +4,21 @@ the step returned as a plain Python function: a jitted inner step, then the loss
 array eagerly outside the jit (jnp.asarray(loss, jnp.float32)).
 
 Natively its jitted inner step on (1, 8) with Adam compiles to 2 all-gathers and no all-reduce,
-86,673 FLOPs per device (the reference: 1 all-reduce, 13,897), as the corpus module's. Graded
+86,673 FLOPs per device (the reference: 1 all-reduce, 13,897), as the corpus module's. Was graded
 21/22: training_step_is_jitted lost (1 pt, right), but training_step_communicates_like_megatron
 kept: checks.one_axis_step returns None for a step with operations outside a jit
 (step_calls(closed)["outside"] != 0: evaluated equation by equation, not compiled), so the one-axis
 read that catches the corpus module is skipped; on the both-axes meshes it is Megatron. One eager
 multiply buys back the 2 points fix-ex7c takes.
 
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 21/22, with
---sandbox 21/22; verbose output identical in both modes. Should get 19/22 (training_step_is_jitted
-and training_step_communicates_like_megatron lost).
+Since fix-ex7d a step evaluated equation by equation has the compilations that makes read for
+collectives (checks.compilations: its jitted call, compiled as the learner's call compiles it).
+
+Scores (--seed 20261130 and --seed 7): without --sandbox 19/22, with --sandbox 19/22 (21/22 in both
+modes before fix-ex7d). Should get 19/22.
+
+loses: training_step_is_jitted: part of your step runs outside jax.jit
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
 """
 
 import jax

@@ -1,16 +1,18 @@
-"""RIGHT: init_tp_state assembles each parameter from per-device blocks with
-jax.make_array_from_single_device_arrays, the blocks put on their devices by ONE batched call,
-jax.device_put(list_of_blocks, list_of_devices).
+"""RIGHT: init_tp_state assembles each parameter from per-device blocks, as
+tests/right/ex7/init_single_device_arrays.py does, but with the two functions imported by name at
+module level (from jax import device_put, make_array_from_single_device_arrays).
 
-Natively right (specs and training as the reference on (2, 4) and (4, 2)). Graded:
-optimizer_state_carries_parameter_specs lost with "your code raised ValueError:
-jax.make_array_from_single_device_arrays requires a list of concrete arrays as input, but got
-types {DynamicJaxprTracer}": program.single_device_arrays_assembled only remembers a device_put
-whose target is ONE Device or SingleDeviceSharding; a list of devices goes to JAX's own device_put,
-and its blocks are unknown to the assembling make_array.
+Natively (8 CPU devices, (2, 4) and (4, 2)) it places w1 P(None, 'model'), w2 P('model', None),
+the moments alike, and trains like the reference. Graded: optimizer_state_carries_parameter_specs
+lost with "your code raised ValueError: jax.make_array_from_single_device_arrays requires a list
+of concrete arrays as input, but got types {DynamicJaxprTracer}". program.single_device_arrays_assembled
+(fix-ex7c) swaps the attributes jax.device_put and jax.make_array_from_single_device_arrays on the
+jax module; names bound at import time (from jax import ...) are the unswapped originals.
+Since fix-ex7d the probe passes the learner's module to it, and the names of its globals bound to
+those very functions are swapped too (and put back after the trace).
 
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
---sandbox 20/22; verbose output identical in both modes. Should get 22/22.
+Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22 (20/22 in
+both modes before fix-ex7d). Should get 22/22.
 """
 
 import jax
@@ -19,6 +21,7 @@ import optax
 from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from jax import device_put, make_array_from_single_device_arrays
 
 W1_SPEC = P(None, "model")  # column split: each device owns H/model hidden units
 W2_SPEC = P("model", None)  # row split: the same hidden units' rows of w2
@@ -46,10 +49,8 @@ def init_tp_state(mesh, tx, params):
     placed = {}
     for k, v in params.items():
         sharding = NamedSharding(mesh, PARAM_SPECS[k])
-        where = sharding.addressable_devices_indices_map(v.shape)
-        devices = list(where)
-        blocks = jax.device_put([v[where[d]] for d in devices], devices)
-        placed[k] = jax.make_array_from_single_device_arrays(v.shape, sharding, blocks)
+        blocks = [device_put(v[idx], d) for d, idx in sharding.addressable_devices_indices_map(v.shape).items()]
+        placed[k] = make_array_from_single_device_arrays(v.shape, sharding, blocks)
     # The moments are zeros_like(params): made from the placed params, they inherit their split.
     return placed, tx.init(placed)
 

@@ -1,17 +1,17 @@
-"""RIGHT: init_tp_state first copies each host array to the mesh's first
-device (jax.device_put(v, device)), then places it Megatron-style from there
-(jax.device_put(that, NamedSharding(mesh, spec))); tx.init of the placed params.
+"""RIGHT: init_tp_state assembles each parameter from per-device blocks with
+jax.make_array_from_single_device_arrays, the blocks put on their devices by ONE batched call,
+jax.device_put(list_of_blocks, list_of_devices).
 
-Natively right (specs, values and training as the reference on (2, 4) and (1, 8)). Graded:
-optimizer_state_carries_parameter_specs lost with "the program of init_tp_state on a (2, 4) mesh
-could not be read: your program holds a parameter of kind Device". The first trace succeeds (a
-device_put to a Device is a device_put equation whose params hold the Device), so the attempt with
-program.single_device_arrays_assembled (which would make that put a no-op) is never tried, and the
-judge cannot decode the Device parameter. (tests/corpus/ex7/wrong_init_params_on_one_device.py
-loses the same check with the same message, for the same reason, not its placement.)
+Natively right (specs and training as the reference on (2, 4) and (4, 2)). Graded:
+optimizer_state_carries_parameter_specs lost with "your code raised ValueError:
+jax.make_array_from_single_device_arrays requires a list of concrete arrays as input, but got
+types {DynamicJaxprTracer}": program.single_device_arrays_assembled only remembers a device_put
+whose target is ONE Device or SingleDeviceSharding; a list of devices goes to JAX's own device_put,
+and its blocks are unknown to the assembling make_array. Since fix-ex7d a pytree of devices (a
+prefix of the values') puts each block on its own device, remembered as a single put is.
 
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
---sandbox 20/22; verbose output identical in both modes. Should get 22/22.
+Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22 (20/22 in
+both modes before fix-ex7d). Should get 22/22.
 """
 
 import jax
@@ -44,9 +44,14 @@ def make_tp_mlp_shard_map(mesh):
 
 
 def init_tp_state(mesh, tx, params):
-    first = mesh.devices.flat[0]
-    on_device = {k: jax.device_put(v, first) for k, v in params.items()}
-    placed = {k: jax.device_put(v, NamedSharding(mesh, PARAM_SPECS[k])) for k, v in on_device.items()}
+    placed = {}
+    for k, v in params.items():
+        sharding = NamedSharding(mesh, PARAM_SPECS[k])
+        where = sharding.addressable_devices_indices_map(v.shape)
+        devices = list(where)
+        blocks = jax.device_put([v[where[d]] for d in devices], devices)
+        placed[k] = jax.make_array_from_single_device_arrays(v.shape, sharding, blocks)
+    # The moments are zeros_like(params): made from the placed params, they inherit their split.
     return placed, tx.init(placed)
 
 
