@@ -1,11 +1,11 @@
-"""RIGHT (arguable, the shard_map twin of tests/open/ex7/right_output_noop_reshard.py): the shard_map
+"""RIGHT (arguable, the shard_map twin of tests/right/ex7/output_noop_reshard.py): the shard_map
 version's result is passed through jax.sharding.reshard(out, P("data", None)), the sharding it
 already has (no data moved; one all-reduce compiled). Everything else is the reference. Should get
 22/22; with_sharding_constraint in the same place passes (tests/right or tests/corpus (red-team control) output_wsc_and_partial_step.py
 does it in tp_mlp).
 
-Scores (--seed 276678, main mesh (2, 4)): without --sandbox 20/22, with --sandbox 20/22; verbose
-output identical in both modes. Expected: 22/22.
+Scored 20/22 in both modes (--seed 276678, main mesh (2, 4)) until no-op reshards were looked
+through; 22/22 since.
 
 Since a reshard to the sharding the value's type already has is looked through when the judge reads what makes
 the output (fix-ex7): 22/22 at seed 276678, with and without --sandbox.
