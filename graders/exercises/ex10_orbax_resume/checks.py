@@ -22,7 +22,10 @@ learner's process only: those checks read the worker's report, and the ones that
 or a save used the checkpoint (restore_reads_each_shard_straight_onto_its_device,
 restore_never_holds_a_whole_array, save_returns_after_the_write_is_finished) also need the
 grader's own reading of an Orbax checkpoint holding the parameters after k steps
-(read_from_the_checkpoint).
+(read_from_the_checkpoint). The first also needs the learner's restore to read the checkpoint at
+the path it is given (reads_the_given_checkpoint): the grader writes the learner's checkpoint again,
+in its layout, with another state's numbers, and the worker runs the learner's restore on its files
+at a path the learner's save never wrote; restore must hand back that state, not the one saved.
 """
 
 import functools
@@ -633,8 +636,8 @@ def reads_the_given_checkpoint(worker, seed: int, what: str) -> None:
     if "answer" not in _CHECKPOINTS[seed]:
         _CHECKPOINTS[seed]["answer"] = worker.restore_from(draw(seed)["config"], given)
     answer = _CHECKPOINTS[seed]["answer"]
-    told = ("the grader copied your checkpoint to another path and wrote it again with its own Orbax, in its layout, "
-            "holding another state's numbers")
+    told = ("the grader wrote your checkpoint again with its own Orbax, in the same layout but holding another state's "
+            "numbers, at a path your save never wrote to")
     if answer["restore"] is not None:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
              f"{answer['restore']['message']}")
@@ -764,7 +767,8 @@ def template_calls(worker, seed: int) -> list:
 
 @pytest.mark.points(1)
 def test_template_comes_from_eval_shape(worker, seed):
-    """restore builds its template by calling make_state only under nnx.eval_shape (shapes, no arrays)."""
+    """restore builds its template by calling make_state only under a shape evaluation (nnx.eval_shape, jax.eval_shape
+    or jax.jit(f).eval_shape: traced, never run; shapes, no arrays)."""
     calls = template_calls(worker, seed)
     if not calls:
         fail("restore never called make_state: Orbax then has no template saying each leaf's shape, dtype and "
@@ -778,7 +782,8 @@ def test_template_comes_from_eval_shape(worker, seed):
              "holding only shapes and dtypes.")
     traced = [c for c in calls if not c["eval_shape"]]
     if traced:
-        fail(f"make_state was traced outside jax.eval_shape ({len(traced)} of {len(calls)} calls), e.g. inside a "
+        fail(f"make_state was traced outside jax.eval_shape (or a jitted function's eval_shape, which never runs it; "
+             f"{len(traced)} of {len(calls)} calls), e.g. inside a "
              "jit that then runs it: that still makes every array of a real model. Hint: "
              "nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
 
