@@ -615,27 +615,29 @@ def checkpoint(worker, seed: int) -> dict:
                              f"{os.path.relpath(item, folder)} ({type(exc).__name__}: {text}). Hint: save with "
                              "ocp.StandardCheckpointer or a CheckpointManager, and wait for the write to finish.")
                     break
-            given = None
             if error is None:
                 missing = missing_parts(stored, saved)
-                if "the parameters" not in missing:
-                    given = rewritten(folder, items, trees, saved, second_values(seed))
-        _CHECKPOINTS[seed] = {"error": error, "missing": missing, "given": given}
+        _CHECKPOINTS[seed] = {"error": error, "missing": missing, "files": files, "trees": trees,
+                              "items": [os.path.relpath(item, folder) for item in items]}
     return _CHECKPOINTS[seed]
 
 
 def reads_the_given_checkpoint(worker, seed: int, what: str) -> None:
     """Fail `what` unless the learner's restore, given the learner's own checkpoint rewritten by the
-    grader with another state's numbers (checkpoint()["given"]) at a path save never wrote, hands
+    grader with another state's numbers (`rewritten`) at a path save never wrote, hands
     back that state's parameters and nothing of the state saved before: a restore that ignores its
     path (state kept in memory since save, or a part the checkpoint lacks taken from there) hands
     back the earlier numbers."""
-    given = checkpoint(worker, seed)["given"]
-    if given is None:
+    got = checkpoint(worker, seed)
+    if "answer" not in got:
+        with tempfile.TemporaryDirectory(prefix="ex10-given-") as folder:  # only when this check gets here
+            unpack(got["files"], folder)
+            given = rewritten(folder, [os.path.join(folder, rel) for rel in got["items"]], got["trees"],
+                              own_runs(seed)["saved"], second_values(seed))
+        got["answer"] = None if given is None else worker.restore_from(draw(seed)["config"], given)
+    answer = got["answer"]
+    if answer is None:  # a layout the grader's Orbax does not write again: the restore is judged as before
         return
-    if "answer" not in _CHECKPOINTS[seed]:
-        _CHECKPOINTS[seed]["answer"] = worker.restore_from(draw(seed)["config"], given)
-    answer = _CHECKPOINTS[seed]["answer"]
     told = ("the grader wrote your checkpoint again with its own Orbax, in the same layout but holding another state's "
             "numbers, at a path your save never wrote to")
     if answer["restore"] is not None:
