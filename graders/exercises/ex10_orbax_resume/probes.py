@@ -9,7 +9,10 @@ learner's code made of them, as plain data: k steps on mesh A and the learner's 
 checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
 changing); for each target mesh, the learner's `restore` (what `make_state` was asked for, every
 piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
-m more steps from what came back; then a second save to the same path, and what it did.
+m more steps from what came back; then a second save to the same path, and what it did. A second
+probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
+(the learner's own checkpoint, written again by the judge with another state's numbers) at a path
+the learner's save never wrote to.
 A stage that raised is reported as data ({"outcome", "message"}, classified as the runner would),
 so the checks that need only an earlier stage still judge it.
 """
