@@ -22,11 +22,16 @@ learner's process only: those checks read the worker's report, and the ones that
 or a save used the checkpoint (restore_reads_each_shard_straight_onto_its_device,
 restore_never_holds_a_whole_array, save_returns_after_the_write_is_finished) also need the
 grader's own reading of an Orbax checkpoint holding the parameters after k steps
-(read_from_the_checkpoint).
+(read_from_the_checkpoint). The first also needs the learner's restore to read the checkpoint at
+the path it is given (reads_the_given_checkpoint): the grader writes the learner's checkpoint again,
+in its layout, with another state's numbers, and the worker runs the learner's restore on its files
+at a path the learner's save never wrote; restore must hand back that state, not the one saved.
 """
 
 import functools
+import json
 import os
+import shutil
 import tempfile
 from pathlib import PurePosixPath
 
@@ -42,7 +47,7 @@ from graders.kit.expected import expected
 from graders.kit.verdicts import Verdict, fail
 from graders.kit.numeric import fmt, rng
 from graders.exercises.ex10_orbax_resume.probes import (
-    AXES, MESH_A, build, fresh_state, is_key, leaves_of, mesh, sharding_key, spec_for, train, values_of,
+    AXES, MESH_A, build, fresh_state, is_key, leaves_of, mesh, sharding_key, spec_for, train, unpack, values_of,
 )
 
 # The meshes restore is asked to restore onto, one drawn per grading: 4 of the 8 devices, so that
@@ -495,34 +500,20 @@ def test_restored_leaves_have_the_requested_shardings(worker, seed):
 
 # --- checks: the checkpoint ----------------------------------------------------------------
 
-MAX_FILES, MAX_BYTES = 4000, 64 << 20  # far above a checkpoint of the grader's small model
-
-
-def unpack(files: dict, folder: str) -> None:
-    """Write the files a worker sent into folder: relative paths only, nothing outside it."""
-    if not isinstance(files, dict) or len(files) > MAX_FILES or sum(
-            len(d) for d in files.values() if isinstance(d, bytes)) > MAX_BYTES:
-        fail("save wrote far more files or bytes than a checkpoint of the grader's small model holds.")
-    for rel, data in files.items():
-        if not isinstance(rel, str) or not isinstance(data, bytes):
-            continue
-        parts = PurePosixPath(rel).parts
-        if not parts or PurePosixPath(rel).is_absolute() or any(p in ("..", "") for p in parts):
-            continue
-        target = os.path.join(folder, *parts)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as f:
-            f.write(data)
-
-
 def item_folders(folder: str) -> list[str]:
     """The folders holding an Orbax PyTree checkpoint (its _METADATA) under folder."""
     return sorted(root for root, _, names in os.walk(folder) if "_METADATA" in names)
 
 
-def read_checkpoint(item: str) -> list:
-    """Every leaf of the checkpoint in item, read with the grader's own StandardCheckpointer onto
-    the host (NumPy), as (path, array)."""
+def read_checkpoint_of(tree) -> list:
+    """Every leaf of a checkpoint's tree (read_tree) on the host, as (path, array)."""
+    return [(jax.tree_util.keystr(path), np.asarray(jax.random.key_data(value) if is_key(value) else value))
+            for path, value in jax.tree_util.tree_flatten_with_path(tree)[0] if hasattr(value, "shape")]
+
+
+def read_tree(item: str):
+    """The tree of the checkpoint in item, read with the grader's own StandardCheckpointer onto the
+    host (NumPy) where a leaf has a NumPy form."""
     reader = ocp.StandardCheckpointer()
     metadata = reader.metadata(item)
     tree = getattr(metadata, "item_metadata", metadata)
@@ -531,11 +522,49 @@ def read_checkpoint(item: str) -> list:
         fail("the checkpoint holds far more numbers than the training state has.")
     target = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype) if hasattr(leaf, "shape") else leaf, tree)
     try:
-        got = reader.restore(item, target)  # onto the host
+        return reader.restore(item, target)  # onto the host
     except Exception:  # a leaf that has no NumPy form: read it as it was saved
-        got = reader.restore(item)
-    return [(jax.tree_util.keystr(path), np.asarray(jax.random.key_data(value) if is_key(value) else value))
-            for path, value in jax.tree_util.tree_flatten_with_path(got)[0] if hasattr(value, "shape")]
+        return reader.restore(item)
+
+
+def rewritten(folder: str, items: list, trees: list, saved: dict, other: dict) -> dict | None:
+    """The checkpoint folder save wrote, with each of its items written again by the grader's own
+    Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
+    `other`'s values wherever it held the saved state's floating-point values (everything else,
+    the counters and key among them, as it was): a checkpoint in the learner's own layout, holding
+    a state the learner's save never wrote. As files (relative path -> bytes), or None when the
+    grader's Orbax cannot write such an item."""
+    swap = {}
+    for name, value in saved.items():
+        if np.issubdtype(value.dtype, np.floating) and not same(value, other[name]):
+            swap[(value.shape, np.asarray(value, np.float64).tobytes())] = other[name]
+
+    def replaced(leaf):
+        if not hasattr(leaf, "dtype") or not np.issubdtype(leaf.dtype, np.floating):
+            return leaf
+        value = np.asarray(leaf)
+        new = swap.get((value.shape, value.astype(np.float64).tobytes()))
+        return leaf if new is None else new.astype(value.dtype)
+
+    try:
+        for item, tree in zip(items, trees):
+            with open(os.path.join(item, "_METADATA")) as f:
+                layout = json.load(f)
+            again = item + ".grader"
+            handler = ocp.PyTreeCheckpointHandler(use_ocdbt=bool(layout.get("use_ocdbt", True)),
+                                                  use_zarr3=bool(layout.get("use_zarr3", False)))
+            ocp.Checkpointer(handler).save(again, jax.tree.map(replaced, tree))
+            shutil.rmtree(item)
+            os.rename(again, item)
+    except Exception:  # a layout the grader's Orbax does not write: the learner's restore is not tried on it
+        return None
+    files = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            full = os.path.join(root, name)
+            with open(full, "rb") as f:
+                files[PurePosixPath(os.path.relpath(full, folder)).as_posix()] = f.read()
+    return files
 
 
 def missing_parts(stored: list, saved: dict) -> list[str]:
@@ -570,7 +599,7 @@ def checkpoint(worker, seed: int) -> dict:
         with tempfile.TemporaryDirectory(prefix="ex10-judge-") as folder:
             unpack(files, folder)
             items = item_folders(folder)
-            stored = []  # a checkpoint may hold its state in several items (a CheckpointManager's Composite)
+            stored, trees = [], []  # a checkpoint may hold its state in several items (a CheckpointManager's Composite)
             if not items:
                 shown = ", ".join(sorted(files)[:6]) or "nothing"
                 error = (f"save wrote no Orbax checkpoint (the folder holds: {shown}): there is no _METADATA file, which "
@@ -578,7 +607,8 @@ def checkpoint(worker, seed: int) -> dict:
                          "CheckpointManager), then wait_until_finished().")
             for item in items:
                 try:
-                    stored += read_checkpoint(item)
+                    trees.append(read_tree(item))
+                    stored += read_checkpoint_of(trees[-1])
                 except Exception as exc:  # a folder Orbax cannot read
                     text = " ".join(str(exc).split())[:300]
                     error = (f"the grader's StandardCheckpointer cannot read the checkpoint in "
@@ -587,8 +617,47 @@ def checkpoint(worker, seed: int) -> dict:
                     break
             if error is None:
                 missing = missing_parts(stored, saved)
-        _CHECKPOINTS[seed] = {"error": error, "missing": missing}
+        _CHECKPOINTS[seed] = {"error": error, "missing": missing, "files": files, "trees": trees,
+                              "items": [os.path.relpath(item, folder) for item in items]}
     return _CHECKPOINTS[seed]
+
+
+def reads_the_given_checkpoint(worker, seed: int, what: str) -> None:
+    """Fail `what` unless the learner's restore, given the learner's own checkpoint rewritten by the
+    grader with another state's numbers (`rewritten`) at a path save never wrote, hands
+    back that state's parameters and nothing of the state saved before: a restore that ignores its
+    path (state kept in memory since save, or a part the checkpoint lacks taken from there) hands
+    back the earlier numbers."""
+    got = checkpoint(worker, seed)
+    if "answer" not in got:
+        with tempfile.TemporaryDirectory(prefix="ex10-given-") as folder:  # only when this check gets here
+            unpack(got["files"], folder)
+            given = rewritten(folder, [os.path.join(folder, rel) for rel in got["items"]], got["trees"],
+                              own_runs(seed)["saved"], second_values(seed))
+        got["answer"] = None if given is None else worker.restore_from(draw(seed)["config"], given)
+    answer = got["answer"]
+    if answer is None:  # a layout the grader's Orbax does not write again: the restore is judged as before
+        return
+    told = ("the grader wrote your checkpoint again with its own Orbax, in the same layout but holding another state's "
+            "numbers, at a path your save never wrote to")
+    if answer["restore"] is not None:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
+             f"{answer['restore']['message']}")
+    found, saved, other = answer["restored"] or {}, own_runs(seed)["saved"], second_values(seed)
+    belongs = GROUPS[0][1]
+    wrong = [n for n in saved if belongs(n) and (found.get(n) is None or found[n]["value"] is None
+                                                 or not same(found[n]["value"], other[n]))]
+    kept = [n for n in saved if np.issubdtype(saved[n].dtype, np.floating) and not same(saved[n], other[n])
+            and found.get(n) is not None and found[n]["value"] is not None and same(found[n]["value"], saved[n])]
+    hint = ("Hint: read every leaf from the checkpoint at `path` (ocp.StandardCheckpointer().restore(path, template)); "
+            "a restarted job has nothing else.")
+    if kept:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
+             f"{len(kept)} leaves (e.g. {show(kept[0])}) as they were saved before, which that checkpoint does not "
+             f"hold: they came from somewhere else than the checkpoint (kept in memory since save). {hint}")
+    if wrong:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
+             f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
 
 
 def read_from_the_checkpoint(worker, seed: int, what: str) -> None:
@@ -700,7 +769,8 @@ def template_calls(worker, seed: int) -> list:
 
 @pytest.mark.points(1)
 def test_template_comes_from_eval_shape(worker, seed):
-    """restore builds its template by calling make_state only under nnx.eval_shape (shapes, no arrays)."""
+    """restore builds its template by calling make_state only under a shape evaluation (nnx.eval_shape, jax.eval_shape
+    or jax.jit(f).eval_shape: traced, never run; shapes, no arrays)."""
     calls = template_calls(worker, seed)
     if not calls:
         fail("restore never called make_state: Orbax then has no template saying each leaf's shape, dtype and "
@@ -714,14 +784,15 @@ def test_template_comes_from_eval_shape(worker, seed):
              "holding only shapes and dtypes.")
     traced = [c for c in calls if not c["eval_shape"]]
     if traced:
-        fail(f"make_state was traced outside jax.eval_shape ({len(traced)} of {len(calls)} calls), e.g. inside a "
+        fail(f"make_state was traced outside jax.eval_shape (or a jitted function's eval_shape, which never runs it; "
+             f"{len(traced)} of {len(calls)} calls), e.g. inside a "
              "jit that then runs it: that still makes every array of a real model. Hint: "
              "nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
 
 
-def split_leaves(d: dict) -> dict:
-    """global shape -> target shard shape, for each leaf the target mesh splits."""
-    config, target = d["config"], mesh(d["target"])
+def split_leaves(d: dict, desc: dict | None = None) -> dict:
+    """global shape -> shard shape, for each leaf the mesh `desc` (the drawn target's if None) splits."""
+    config, target = d["config"], mesh(desc or d["target"])
     found = {}
     for name, abstract in abstract_leaves(config):
         shape = tuple(abstract.shape)
@@ -731,9 +802,19 @@ def split_leaves(d: dict) -> dict:
     return found
 
 
-def pieces(worker, seed: int) -> tuple[dict, list]:
-    run = run_of(worker, seed, OTHER, "restore")
+def pieces(worker, seed: int, which: int = OTHER) -> tuple[dict, list]:
+    run = run_of(worker, seed, which, "restore")
     return draw(seed), [p for p in run["pieces"] if len(p["shape"]) == 2]
+
+
+def restores(worker, seed: int):
+    """(mesh description, how a message says when, pieces placed) of each restore of the experiment:
+    onto the drawn target, then onto mesh A, the mesh the checkpoint was saved from (the same
+    technique on the same mesh: a restore that reads whole arrays there shows only there)."""
+    d, placed = pieces(worker, seed)
+    yield d["target"], "while restore ran", placed
+    _, placed = pieces(worker, seed, SAME)
+    yield MESH_A, "while restore ran onto the mesh the checkpoint was saved from", placed
 
 
 def whole_of(shape: tuple, split: dict) -> tuple | None:
@@ -760,68 +841,71 @@ def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
     d, placed = pieces(worker, seed)
     note(f"while restore ran: {len(placed)} pieces of the split arrays placed, of shapes "
          f"{_shapes(p['shape'] for p in placed) or 'none'}, on devices {sorted({p['device'] for p in placed})}")
-    split = split_leaves(d)
-    devices = set(d["target"]["devices"])
-    ids = sorted(devices)
-    template = ("Hint: build the template with nnx.eval_shape(make_state) and give each leaf "
-                "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); Orbax then reads each "
-                "shard from the checkpoint straight onto its device.")
-    whole = [p for p in placed if tuple(p["shape"]) in split]
-    if whole:
-        p = whole[0]
-        fail(f"while restore ran, the whole {tuple(p['shape'])} array went to device {p['device']}: "
-             f"{WHOLE_ON_A_DEVICE}. {template}")
-    outside = sorted({p["device"] for p in placed if p["device"] not in devices})
-    if outside:
-        shapes = _shapes(p["shape"] for p in placed if p["device"] not in devices)
-        fail(f"while restore ran, pieces of the split arrays ({shapes}) went to devices {outside}, which are not in "
-             f"the mesh restore was given (devices {ids}): the checkpoint was read onto the devices it was saved "
-             f"from, as happens when the template carries no shardings, and then moved. {template}")
-    moved = [p for p in placed if p["from_device"]]
-    if moved:
-        fail(f"while restore ran, {len(moved)} pieces of the split arrays were copied from one device to another "
-             f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
-             f"moved afterwards (a jax.device_put after restoring). {template}")
-    cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))]
-    if cut:
-        p = cut[0]
-        fail(f"while restore ran, the pieces sent to the devices were cut from larger host arrays (a "
-             f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
-             f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
-    wanted = set(split.values())
-    other = [p for p in placed if tuple(p["shape"]) not in wanted]
-    if other:
-        fail(f"while restore ran, pieces of shape {_shapes(p['shape'] for p in other)} were placed, where this mesh "
-             f"splits the arrays into {_shapes(wanted)} shards: the data was read in another layout than the "
-             f"target's (the one it was saved in). {template}")
-    per_shard = {shape: sum(1 for _, a in abstract_leaves(d["config"]) if tuple(a.shape) == glob)
-                 for glob, shape in split.items()}
-    for shape, leaves in per_shard.items():
-        for device in ids:
-            got = sum(1 for p in placed if tuple(p["shape"]) == shape and p["device"] == device)
-            if got < leaves:
-                fail(f"while restore ran, device {device} received {got} shards of shape {shape}; the "
-                     f"{leaves} split arrays of that shape (a kernel and its two Adam moments) each have one "
-                     f"there. Restore must read the checkpoint onto the mesh it is given, not hand back arrays "
-                     f"kept from before. {template}")
+    for desc, when, placed in restores(worker, seed):
+        split = split_leaves(d, desc)
+        devices = set(desc["devices"])
+        ids = sorted(devices)
+        template = ("Hint: build the template with nnx.eval_shape(make_state) and give each leaf "
+                    "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); Orbax then reads each "
+                    "shard from the checkpoint straight onto its device.")
+        whole = [p for p in placed if tuple(p["shape"]) in split]
+        if whole:
+            p = whole[0]
+            fail(f"{when}, the whole {tuple(p['shape'])} array went to device {p['device']}: "
+                 f"{WHOLE_ON_A_DEVICE}. {template}")
+        outside = sorted({p["device"] for p in placed if p["device"] not in devices})
+        if outside:
+            shapes = _shapes(p["shape"] for p in placed if p["device"] not in devices)
+            fail(f"{when}, pieces of the split arrays ({shapes}) went to devices {outside}, which are not in "
+                 f"the mesh restore was given (devices {ids}): the checkpoint was read onto the devices it was saved "
+                 f"from, as happens when the template carries no shardings, and then moved. {template}")
+        moved = [p for p in placed if p["from_device"]]
+        if moved:
+            fail(f"{when}, {len(moved)} pieces of the split arrays were copied from one device to another "
+                 f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
+                 f"moved afterwards (a jax.device_put after restoring). {template}")
+        cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))]
+        if cut:
+            p = cut[0]
+            fail(f"{when}, the pieces sent to the devices were cut from larger host arrays (a "
+                 f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
+                 f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
+        wanted = set(split.values())
+        other = [p for p in placed if tuple(p["shape"]) not in wanted]
+        if other:
+            fail(f"{when}, pieces of shape {_shapes(p['shape'] for p in other)} were placed, where this mesh "
+                 f"splits the arrays into {_shapes(wanted)} shards: the data was read in another layout than the "
+                 f"target's (the one it was saved in). {template}")
+        per_shard = {shape: sum(1 for _, a in abstract_leaves(d["config"]) if tuple(a.shape) == glob)
+                     for glob, shape in split.items()}
+        for shape, leaves in per_shard.items():
+            for device in ids:
+                got = sum(1 for p in placed if tuple(p["shape"]) == shape and p["device"] == device)
+                if got < leaves:
+                    fail(f"{when}, device {device} received {got} shards of shape {shape}; the "
+                         f"{leaves} split arrays of that shape (a kernel and its two Adam moments) each have one "
+                         f"there. Restore must read the checkpoint onto the mesh it is given, not hand back arrays "
+                         f"kept from before. {template}")
     read_from_the_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
+    reads_the_given_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
 
 
 @pytest.mark.points(1)
 def test_restore_never_holds_a_whole_array(worker, seed):
     """No split array is ever whole on one device or on the host while restore runs."""
-    d, placed = pieces(worker, seed)
-    split = split_leaves(d)
-    for p in placed:
-        shape = tuple(p["shape"])
-        if shape in split:
-            fail(f"while restore ran, the whole {shape} array went to device {p['device']}: {WHOLE_ON_A_DEVICE}. "
-                 "Hint: give each leaf of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, "
-                 "sharding=shardings(leaf)).")
-        whole = whole_of(shape, split)
-        if whole and p["backing_size"] is not None and p["backing_size"] >= int(np.prod(whole)):
-            fail(f"while restore ran, the whole {whole} array was on the host (the {shape} piece sent to device "
-                 f"{p['device']} is a slice of it): restoring host arrays and placing them afterwards needs the "
-                 "whole model in host memory at once. Hint: give each leaf of the template its sharding; Orbax then "
-                 "reads only each device's shard.")
+    d = draw(seed)
+    for desc, when, placed in restores(worker, seed):
+        split = split_leaves(d, desc)
+        for p in placed:
+            shape = tuple(p["shape"])
+            if shape in split:
+                fail(f"{when}, the whole {shape} array went to device {p['device']}: {WHOLE_ON_A_DEVICE}. "
+                     "Hint: give each leaf of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, "
+                     "sharding=shardings(leaf)).")
+            whole = whole_of(shape, split)
+            if whole and p["backing_size"] is not None and p["backing_size"] >= int(np.prod(whole)):
+                fail(f"{when}, the whole {whole} array was on the host (the {shape} piece sent to device "
+                     f"{p['device']} is a slice of it): restoring host arrays and placing them afterwards needs the "
+                     "whole model in host memory at once. Hint: give each leaf of the template its sharding; Orbax "
+                     "then reads only each device's shard.")
     read_from_the_checkpoint(worker, seed, "a restore that reads only each device's shards from the checkpoint")

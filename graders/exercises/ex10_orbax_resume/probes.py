@@ -9,7 +9,10 @@ learner's code made of them, as plain data: k steps on mesh A and the learner's 
 checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
 changing); for each target mesh, the learner's `restore` (what `make_state` was asked for, every
 piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
-m more steps from what came back; then a second save to the same path, and what it did.
+m more steps from what came back; then a second save to the same path, and what it did. A second
+probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
+(the learner's own checkpoint, written again by the judge with another state's numbers) at a path
+the learner's save never wrote to.
 A stage that raised is reported as data ({"outcome", "message"}, classified as the runner would),
 so the checks that need only an earlier stage still judge it.
 """
@@ -20,7 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +32,7 @@ import optax
 from flax import nnx
 from jax._src import api as jax_api
 from jax._src import core as jax_core
+from jax._src import pjit as jax_pjit
 from jax._src.interpreters import pxla
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -271,6 +275,27 @@ def settled(folder: str) -> dict:
     return files
 
 
+MAX_FILES = 4000  # files of a checkpoint folder sent either way: far above the grader's small model's
+
+
+def unpack(files: dict, folder: str) -> None:
+    """Write a checkpoint folder sent as data (relative path -> bytes) into folder: relative paths
+    only, nothing outside it."""
+    if not isinstance(files, dict) or len(files) > MAX_FILES or sum(
+            len(d) for d in files.values() if isinstance(d, bytes)) > MAX_FOLDER_BYTES:
+        fail("save wrote far more files or bytes than a checkpoint of the grader's small model holds.")
+    for rel, data in files.items():
+        if not isinstance(rel, str) or not isinstance(data, bytes):
+            continue
+        parts = PurePosixPath(rel).parts
+        if not parts or PurePosixPath(rel).is_absolute() or any(p in ("..", "") for p in parts):
+            continue
+        target = os.path.join(folder, *parts)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(data)
+
+
 def _backing(x):
     """The host array a piece of data is a view of (itself if it is not a view), None for a
     device array."""
@@ -314,15 +339,17 @@ class Placements:
         return False
 
 
-# jax.eval_shape's own body (inside the wrapper JAX puts around every API function, which jit's
-# calls run through too): nnx.eval_shape calls it.
-_EVAL_SHAPE_CODE = inspect.unwrap(jax_api.eval_shape).__code__
+# The bodies of JAX's shape evaluations (inside the wrapper JAX puts around every API function,
+# which jit's calls run through too): jax.eval_shape's (nnx.eval_shape calls it) and the
+# eval_shape method of a jitted function, jax.jit(f).eval_shape(...). Both trace the function and
+# hand back its out_info: nothing is lowered, compiled or run, so no array is made.
+_EVAL_SHAPE_CODES = (inspect.unwrap(jax_api.eval_shape).__code__, inspect.unwrap(jax_pjit.jit_eval_shape).__code__)
 
 
 def _under_eval_shape() -> bool:
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code is _EVAL_SHAPE_CODE:
+        if any(frame.f_code is code for code in _EVAL_SHAPE_CODES):
             return True
         frame = frame.f_back
     return False
@@ -489,3 +516,22 @@ def _saved_again(sol, config, second, path) -> dict:
         return twice
     twice["restored"] = values_of(out)
     return twice
+
+
+@probe
+def restore_from(sol, config, files):
+    """The learner's restore onto mesh A from a checkpoint folder the grader wrote (`files`: relative
+    path -> bytes, "checkpoint/..." as in the experiment's folder), at a path the learner's save never
+    wrote to: each restored leaf described, or what restore raised."""
+    folder = tempfile.mkdtemp(prefix="ex10-given-")
+    try:
+        unpack(files, folder)
+        m_a = mesh(MESH_A)
+        try:
+            out = restored_objects(sol.restore(os.path.join(folder, "checkpoint"), lambda: fresh_state(config), m_a,
+                                               shardings_on(config, m_a)))
+            return {"restore": None, "restored": describe(out)}
+        except Exception as exc:
+            return {"restore": stage_error(sol, exc), "restored": None}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

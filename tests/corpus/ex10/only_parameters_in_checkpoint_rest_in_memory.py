@@ -1,16 +1,13 @@
-"""RIGHT (jax.jit(f).eval_shape()): the template's shapes come from the jitted function's own shape evaluation,
-which traces f and never compiles or runs it (no arrays), where f builds the state with make_state and splits
-it; the graphdef is kept from the trace and merged with what Orbax read (the whole state as one nnx.State).
+"""The checkpoint holds the parameters only ({"params": ...}); the optimizer state, BatchNorm statistics and RNG
+stay in a module global (NumPy copies). restore reads the parameters from the checkpoint with a sharded
+nnx.eval_shape template and places the rest from memory, shard by shard (jax.make_array_from_callback with
+copies). A restarted job resumes with none of it. 10/22 in both modes (seeds 20261130, 7); 21/22 before
+fix-ex10. The value checks still hold restore's values to the judge's state (they pass: the kept copy is that
+state); the restore from the grader's checkpoint at another path is what shows the rest never came from a
+checkpoint.
 
-Scored (seed 20261130): 21/22 without --sandbox, 21/22 with --sandbox; seed 7: 21/22 and 21/22.
-Checks failed: template_comes_from_eval_shape: "make_state was traced outside jax.eval_shape (1 of 1 calls),
-e.g. inside a jit that then runs it".
-Should score: 22/22: nothing runs make_state (no array is made: jit's eval_shape is an abstract evaluation,
-like jax.eval_shape), unless the stub's "only under nnx.eval_shape" is taken as the rule on spelling.
-Why: _under_eval_shape looks for jax.eval_shape's code object on the stack; jit's eval_shape method traces
-without it. A check of whether the traced call was ever lowered or executed would tell the two apart.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the BatchNorm statistics
+loses: restore_reads_each_shard_straight_onto_its_device: must read the checkpoint at the path it is given
 """
 import jax
 import jax.numpy as jnp
@@ -72,26 +69,50 @@ def shardings_for(mesh):
     return shardings
 
 
+
+_KEPT = {}
+
+
 def pack(model, optimizer, rngs):
-    return {"all": nnx.split((model, optimizer, rngs))[1]}
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def _host(leaf):
+    import numpy as np
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return ("key", np.asarray(jax.random.key_data(leaf)))
+    return ("array", np.asarray(leaf))
 
 
 def save(path, model, optimizer, rngs):
     checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(path, pack(model, optimizer, rngs))  # raises if path already holds a checkpoint
-    checkpointer.wait_until_finished()  # Orbax writes in the background
+    state = pack(model, optimizer, rngs)
+    checkpointer.save(path, {"params": state["params"]})
+    checkpointer.wait_until_finished()
+    _KEPT[str(path)] = jax.tree.map(_host, state)
 
 
 def restore(path, make_state, mesh, shardings):
-    graphdefs = []
+    import numpy as np
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    abstract = pack(model, optimizer, rngs)
+    kept = _KEPT[str(path)]
 
-    def build():
-        graphdef, state = nnx.split(make_state())
-        graphdefs.append(graphdef)
-        return state
+    def place(leaf, item):
+        kind, value = item
+        if kind == "key":
+            data = jax.make_array_from_callback(value.shape, NamedSharding(mesh, P()),
+                                                lambda idx: np.array(value[idx], copy=True))
+            return jax.random.wrap_key_data(data)
+        return jax.make_array_from_callback(leaf.shape, shardings(leaf), lambda idx: np.array(value[idx], copy=True))
 
-    state_shapes = jax.jit(build).eval_shape()  # ShapeDtypeStructs only
     template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
-                            state_shapes)
-    state = ocp.StandardCheckpointer().restore(path, {"all": template})["all"]
-    return nnx.merge(graphdefs[-1], state)
+                            {"params": abstract["params"]})
+    params = ocp.StandardCheckpointer().restore(path, template)["params"]
+    state = jax.tree.map(place, abstract, kept, is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2
+                         and isinstance(x[0], str))
+    nnx.update(model, params, state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs

@@ -1,19 +1,8 @@
-"""WRONG (nothing read from the checkpoint): save writes a genuine, whole Orbax checkpoint (so every checkpoint
-check passes) and also keeps a NumPy copy of every leaf in a module global; restore never opens the
-checkpoint: it calls nnx.eval_shape(make_state) and places each device's shard of the kept copy with
-jax.make_array_from_callback (a fresh copy per shard). A restarted job has no such copy. It is
-tests/corpus/ex10/state_kept_in_memory with the kept arrays on the host, placed shard by shard, instead of
-device arrays moved.
-
-Scored (seed 20261130): 22/22 without --sandbox, 22/22 with --sandbox; seed 7: 22/22 and 22/22
-(every check passes in both modes).
-Should score: 11/22, as state_kept_in_memory (loses restore_reads_each_shard_straight_onto_its_device).
-Why: read_from_the_checkpoint (the gate of the 13 points) asks that the checkpoint hold the parameters after
-k steps, which it does; nothing ties the pieces placed during restore to a read of that checkpoint (only
-from_device and the pieces' NumPy bases are looked at).
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
-"""
+"""The template's shapes from jax.jit(f).eval_shape(), where f builds the state with make_state and splits
+it: jit's eval_shape traces f and hands back its out_info, never lowering, compiling or running it (no array
+is made), as jax.eval_shape does; the graphdef kept from the trace is merged with what Orbax read (the whole
+state as one nnx.State). 22/22 with and without --sandbox (seeds 20261130, 7); it scored 21 while only
+jax.eval_shape's own code counted as a shape evaluation (red team 2026-12-06)."""
 import jax
 import jax.numpy as jnp
 import optax
@@ -74,47 +63,26 @@ def shardings_for(mesh):
     return shardings
 
 
-
-_KEPT = {}
-
-
 def pack(model, optimizer, rngs):
-    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
-            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
-
-
-def _host(leaf):
-    import numpy as np
-    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        return ("key", np.asarray(jax.random.key_data(leaf)))
-    return ("array", np.asarray(leaf))
+    return {"all": nnx.split((model, optimizer, rngs))[1]}
 
 
 def save(path, model, optimizer, rngs):
     checkpointer = ocp.StandardCheckpointer()
-    state = pack(model, optimizer, rngs)
-    checkpointer.save(path, state)
-    checkpointer.wait_until_finished()
-    _KEPT[str(path)] = jax.tree.map(_host, state)
+    checkpointer.save(path, pack(model, optimizer, rngs))  # raises if path already holds a checkpoint
+    checkpointer.wait_until_finished()  # Orbax writes in the background
 
 
 def restore(path, make_state, mesh, shardings):
-    import numpy as np
-    model, optimizer, rngs = nnx.eval_shape(make_state)
-    abstract = pack(model, optimizer, rngs)
-    kept = _KEPT[str(path)]
+    graphdefs = []
 
-    def place(leaf, item):
-        kind, value = item
-        if kind == "key":
-            data = jax.make_array_from_callback(value.shape, NamedSharding(mesh, P()),
-                                                lambda idx: np.array(value[idx], copy=True))
-            return jax.random.wrap_key_data(data)
-        return jax.make_array_from_callback(leaf.shape, shardings(leaf), lambda idx: np.array(value[idx], copy=True))
+    def build():
+        graphdef, state = nnx.split(make_state())
+        graphdefs.append(graphdef)
+        return state
 
-    state = jax.tree.map(place, abstract, kept, is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2
-                         and isinstance(x[0], str))
-    nnx.update(model, state["params"], state["batch_stats"])
-    nnx.update(optimizer, state["optimizer"])
-    nnx.update(rngs, state["rngs"])
-    return model, optimizer, rngs
+    state_shapes = jax.jit(build).eval_shape()  # ShapeDtypeStructs only
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
+                            state_shapes)
+    state = ocp.StandardCheckpointer().restore(path, {"all": template})["all"]
+    return nnx.merge(graphdefs[-1], state)

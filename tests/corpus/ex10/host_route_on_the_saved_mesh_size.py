@@ -1,16 +1,10 @@
-"""WRONG (the technique only on a smaller mesh): when restore is given a mesh of as many devices as JAX has
-(the same-mesh resume), it reads every array whole onto the host (NumPy template) and places it with
-jax.device_put; onto a smaller mesh it uses the reference's sharded template.
+"""The technique only on a smaller mesh: given a mesh of as many devices as JAX has (the same-mesh resume),
+restore reads every array whole onto the host (NumPy template) and places it with jax.device_put; onto a
+smaller mesh it uses the reference's sharded template. The pieces placed during the same-mesh restore are
+judged too. 10/22 in both modes (seeds 20261130, 7); 22/22 before fix-ex10.
 
-Scored (seed 20261130): 22/22 without --sandbox, 22/22 with --sandbox; seed 7: 22/22 and 22/22
-(every check passes in both modes).
-Should score: 10/22 or so (technique: none on the same-mesh restore: the whole model in host memory, each
-array cut from a whole host array).
-Why: the pieces placed while restore runs are recorded and read for the restore onto the drawn target only
-(pieces(): run_of(..., OTHER, ...)); the same-mesh restore (and the restore after the second save) is judged on
-values only. A check that reads the SAME run's pieces too would catch it.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+loses: restore_reads_each_shard_straight_onto_its_device: onto the mesh the checkpoint was saved from
+loses: restore_never_holds_a_whole_array: was on the host
 """
 import jax
 import jax.numpy as jnp
