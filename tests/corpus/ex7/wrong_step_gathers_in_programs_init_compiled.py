@@ -1,0 +1,87 @@
+"""WRONG: wrong_step_replicates_by_eager_device_put_on_one_axis_meshes (an eager step gathering the
+params whole by jax.device_put on one-axis meshes) with init_tp_state warming JAX's caches: it
+places each param, puts it whole on P() and back (the same eager puts, on the same shapes and
+shardings, that the step makes), hoping that the judge's equation-by-equation run of init_tp_state
+compiles the gathers first, so that the step's are found in JAX's caches and not read.
+
+Graded: they are read anyway (6 all-gathers on (1, 8)): the judge's rebuilt init program does not
+leave the step's puts cached.
+
+Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22.
+
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
+"""
+
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+W1_SPEC = P(None, "model")  # column split: each device owns H/model hidden units
+W2_SPEC = P("model", None)  # row split: the same hidden units' rows of w2
+X_SPEC = P("data", None)    # the batch split over "data"; also the output's spec
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+
+
+def tp_mlp(w1, w2, x):
+    h = jax.nn.relu(x @ w1)  # column parallel: each device's own hidden units, no communication
+    # Row parallel: the contracting dim is split, so the partial sums are added by one all-reduce;
+    # on Explicit axes JAX asks where the sum should live.
+    return jnp.matmul(h, w2, out_sharding=X_SPEC)
+
+
+def _tp_mlp_local(w1_blk, w2_blk, x_blk):
+    partial = jax.nn.relu(x_blk @ w1_blk) @ w2_blk  # (B/data, D): this device's share of the sum
+    return lax.psum(partial, "model")
+
+
+def make_tp_mlp_shard_map(mesh):
+    return jax.shard_map(_tp_mlp_local, mesh=mesh, in_specs=(W1_SPEC, W2_SPEC, X_SPEC), out_specs=X_SPEC)
+
+
+def init_tp_state(mesh, tx, params):
+    whole = NamedSharding(mesh, P())
+    placed = {}
+    for k, v in params.items():
+        split = NamedSharding(mesh, PARAM_SPECS[k])
+        # placed, gathered whole, placed again: the same values where they belong
+        placed[k] = jax.device_put(jax.device_put(jax.device_put(v, split), whole), split)
+    return placed, tx.init(placed)
+
+
+def _loss(params, x, y):
+    return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
+
+
+def make_tp_train_step(mesh, tx):
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(_loss)(params, x, y)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    if 1 not in tuple(mesh.shape.values()):
+        return step
+    whole = NamedSharding(mesh, P())
+    back = {k: NamedSharding(mesh, s) for k, s in PARAM_SPECS.items()}
+
+    @jax.jit
+    def inner(params, opt_state, x, y):
+        def loss_fn(p):
+            return jnp.mean((jax.nn.relu(x @ p["w1"]) @ p["w2"] - y) ** 2)
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    def eager_step(params, opt_state, x, y):
+        params = jax.device_put(params, {k: whole for k in params})
+        state = jax.tree.map(lambda a: jax.device_put(a, whole) if getattr(a, "ndim", 0) == 2 else a, opt_state)
+        params, state, loss = inner(params, state, x, y)
+        params = {k: jax.device_put(v, back[k]) for k, v in params.items()}
+        state = jax.tree.map(lambda a: jax.device_put(a, back["w1" if a.shape == params["w1"].shape else "w2"]) if getattr(a, "ndim", 0) == 2 else a, state)
+        return params, state, loss
+
+    return eager_step

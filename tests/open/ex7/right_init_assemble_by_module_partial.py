@@ -1,0 +1,67 @@
+"""RIGHT: init_tp_state puts each block on its device with jax.device_put(block, device) and assembles
+the global arrays with `_assemble`, a functools.partial of jax.make_array_from_single_device_arrays
+bound at import (the style of tests/right/ex7/init_single_device_arrays.py and init_imported_names.py).
+
+Graded 20/22: optimizer_state_carries_parameter_specs lost with "your code raised ValueError:
+jax.make_array_from_single_device_arrays requires a list of concrete arrays as input, but got types
+{DynamicJaxprTracer}". program.single_device_arrays_assembled swaps the function on the jax module
+and in the learner's globals where a name is bound to the very function; a partial (likewise a
+class attribute, a dict entry, a default argument) holds the original function object, which the
+swap cannot reach. Natively the call works and places both params and moments right.
+
+Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22. Should get 22/22.
+"""
+
+
+import jax
+import functools
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+W1_SPEC = P(None, "model")  # column split: each device owns H/model hidden units
+W2_SPEC = P("model", None)  # row split: the same hidden units' rows of w2
+X_SPEC = P("data", None)    # the batch split over "data"; also the output's spec
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+_assemble = functools.partial(jax.make_array_from_single_device_arrays)
+
+
+def tp_mlp(w1, w2, x):
+    h = jax.nn.relu(x @ w1)  # column parallel: each device's own hidden units, no communication
+    # Row parallel: the contracting dim is split, so the partial sums are added by one all-reduce;
+    # on Explicit axes JAX asks where the sum should live.
+    return jnp.matmul(h, w2, out_sharding=X_SPEC)
+
+
+def _tp_mlp_local(w1_blk, w2_blk, x_blk):
+    partial = jax.nn.relu(x_blk @ w1_blk) @ w2_blk  # (B/data, D): this device's share of the sum
+    return lax.psum(partial, "model")
+
+
+def make_tp_mlp_shard_map(mesh):
+    return jax.shard_map(_tp_mlp_local, mesh=mesh, in_specs=(W1_SPEC, W2_SPEC, X_SPEC), out_specs=X_SPEC)
+
+
+def init_tp_state(mesh, tx, params):
+    placed = {}
+    for k, v in params.items():
+        sharding = NamedSharding(mesh, PARAM_SPECS[k])
+        blocks = [jax.device_put(v[idx], d) for d, idx in sharding.addressable_devices_indices_map(v.shape).items()]
+        placed[k] = _assemble(v.shape, sharding, blocks)
+    return placed, tx.init(placed)
+
+
+def _loss(params, x, y):
+    return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
+
+
+def make_tp_train_step(mesh, tx):
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(_loss)(params, x, y)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
