@@ -464,7 +464,8 @@ def _evaluated(closed, x, w, perturb: dict) -> tuple:
         name = tap_name(eqn)
         sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
         if sub is None:
-            return jaxpr.bind(eqn, ins)
+            looped = run_loop(eqn, ins, lambda e, i: apply(e, i, seen))
+            return jaxpr.bind(eqn, ins) if looped is None else looped
         outs = jaxpr.evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins,
                               lambda e, i: apply(e, i, seen), through=())
         if name.startswith(PREFIX) and len(outs) == 1:
@@ -513,6 +514,56 @@ def computed_inside(remat) -> set:
     return found
 
 
+# A loop (a scan, or a while loop whose condition the judge can decide, e.g. a fori_loop) is run
+# trip by trip, its body equation by equation, so the taps inside it are seen and put to work as
+# anywhere else (a tap seen on several trips keeps its last trip's value). It computes what the
+# loop computes. The program is traced at D=3, F=5, where a solution loops over a batch of a few
+# rows or a few steps; a loop of more trips than this is bound whole (its taps unseen), so that
+# the judge's evaluation does not grow with a loop's length.
+LOOP_TRIPS = 16
+
+
+def run_loop(eqn, ins, apply):
+    """The outputs of a scan or while equation, run trip by trip with `apply` on its body's
+    equations, or None if it is no such loop or has more than LOOP_TRIPS trips."""
+    def body_of(closed, values):
+        return jaxpr.evaluate(closed.jaxpr, closed.consts, values, apply, through=())
+
+    if eqn.primitive.name == "scan":
+        p = eqn.params
+        length = p["length"]
+        if length > LOOP_TRIPS:
+            return None
+        if "ft_in" in p:  # this JAX's scan: its operands and results as flat trees
+            consts, carry, xs = map(list, p["ft_in"].update(ins).unpack())
+            n_carry = len(carry)
+        else:
+            n_consts, n_carry = p["num_consts"], p["num_carry"]
+            consts, carry, xs = ins[:n_consts], list(ins[n_consts:n_consts + n_carry]), ins[n_consts + n_carry:]
+        ys = [None] * length
+        for i in (reversed(range(length)) if p["reverse"] else range(length)):
+            outs = body_of(p["jaxpr"], [*consts, *carry, *(x[i] for x in xs)])
+            carry, ys[i] = list(outs[:n_carry]), outs[n_carry:]
+        n_ys = len(eqn.outvars) - n_carry
+        stacked = [jnp.stack([jnp.asarray(y[j]) for y in ys]) if length else
+                   jnp.zeros(eqn.outvars[n_carry + j].aval.shape, eqn.outvars[n_carry + j].aval.dtype)
+                   for j in range(n_ys)]
+        return [*carry, *stacked]
+    if eqn.primitive.name == "while":
+        p = eqn.params
+        n_cond, n_body = p["cond_nconsts"], p["body_nconsts"]
+        cond_consts, body_consts, carry = ins[:n_cond], ins[n_cond:n_cond + n_body], list(ins[n_cond + n_body:])
+        for _ in range(LOOP_TRIPS + 1):
+            go = body_of(p["cond_jaxpr"], [*cond_consts, *carry])[0]
+            if isinstance(go, jax.core.Tracer):
+                return None  # decided by traced values: not a loop the judge can count
+            if not bool(go):
+                return carry
+            carry = list(body_of(p["body_jaxpr"], [*body_consts, *carry]))
+        return None
+    return None
+
+
 def at_points(closed, points: np.ndarray) -> tuple:
     """The rebuilt program run on each row of points at once (jax.vmap of the judge's evaluation):
     (outputs (N, size), {k: what tap k saw, (N, size)}) in float64."""
@@ -523,7 +574,8 @@ def at_points(closed, points: np.ndarray) -> tuple:
             name = tap_name(eqn)
             sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
             if sub is None:
-                return jaxpr.bind(eqn, ins)
+                looped = run_loop(eqn, ins, apply)
+                return jaxpr.bind(eqn, ins) if looped is None else looped
             outs = jaxpr.evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins, apply, through=())
             if name.startswith(PREFIX) and len(outs) == 1:
                 seen[int(name.rsplit("_", 1)[1])] = jnp.reshape(outs[0], (-1,))
