@@ -370,7 +370,11 @@ def _read(reply) -> Program:
         # on a value the checkpoint only receives marks no layer inside it.
         remats = tuple(index[id(r)] for r in around.get(name, ())
                        if role is None or k in made_inside[index[id(r)]])
-        recomputing = tuple(r for r in remats if recomputes[r])
+        # What a checkpoint recomputes is decided by the checkpoints around it too: one whose policy
+        # keeps as much as saving everything keeps the residuals of the checkpoints inside it
+        # (JAX's print_saved_residuals lists them), so a remat2 counts as recomputing only if it
+        # and every remat2 around it does.
+        recomputing = tuple(r for i, r in enumerate(remats) if all(recomputes[o] for o in remats[:i + 1]))
         # the worker's word on which of them is Linen's lift, matched innermost first
         flags = dict(zip(reversed(remats), reversed([bool(f) for f in told["lifted"]])))
         lifted = tuple(r for r in recomputing if flags.get(r, False))
@@ -696,8 +700,10 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
                     "backward pass needs only its input and kernel, which are kept anyway: the "
                     "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
                     "class, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
-        return (f"your checkpoint's policy ({', '.join(sorted({program.policies[r] for r in remats}))}) "
-                f"{saves_as_much(program, remats[0])}: it does what no checkpoint does. "
+        # the checkpoints that keep everything (around another, they keep what it would recompute)
+        keeping = [r for r in remats if program.kept[r][0] >= program.kept[r][1]] or remats
+        return (f"your checkpoint's policy ({', '.join(sorted({program.policies[r] for r in keeping}))}) "
+                f"{saves_as_much(program, keeping[0])}: it does what no checkpoint does. "
                 "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
     if kind == "lifted" and not any(c.lifted for c in live):
         return ("the checkpoint wraps a function around the whole model call (e.g. "
