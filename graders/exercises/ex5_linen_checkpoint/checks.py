@@ -346,6 +346,8 @@ def _read(reply) -> Program:
                 raise program_data.ProgramError("a checkpoint with a policy of your own, sent without its gradient")
             residuals = policy_residuals(plain, told)
             name = str(told.get("policy", "a policy of your own"))
+            if name.endswith(".<locals>.policy"):  # one a policy factory of JAX's made, e.g. an offloading one
+                name = name[:-len(".<locals>.policy")] + "(...)"
         else:
             residuals = jaxpr.checkpoint_residuals(plain)
             name = show_policy(eqn)
@@ -390,17 +392,23 @@ def policy_residuals(plain, told: dict) -> list:
     backward pass, from the residuals alone, the body's gradient (the judge's own, by
     differentiating the rebuilt body). Residuals that are the body's inputs or constants do not count."""
     from jax.extend.core import ClosedJaxpr, Literal, jaxpr_as_fun
+    from jax._src.core import MemorySpace
 
     body = plain.params["jaxpr"]
     forward = program_data.decode(told.get("forward"), custom_policies=True).closed
     backward = program_data.decode(told.get("backward"), custom_policies=True).closed
     count = told.get("residuals")
     n_in, n_out = len(body.invars), len(body.outvars)
+
+    def on_device(avals):  # a residual an offloading policy keeps on the host enters the backward
+        return [a.update(memory_space=MemorySpace.Device) for a in avals]  # pass as a device value's type
+
     if (not isinstance(count, int) or [v.aval for v in forward.jaxpr.invars] != [v.aval for v in body.invars]
             or len(forward.jaxpr.outvars) != n_out + count
             or [v.aval for v in forward.jaxpr.outvars[:n_out]] != [v.aval for v in body.outvars]
-            or [v.aval for v in backward.jaxpr.invars] != [v.aval for v in forward.jaxpr.outvars[n_out:]]
-            + [v.aval for v in body.outvars] or len(backward.jaxpr.outvars) != n_in):
+            or on_device(v.aval for v in backward.jaxpr.invars) != on_device(
+                [v.aval for v in forward.jaxpr.outvars[n_out:]] + [v.aval for v in body.outvars])
+            or len(backward.jaxpr.outvars) != n_in):
         raise program_data.ProgramError("the gradient of a checkpoint with a policy of your own, sent in a shape "
                                         "that is not its body's")
     r = rng([settings.seed(), 32])
@@ -429,6 +437,9 @@ def policy_residuals(plain, told: dict) -> list:
             continue
         seen.add(var)
         made = made_by.get(var)
+        offloaded = made is not None and made.primitive.name == "device_put" and var.aval.memory_space.name == "Host"
+        if offloaded:  # kept on the host (an offloading policy): what is kept is what it copies there
+            made = made_by.get(made.invars[0])
         while made is not None and made.primitive.name == "reduce_precision":  # as JAX looks through it
             made = made_by.get(made.invars[0], made)
             if made.primitive.name == "reduce_precision":
@@ -438,7 +449,9 @@ def policy_residuals(plain, told: dict) -> list:
             name = made.params["name"]  # a custom function as sent (program.encode's forward=True)
         what = (f"output of jitted function {made.params['name']!r}" if name in ("jit", "pjit") else
                 f"output of {jaxpr.said(name)}" if name in jaxpr.SAID else f"output of {name}")
-        found.append((f"{var.aval.str_short()} {what}", int(var.aval.size) * var.aval.dtype.itemsize))
+        what += ", offloaded to the host" if offloaded else ""
+        found.append((f"{var.aval.update(memory_space=MemorySpace.Device).str_short()} {what}",
+                      int(var.aval.size) * var.aval.dtype.itemsize))
     return found
 
 
