@@ -36,10 +36,13 @@ from graders.kit import program as program_data
 from graders.exercises.ex5_linen_checkpoint.probes import (FIRST, PREFIX, SECOND, TRANSFORM_TARGET, TYPE_OR_VALUE,
                                                            show_policy, tap, tap_name, untapped)
 
-# (seed, D, F): every D and F distinct, D = 1 included; tiny, since only the wiring is tested.
+# (seed, D, F): every D and F distinct, D = 1 included; small, since only the wiring is tested.
+# The first is also the call the technique checks trace (PROBE_*, below), so its F is 64: a policy
+# of the learner's own may decide by size, and at F = 64 the hidden activations and the kernels
+# are of 64 elements or more, as in any real model, where at F = 5 nothing was.
 # The other checks reuse these shapes with other seeds where they can: each new shape is a new
 # program for the learner's code to compile, and the seeds and float arguments are what they test.
-INT_CASES = ((3, 4, 6), (11, 1, 5), (25, 7, 2))
+INT_CASES = ((3, 4, 64), (11, 1, 5), (25, 7, 2))
 # (seed, D, F, the seed passed, the features passed): one of them a Python float.
 FLOAT_CASES = ((9, 4, 6, 9.0, 6), (14, 7, 2, 14, 2.0))
 NAME_HINT = ("Hint: the seeded values depend on the key given to init and on the layer names, which "
@@ -266,8 +269,11 @@ def test_x_is_unchanged(worker):
 # gradient cannot do that. Nothing here depends on the learner's weights being right (the
 # program is held to a ReLU MLP with the weights it holds): the numbers checks judge those.
 
-# One small program; D != F tells the two Dense layers apart by their input.
-PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
+# One small program; D != F tells the two Dense layers apart by their input. It is the very call
+# (seed, x, features) the first numbers check made before: code that keeps state between calls
+# (checkpointing only the first call at a shape, say) is traced doing what it does on a call it
+# has seen, not on a first one; its numbers check has compiled that shape already.
+PROBE_SEED, PROBE_D, PROBE_F = INT_CASES[0]
 # A tap scales its layer's cotangent by this. The gradient with respect to x crosses each
 # Dense layer's output once, so it is scaled by the product of the tapped layers' factors;
 # distinct primes, so the product says which layers the gradient crossed.
