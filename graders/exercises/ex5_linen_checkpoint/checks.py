@@ -322,6 +322,15 @@ def read_program(worker) -> Program:
             _READ[key] = _read(reply)
         except program_data.ProgramError as exc:
             _READ[key] = f"your program could not be read: {exc}."
+            told = reply.get("calls") if isinstance(reply, dict) else None
+            if isinstance(told, list) and not any(isinstance(c, dict) and c.get("role") in (FIRST, SECOND)
+                                                  for c in told):
+                # no Dense layer applied (the worker's word, which only words a failed verdict): say
+                # that, not what in the rest of the program (e.g. init's random draws) is unreadable
+                _READ[key] = ("no nn.Dense layer was applied while your function ran: model.init "
+                              "(or init_with_output) initialises a model, it does not apply it, and the "
+                              "technique checks read the model you apply. Hint: variables = model.init(key, x), "
+                              "then return model.apply(variables, x).")
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             _READ[key] = "your program could not be read: the reply about it is not one the grader reads."
     read = _READ[key]
