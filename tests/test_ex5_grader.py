@@ -92,9 +92,10 @@ def test_no_call_of_the_learners_code_runs_in_the_main_thread(tmp_path):
 def test_no_seed_draws_a_probe_input_that_turns_off_every_hidden_unit(monkeypatch):
     # The probed program's x is drawn from the grading seed. Where the first layer's ReLU turns
     # every unit off at that x, the gradient with respect to x is 0 for every solution, and no
-    # cotangent tap can show that it crosses the checkpoint: at F = 5 the reference lost 9 points
-    # there (CI, a seed drawn at random), and the grader probes again with -x. The probe is now
-    # F = 64 wide (checks.INT_CASES[0]), where no seed draws such an x: checked on the first 1000.
+    # cotangent tap can show that it crosses the checkpoint: at the old probe (seed 6, D = 3, F = 5)
+    # the reference lost 9 points there (CI, a seed drawn at random), and the grader probes again
+    # with -x. The probe is now the first numbers call (checks.INT_CASES[0]: seed 3, D = 4, F = 6),
+    # where none of the first 1000 seeds draws such an x (the -x fallback stays, unreached).
     import jax
 
     checks = grader_module(EX)

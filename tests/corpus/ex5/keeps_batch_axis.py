@@ -1,6 +1,6 @@
 """Adds a batch axis for the model and returns the (1, F) output unflattened.
 
-loses: output_matches_unwrapped_mlp: got shape (1, 64). Hint: return the model's output flattened
+loses: output_matches_unwrapped_mlp: got shape (1, 6). Hint: return the model's output flattened
 """
 import jax
 import flax.linen as nn
