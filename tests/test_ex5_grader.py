@@ -1,6 +1,8 @@
 """Exercise 5's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, and what they keep."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -21,8 +23,11 @@ def test_technique_checks_are_the_ones_named_here():
 def test_right_numbers_without_nn_checkpoint_lose_only_technique_checks(corpus, case):
     # Only the program is wrong: every numbers check keeps its points (and the whole at most
     # half of them: tests/test_wrong_solutions.py).
+    # A case may also declare a structure check it loses (parameters of nn.checkpoint(MLP) used by
+    # hand: no module is applied, so the applied parameter tree is lost too).
+    declares = set(re.findall(r"^loses: (\w+):", (ROOT / "tests" / "corpus" / EX / f"{case}.py").read_text(), re.M))
     lost = corpus(EX)[case].lost(EX)
-    assert lost and set(lost) <= TECHNIQUE, sorted(lost)
+    assert lost and set(lost) <= TECHNIQUE | declares, sorted(lost)
 
 
 @pytest.mark.parametrize("case", ["jax_checkpoint_apply", "jax_checkpoint_init_and_apply",
@@ -84,11 +89,13 @@ def test_no_call_of_the_learners_code_runs_in_the_main_thread(tmp_path):
     assert run.exercise("ex5")["status"] == "passed", run.lost("ex5")
 
 
-def test_a_seed_whose_probe_input_turns_off_every_hidden_unit_still_gives_full_marks(monkeypatch):
+def test_no_seed_draws_a_probe_input_that_turns_off_every_hidden_unit(monkeypatch):
     # The probed program's x is drawn from the grading seed. Where the first layer's ReLU turns
     # every unit off at that x, the gradient with respect to x is 0 for every solution, and no
-    # cotangent tap can show that it crosses the checkpoint: the reference lost 9 points there
-    # (CI, a seed drawn at random). The grader then probes again with -x.
+    # cotangent tap can show that it crosses the checkpoint: at the old probe (seed 6, D = 3, F = 5)
+    # the reference lost 9 points there (CI, a seed drawn at random), and the grader probes again
+    # with -x. The probe is now the first numbers call (checks.INT_CASES[0]: seed 3, D = 4, F = 6),
+    # where none of the first 1000 seeds draws such an x (the -x fallback stays, unreached).
     import jax
 
     checks = grader_module(EX)
@@ -99,6 +106,4 @@ def test_a_seed_whose_probe_input_turns_off_every_hidden_unit_still_gives_full_m
         x = checks.make_x(checks.PROBE_SEED, checks.PROBE_D).astype(np.float64)
         return not (x @ first["kernel"] + first["bias"] > 0).any()
 
-    seed = next(s for s in range(1000) if all_off(s))
-    run = grade(ROOT / "reference", [EX], "--seed", str(seed))
-    assert run.exercise(EX)["score"] == sum(declared(EX).values()), (seed, run.lost(EX))
+    assert not [s for s in range(1000) if all_off(s)]

@@ -57,6 +57,34 @@ def test_a_policy_of_ones_own_is_refused_with_a_reason():
         program.decode(wire.round_trip(reason))
 
 
+def test_a_value_offloaded_to_the_host_keeps_its_memory_space_and_any_other_is_refused():
+    # jax.checkpoint_policies.offload_dot_with_no_batch_dims keeps its residuals on the host: its
+    # gradient's forward pass puts them there with a device_put to MemorySpace.Host
+    def offloaded(x):
+        return jax.device_put(x * 2.0, jax.memory.Space.Host)
+
+    rebuilt = program.decode(sent(offloaded, (jnp.ones(3),)))
+    assert rebuilt.closed.jaxpr.outvars[0].aval.memory_space is jax.memory.Space.Host
+    assert rebuilt.closed.eqns[-1].params["devices"] == (jax.memory.Space.Host,)
+    assert np.allclose(rebuilt.run(jnp.ones(3))[0], 2.0)
+    found = []
+
+    def elsewhere(data):  # the message with the host's memory space named another
+        if isinstance(data, dict):
+            if data.get("memory") == "Host":
+                found.append(data)
+                return {"memory": "Any"}
+            return {k: elsewhere(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return type(data)(elsewhere(v) for v in data)
+        return data
+
+    message = elsewhere(sent(offloaded, (jnp.ones(3),)))
+    assert found
+    with pytest.raises(program.ProgramError, match="memory"):
+        program.decode(wire.round_trip(message))
+
+
 def test_a_callback_is_refused():
     def fn(x):
         jax.debug.print("{}", x)

@@ -80,7 +80,11 @@ CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr
 
 # JAX objects a parameter may hold, by kind: the judge rebuilds them from these classes only.
 _ENUMS = {cls.__name__: cls for cls in (slicing.GatherScatterMode, jax.lax.Precision, jax.lax.RoundingMethod,
-                                        dispatch.ArrayCopySemantics)}
+                                        dispatch.ArrayCopySemantics, core.MemorySpace)}
+# Memory spaces a value may be in besides the device's: the host's, where an offloading checkpoint
+# policy (jax.checkpoint_policies.offload_dot_with_no_batch_dims) keeps its residuals, a device_put
+# to MemorySpace.Host putting them there. Sent with the value's type as {"memory": name}.
+_MEMORY_SPACES = frozenset({"Host"})
 # Enum members a judge does not rebuild: a device_put that donates its input would delete the
 # judge's own inputs, which it runs programs on again.
 _REFUSED_MEMBERS = frozenset({("ArrayCopySemantics", "DONATE_INPUT")})
@@ -154,9 +158,16 @@ class _Encoder:
         if aval.dtype.name not in _DTYPES:
             raise ProgramError(f"a value of dtype {aval.dtype}: only numeric arrays are read")
         plain = [list(int(n) for n in aval.shape), aval.dtype.name, bool(aval.weak_type)]
-        if aval.memory_space is not core.MemorySpace.Device or aval.layout is not core.AutoLayout:
-            raise ProgramError(f"a value in memory {aval.memory_space} or of a layout of its own: only device arrays are read")
+        memory = aval.memory_space
+        if (memory is not core.MemorySpace.Device and getattr(memory, "name", None) not in _MEMORY_SPACES
+                or aval.layout is not core.AutoLayout):
+            raise ProgramError(f"a value in memory {aval.memory_space} or of a layout of its own: only device "
+                               "and host arrays are read")
         sharding, mat = aval.sharding, aval.manual_axis_type
+        if memory is not core.MemorySpace.Device:
+            if not (sharding.mesh.empty and mat.empty and _unsharded(sharding.spec)):
+                raise ProgramError(f"a sharded value in memory {memory}: only device arrays are read on a mesh")
+            return plain + [{"memory": memory.name}]  # e.g. a residual an offloading policy keeps on the host
         if sharding.mesh.empty and mat.empty and _unsharded(sharding.spec):
             return plain  # a value outside any mesh: what every program off a mesh holds
         if mat.unreduced_kind not in (None, core.UnreducedKind.sum):
@@ -549,6 +560,10 @@ class _Decoder:
         shape, dtype = tuple(data[0]), np.dtype(data[1]) if data[1] != "bfloat16" else np.dtype(jax.numpy.bfloat16)
         if len(data) == 3:
             return core.ShapedArray(shape, dtype, weak_type=data[2])
+        if isinstance(data[3], dict):
+            if len(data) != 4 or set(data[3]) != {"memory"} or data[3]["memory"] not in _MEMORY_SPACES:
+                raise ProgramError("a value in a memory the grader does not read")
+            return core.ShapedArray(shape, dtype, weak_type=data[2], memory_space=core.MemorySpace[data[3]["memory"]])
         index = data[3]
         if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self.typed)):
             raise ProgramError("a value of a sharded type not sent")

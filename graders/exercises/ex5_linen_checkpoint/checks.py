@@ -37,6 +37,9 @@ from graders.exercises.ex5_linen_checkpoint.probes import (FIRST, PREFIX, SECOND
                                                            show_policy, tap, tap_name, untapped)
 
 # (seed, D, F): every D and F distinct, D = 1 included; tiny, since only the wiring is tested.
+# The first is also the call the technique checks trace (PROBE_*, below). (Making its F 64, so that
+# a policy of the learner's own deciding by size is read at a real width, cost 0.3 s of CPU per
+# grading, measured: not done.)
 # The other checks reuse these shapes with other seeds where they can: each new shape is a new
 # program for the learner's code to compile, and the seeds and float arguments are what they test.
 INT_CASES = ((3, 4, 6), (11, 1, 5), (25, 7, 2))
@@ -266,8 +269,11 @@ def test_x_is_unchanged(worker):
 # gradient cannot do that. Nothing here depends on the learner's weights being right (the
 # program is held to a ReLU MLP with the weights it holds): the numbers checks judge those.
 
-# One small program; D != F tells the two Dense layers apart by their input.
-PROBE_SEED, PROBE_D, PROBE_F = 6, 3, 5
+# One small program; D != F tells the two Dense layers apart by their input. It is the very call
+# (seed, x, features) the first numbers check made before: code that keeps state between calls
+# (checkpointing only the first call at a shape, say) is traced doing what it does on a call it
+# has seen, not on a first one; its numbers check has compiled that shape already.
+PROBE_SEED, PROBE_D, PROBE_F = INT_CASES[0]
 # A tap scales its layer's cotangent by this. The gradient with respect to x crosses each
 # Dense layer's output once, so it is scaled by the product of the tapped layers' factors;
 # distinct primes, so the product says which layers the gradient crossed.
@@ -316,6 +322,15 @@ def read_program(worker) -> Program:
             _READ[key] = _read(reply)
         except program_data.ProgramError as exc:
             _READ[key] = f"your program could not be read: {exc}."
+            told = reply.get("calls") if isinstance(reply, dict) else None
+            if isinstance(told, list) and not any(isinstance(c, dict) and c.get("role") in (FIRST, SECOND)
+                                                  for c in told):
+                # no Dense layer applied (the worker's word, which only words a failed verdict): say
+                # that, not what in the rest of the program (e.g. init's random draws) is unreadable
+                _READ[key] = ("no nn.Dense layer was applied while your function ran: model.init "
+                              "(or init_with_output) initialises a model, it does not apply it, and the "
+                              "technique checks read the model you apply. Hint: variables = model.init(key, x), "
+                              "then return model.apply(variables, x).")
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             _READ[key] = "your program could not be read: the reply about it is not one the grader reads."
     read = _READ[key]
@@ -346,6 +361,8 @@ def _read(reply) -> Program:
                 raise program_data.ProgramError("a checkpoint with a policy of your own, sent without its gradient")
             residuals = policy_residuals(plain, told)
             name = str(told.get("policy", "a policy of your own"))
+            if name.endswith(".<locals>.policy"):  # one a policy factory of JAX's made, e.g. an offloading one
+                name = name[:-len(".<locals>.policy")] + "(...)"
         else:
             residuals = jaxpr.checkpoint_residuals(plain)
             name = show_policy(eqn)
@@ -370,7 +387,11 @@ def _read(reply) -> Program:
         # on a value the checkpoint only receives marks no layer inside it.
         remats = tuple(index[id(r)] for r in around.get(name, ())
                        if role is None or k in made_inside[index[id(r)]])
-        recomputing = tuple(r for r in remats if recomputes[r])
+        # What a checkpoint recomputes is decided by the checkpoints around it too: one whose policy
+        # keeps as much as saving everything keeps the residuals of the checkpoints inside it
+        # (JAX's print_saved_residuals lists them), so a remat2 counts as recomputing only if it
+        # and every remat2 around it does.
+        recomputing = tuple(r for i, r in enumerate(remats) if all(recomputes[o] for o in remats[:i + 1]))
         # the worker's word on which of them is Linen's lift, matched innermost first
         flags = dict(zip(reversed(remats), reversed([bool(f) for f in told["lifted"]])))
         lifted = tuple(r for r in recomputing if flags.get(r, False))
@@ -386,17 +407,23 @@ def policy_residuals(plain, told: dict) -> list:
     backward pass, from the residuals alone, the body's gradient (the judge's own, by
     differentiating the rebuilt body). Residuals that are the body's inputs or constants do not count."""
     from jax.extend.core import ClosedJaxpr, Literal, jaxpr_as_fun
+    from jax._src.core import MemorySpace
 
     body = plain.params["jaxpr"]
     forward = program_data.decode(told.get("forward"), custom_policies=True).closed
     backward = program_data.decode(told.get("backward"), custom_policies=True).closed
     count = told.get("residuals")
     n_in, n_out = len(body.invars), len(body.outvars)
+
+    def on_device(avals):  # a residual an offloading policy keeps on the host enters the backward
+        return [a.update(memory_space=MemorySpace.Device) for a in avals]  # pass as a device value's type
+
     if (not isinstance(count, int) or [v.aval for v in forward.jaxpr.invars] != [v.aval for v in body.invars]
             or len(forward.jaxpr.outvars) != n_out + count
             or [v.aval for v in forward.jaxpr.outvars[:n_out]] != [v.aval for v in body.outvars]
-            or [v.aval for v in backward.jaxpr.invars] != [v.aval for v in forward.jaxpr.outvars[n_out:]]
-            + [v.aval for v in body.outvars] or len(backward.jaxpr.outvars) != n_in):
+            or on_device(v.aval for v in backward.jaxpr.invars) != on_device(
+                [v.aval for v in forward.jaxpr.outvars[n_out:]] + [v.aval for v in body.outvars])
+            or len(backward.jaxpr.outvars) != n_in):
         raise program_data.ProgramError("the gradient of a checkpoint with a policy of your own, sent in a shape "
                                         "that is not its body's")
     r = rng([settings.seed(), 32])
@@ -425,6 +452,9 @@ def policy_residuals(plain, told: dict) -> list:
             continue
         seen.add(var)
         made = made_by.get(var)
+        offloaded = made is not None and made.primitive.name == "device_put" and var.aval.memory_space.name == "Host"
+        if offloaded:  # kept on the host (an offloading policy): what is kept is what it copies there
+            made = made_by.get(made.invars[0])
         while made is not None and made.primitive.name == "reduce_precision":  # as JAX looks through it
             made = made_by.get(made.invars[0], made)
             if made.primitive.name == "reduce_precision":
@@ -434,7 +464,9 @@ def policy_residuals(plain, told: dict) -> list:
             name = made.params["name"]  # a custom function as sent (program.encode's forward=True)
         what = (f"output of jitted function {made.params['name']!r}" if name in ("jit", "pjit") else
                 f"output of {jaxpr.said(name)}" if name in jaxpr.SAID else f"output of {name}")
-        found.append((f"{var.aval.str_short()} {what}", int(var.aval.size) * var.aval.dtype.itemsize))
+        what += ", offloaded to the host" if offloaded else ""
+        found.append((f"{var.aval.update(memory_space=MemorySpace.Device).str_short()} {what}",
+                      int(var.aval.size) * var.aval.dtype.itemsize))
     return found
 
 
@@ -464,7 +496,8 @@ def _evaluated(closed, x, w, perturb: dict) -> tuple:
         name = tap_name(eqn)
         sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
         if sub is None:
-            return jaxpr.bind(eqn, ins)
+            looped = run_loop(eqn, ins, lambda e, i: apply(e, i, seen))
+            return jaxpr.bind(eqn, ins) if looped is None else looped
         outs = jaxpr.evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins,
                               lambda e, i: apply(e, i, seen), through=())
         if name.startswith(PREFIX) and len(outs) == 1:
@@ -513,6 +546,56 @@ def computed_inside(remat) -> set:
     return found
 
 
+# A loop (a scan, or a while loop whose condition the judge can decide, e.g. a fori_loop) is run
+# trip by trip, its body equation by equation, so the taps inside it are seen and put to work as
+# anywhere else (a tap seen on several trips keeps its last trip's value). It computes what the
+# loop computes. The program is traced at D=3, F=5, where a solution loops over a batch of a few
+# rows or a few steps; a loop of more trips than this is bound whole (its taps unseen), so that
+# the judge's evaluation does not grow with a loop's length.
+LOOP_TRIPS = 16
+
+
+def run_loop(eqn, ins, apply):
+    """The outputs of a scan or while equation, run trip by trip with `apply` on its body's
+    equations, or None if it is no such loop or has more than LOOP_TRIPS trips."""
+    def body_of(closed, values):
+        return jaxpr.evaluate(closed.jaxpr, closed.consts, values, apply, through=())
+
+    if eqn.primitive.name == "scan":
+        p = eqn.params
+        length = p["length"]
+        if length > LOOP_TRIPS:
+            return None
+        if "ft_in" in p:  # this JAX's scan: its operands and results as flat trees
+            consts, carry, xs = map(list, p["ft_in"].update(ins).unpack())
+            n_carry = len(carry)
+        else:
+            n_consts, n_carry = p["num_consts"], p["num_carry"]
+            consts, carry, xs = ins[:n_consts], list(ins[n_consts:n_consts + n_carry]), ins[n_consts + n_carry:]
+        ys = [None] * length
+        for i in (reversed(range(length)) if p["reverse"] else range(length)):
+            outs = body_of(p["jaxpr"], [*consts, *carry, *(x[i] for x in xs)])
+            carry, ys[i] = list(outs[:n_carry]), outs[n_carry:]
+        n_ys = len(eqn.outvars) - n_carry
+        stacked = [jnp.stack([jnp.asarray(y[j]) for y in ys]) if length else
+                   jnp.zeros(eqn.outvars[n_carry + j].aval.shape, eqn.outvars[n_carry + j].aval.dtype)
+                   for j in range(n_ys)]
+        return [*carry, *stacked]
+    if eqn.primitive.name == "while":
+        p = eqn.params
+        n_cond, n_body = p["cond_nconsts"], p["body_nconsts"]
+        cond_consts, body_consts, carry = ins[:n_cond], ins[n_cond:n_cond + n_body], list(ins[n_cond + n_body:])
+        for _ in range(LOOP_TRIPS + 1):
+            go = body_of(p["cond_jaxpr"], [*cond_consts, *carry])[0]
+            if isinstance(go, jax.core.Tracer):
+                return None  # decided by traced values: not a loop the judge can count
+            if not bool(go):
+                return carry
+            carry = list(body_of(p["body_jaxpr"], [*body_consts, *carry]))
+        return None
+    return None
+
+
 def at_points(closed, points: np.ndarray) -> tuple:
     """The rebuilt program run on each row of points at once (jax.vmap of the judge's evaluation):
     (outputs (N, size), {k: what tap k saw, (N, size)}) in float64."""
@@ -523,7 +606,8 @@ def at_points(closed, points: np.ndarray) -> tuple:
             name = tap_name(eqn)
             sub = eqn.params.get("jaxpr") if (name or jaxpr.is_a(eqn, "checkpoint")) else None
             if sub is None:
-                return jaxpr.bind(eqn, ins)
+                looped = run_loop(eqn, ins, apply)
+                return jaxpr.bind(eqn, ins) if looped is None else looped
             outs = jaxpr.evaluate(getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins, apply, through=())
             if name.startswith(PREFIX) and len(outs) == 1:
                 seen[int(name.rsplit("_", 1)[1])] = jnp.reshape(outs[0], (-1,))
@@ -644,8 +728,10 @@ def no_checkpoint_message(program: Program, kind: str) -> str:
                     "backward pass needs only its input and kernel, which are kept anyway: the "
                     "checkpoint recomputes nothing and saves no memory. Hint: wrap the whole MLP "
                     "class, nn.checkpoint(MLP), and keep plain nn.Dense layers inside it.")
-        return (f"your checkpoint's policy ({', '.join(sorted({program.policies[r] for r in remats}))}) "
-                f"{saves_as_much(program, remats[0])}: it does what no checkpoint does. "
+        # the checkpoints that keep everything (around another, they keep what it would recompute)
+        keeping = [r for r in remats if program.kept[r][0] >= program.kept[r][1]] or remats
+        return (f"your checkpoint's policy ({', '.join(sorted({program.policies[r] for r in keeping}))}) "
+                f"{saves_as_much(program, keeping[0])}: it does what no checkpoint does. "
                 "Hint: leave policy out, nn.checkpoint(MLP) saves nothing.")
     if kind == "lifted" and not any(c.lifted for c in live):
         return ("the checkpoint wraps a function around the whole model call (e.g. "

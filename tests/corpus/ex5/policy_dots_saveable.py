@@ -1,7 +1,7 @@
 """nn.checkpoint(MLP, policy=dots_saveable): the matrix products are saved, only the rest is
 recomputed; the exercise asks for the default policy, which saves nothing.
 
-loses: checkpoint_policy_saves_nothing: (dots_saveable) saves 1 value(s) for the backward pass (float32[5] output of a matrix product (@, jnp.dot, jnp.einsum))
+loses: checkpoint_policy_saves_nothing: (dots_saveable) saves 1 value(s) for the backward pass (float32[6] output of a matrix product (@, jnp.dot, jnp.einsum))
 """
 import jax
 import flax.linen as nn
