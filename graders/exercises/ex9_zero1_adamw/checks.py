@@ -836,6 +836,15 @@ def _joined(a, b):
     return _whole(a) | _whole(b)
 
 
+_HLO_CLONE = re.compile(r"(\.clone(\.\d+)?)+$")
+
+
+def _literal(op) -> tuple:
+    """What a constant holds: its literal's text; XLA prints a large literal as {...}, so such a
+    constant is told by its name too, less the `.clone.N` XLA gives its copies in each fusion."""
+    return (op.args, _HLO_CLONE.sub("", op.name) if "..." in op.args else "")
+
+
 def numbered(comps: dict, marks: dict | None = None) -> list[tuple]:
     """(operation, value, mask, times, branch) for every operation of a compiled program but
     parameters, in program order, followed into fusions, calls, conditionals and loops (a loop's body
@@ -910,7 +919,8 @@ def numbered(comps: dict, marks: dict | None = None) -> list[tuple]:
                         value = v if fused and len(op.called) == 1 else None
                 if value is None:
                     value = number((op.opcode, re.sub(r"\{[^}]*\}", "", op.kind),
-                                    op.args if op.opcode == "constant" else "", _what_it_computes(op.attrs), operands))
+                                    _literal(op) if op.opcode == "constant" else "", _what_it_computes(op.attrs),
+                                    operands))
                 into.append((op, value, _whole(flow), times, branch))
             flows[op.name], named[op.name] = flow, value
             root = (flow, value) if op.root else root
@@ -1753,6 +1763,11 @@ def own_flops(seed: int, n: int) -> dict:
 # 1.35 on 4 (the reference and the flat partition buffers 1.07, right steps under jit 1.52 and
 # 1.27); an Adam direction gathered and applied to whole parameters 3.30 and 2.04, the moments
 # gathered or replicated and the update run whole 7.9 to 8.5 and 4.0 to 4.3.
+# fix-ex9e (seed 20261130): right steps whose update runs in one lax.cond or lax.switch branch, chunk by
+# chunk in a fori_loop, or in a while loop from the device's offset read 1.00 times the share on every
+# mesh (they read up to 11.4 when every branch was added up, a loop body had one mask and a loop of
+# unknown trip count was sized by its largest carried array); the whole update in a while loop 7.83 /
+# 3.96 / 2.00, or in pieces taken by gathers of constant indices the same.
 FLOP_MESHES = (8, 4)
 
 
