@@ -86,3 +86,48 @@ def test_flops_and_optimizer_work_count_what_xla_duplicates_once():
     # The optimizer's values: those from the moments (0.9 * m, the sum) and the update (2).
     marks = {0: checks.MOMENTS, 1: checks.DATA, 2: checks.PARAMS}
     assert checks.optimizer_work(comps, marks) == 4 * 330
+
+
+def _update_in_one_branch(m, g, p, first):
+    # One branch runs: the same update, written two ways (a conditional is its heaviest branch).
+    import jax
+
+    def later(m, g, p):
+        new = 0.9 * m + 0.1 * g
+        return p - 0.01 * new, new
+
+    def early(m, g, p):
+        new = 0.8 * m + 0.2 * g
+        return p - 0.02 * new, new
+
+    return jax.lax.cond(first, early, later, m, g, p)
+
+
+def _update_walked_from_an_offset(m, g, p, start):
+    # 330 values, 33 a trip, from `start` while under start + 330: 10 trips XLA does not know.
+    import jax
+
+    def body(carry):
+        i, p, m = carry
+        mc = 0.9 * jax.lax.dynamic_slice(m, (i - start,), (33,)) + 0.1 * jax.lax.dynamic_slice(g, (i - start,), (33,))
+        pc = jax.lax.dynamic_slice(p, (i,), (33,)) - 0.01 * mc
+        return i + 33, jax.lax.dynamic_update_slice(p, pc, (i,)), jax.lax.dynamic_update_slice(m, mc, (i - start,))
+
+    return jax.lax.while_loop(lambda c: c[0] < start + 330, body, (start, p, m))
+
+
+def test_optimizer_work_counts_one_branch_and_the_trips_an_index_covers():
+    import jax.numpy as jnp
+
+    from graders.exercises.ex9_zero1_adamw import checks
+    from graders.kit import costs
+
+    x = jnp.ones(330)
+    marks = {0: checks.MOMENTS, 1: checks.DATA, 2: checks.PARAMS}
+    exe = costs.compile_fn(_update_in_one_branch, x, x, x, True)
+    # One branch's: 0.9 * m, the sum, 0.01 * new, the difference (0.1 * g is the data's); not both's.
+    assert checks.optimizer_work(checks.hlo_computations(exe.as_text()), marks) == 4 * 330
+    exe = costs.compile_fn(_update_walked_from_an_offset, x, x, jnp.ones(3300), jnp.int32(990))
+    walked = checks.numbered(checks.hlo_computations(exe.as_text()), marks)
+    assert {times for *_, times, _ in walked} >= {10.0}  # not the 100 trips of the whole 3,300 values
+    assert checks.optimizer_work(None, marks, walked) == 4 * 330

@@ -818,55 +818,186 @@ def _what_it_computes(attrs: str) -> str:
     return attrs[:cut]
 
 
+# Operations that give back their one operand as it is (a tuple's values each flow on as they were;
+# a copy's value is its operand's: XLA copies a loop's carried values and fuses a consumer of each copy).
+_HLO_SAME = frozenset({"copy", "bitcast", "opt-barrier"})
+_HLO_INDEX = re.compile(r"\bindex=(\d+)")
+
+
+def _whole(flow) -> int:
+    """The mask of a value's flow: a tuple's is every element's."""
+    return functools.reduce(lambda a, b: a | _whole(b), flow, 0) if isinstance(flow, tuple) else flow
+
+
+def _joined(a, b):
+    """Two flows of one value, element by element where both are tuples of one length."""
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return tuple(_joined(x, y) for x, y in zip(a, b))
+    return _whole(a) | _whole(b)
+
+
+_HLO_CLONE = re.compile(r"(\.clone(\.\d+)?)+$")
+
+
+def _literal(op) -> tuple:
+    """What a constant holds: its literal's text; XLA prints a large literal as {...}, so such a
+    constant is told by its name too, less the `.clone.N` XLA gives its copies in each fusion."""
+    return (op.args, _HLO_CLONE.sub("", op.name) if "..." in op.args else "")
+
+
 def numbered(comps: dict, marks: dict | None = None) -> list[tuple]:
-    """(operation, value, mask, times) for every operation of a compiled program but parameters, in
-    program order, followed into fusions, calls, conditionals and loops (a loop's body `times` its
-    trips where XLA knows the trip count, as it does for every scan and fori_loop of fixed bounds).
-    `value` numbers what the operation computes: its opcode, result type, attributes less
-    _HLO_NOISE and the values of its operands, followed into fusions and calls through their
+    """(operation, value, mask, times, branch) for every operation of a compiled program but
+    parameters, in program order, followed into fusions, calls, conditionals and loops (a loop's body
+    `times` its trips where XLA knows the trip count, as it does for every scan and fori_loop of
+    fixed bounds). `value` numbers what the operation computes: its opcode, result type, attributes
+    less _HLO_NOISE and the values of its operands, followed into fusions and calls through their
     parameters (a fusion's value is its root's); the same number twice is the same value computed
     again, as XLA writes when it duplicates a producer into every fusion that consumes it. Inside
     loops and branches each parameter is a value of its own. `mask`: what the value flows from
     (MOMENTS | PARAMS | DATA, from `marks`: the entry parameter's position among the jitted
-    function's flattened arguments -> mark). `comps`: hlo_computations of the program's text."""
-    numbers, out = {}, []
+    function's flattened arguments -> mark), followed through tuples element by element: a loop's
+    carried values each keep their own (the loop's body walked until what each carries flows from
+    no more), a conditional's branch gets its own operands'. `branch`: the conditionals the
+    operation lies in, ((conditional, branch), ...) from the outermost (one branch of each runs).
+    `comps`: hlo_computations of the program's text."""
+    numbers, out, conditionals = {}, [], iter(range(1 << 62))
+    masks = {int(k): v for k, v in (marks or {}).items()}
 
     def number(key) -> int:
         return numbers.setdefault(key, len(numbers))
 
-    def run(comp: str, masks: dict, values: dict, times: float) -> tuple:
+    def run(comp: str, given: dict, values: dict, times: float, branch: tuple, into: list) -> tuple:
         flows, named, root = {}, {}, (0, None)
         for op in comps.get(comp, []):
             if op.opcode == "parameter":
                 at = int(op.args.strip() or -1)
                 arg = _HLO_ARG.search(op.attrs) if comp == "ENTRY" else None
-                mask = masks.get(int(arg.group(1)) if arg else at, 0)
+                flow = masks.get(int(arg.group(1)) if arg else at, 0) if comp == "ENTRY" else given.get(at, 0)
                 value = values[at] if at in values else number(("parameter", len(numbers)))
             else:
                 each = [flows.get(o, 0) for o in op.operands]
                 operands = tuple(named[o] if o in named else number(("unknown", comp, o)) for o in op.operands)
-                mask, value = functools.reduce(lambda a, b: a | b, each, 0), None
-                if op.called and op.opcode not in _HLO_REDUCERS:
-                    trips = hlo.known_trips(op) if op.opcode != "while" or _HLO_TRIPS.search(op.attrs) else \
-                        covering_trips(comps, op.called[0])
-                    # A fusion's or call's parameters are its operands; a loop's or a conditional
-                    # branch's one parameter is the tuple it is given.
+                flow, value = functools.reduce(lambda a, b: a | _whole(b), each, 0), None
+                if op.opcode == "tuple":  # a tuple's values and flows are its elements'
+                    flow, value = tuple(each), operands
+                elif op.opcode == "get-tuple-element" and each:
+                    at = _HLO_INDEX.search(op.attrs)
+                    at = int(at.group(1)) if at else -1
+                    flow = each[0][at] if isinstance(each[0], tuple) and 0 <= at < len(each[0]) else flow
+                    given = operands[0] if operands else None
+                    value = given[at] if isinstance(given, tuple) and 0 <= at < len(given) else None
+                elif op.opcode in _HLO_SAME and len(each) == 1:
+                    flow = each[0]
+                    value = operands[0] if op.opcode == "copy" else None  # a copy is the value it copies
+                elif op.called and op.opcode == "while":
+                    trips = hlo.known_trips(op) if _HLO_TRIPS.search(op.attrs) else \
+                        ranged_trips(comps, op, operands[0] if operands else None)
+                    trips = covering_trips(comps, op.called[0]) if trips is None else trips
+                    carried = each[0] if each else 0
+                    while True:  # until what each carried value flows from grows no more
+                        walked = []
+                        got, _ = run(op.called[0], {0: carried}, {}, times * trips, branch, walked)
+                        grown = _joined(carried, got)
+                        if grown == carried:
+                            break
+                        carried = grown
+                    into.extend(walked)
+                    flow = carried
+                elif op.called and op.opcode == "conditional":
+                    conditional, flow = next(conditionals), 0
+                    for k, sub in enumerate(op.called):  # branch k's operand follows the index
+                        got, _ = run(sub, {0: each[k + 1] if k + 1 < len(each) else flow}, {}, times,
+                                     branch + ((conditional, k),), into)
+                        flow = got if k == 0 else _joined(flow, got)
+                elif op.called and op.opcode not in _HLO_REDUCERS:
+                    # A fusion's or call's parameters are its operands.
                     fused = op.opcode in ("fusion", "call")
                     for sub in op.called:
-                        m, v = run(sub, dict(enumerate(each)) if fused else {0: mask},
-                                   dict(enumerate(operands)) if fused else {}, times * trips)
-                        mask |= m
+                        f, v = run(sub, dict(enumerate(each)) if fused else {0: flow},
+                                   dict(enumerate(operands)) if fused else {}, times, branch, into)
+                        flow = f if fused and len(op.called) == 1 else _whole(flow) | _whole(f)
                         value = v if fused and len(op.called) == 1 else None
                 if value is None:
                     value = number((op.opcode, re.sub(r"\{[^}]*\}", "", op.kind),
-                                    op.args if op.opcode == "constant" else "", _what_it_computes(op.attrs), operands))
-                out.append((op, value, mask, times))
-            flows[op.name], named[op.name] = mask, value
-            root = (mask, value) if op.root else root
+                                    _literal(op) if op.opcode == "constant" else "", _what_it_computes(op.attrs),
+                                    operands))
+                into.append((op, value, _whole(flow), times, branch))
+            flows[op.name], named[op.name] = flow, value
+            root = (flow, value) if op.root else root
         return root
 
-    run("ENTRY", {int(k): v for k, v in (marks or {}).items()}, {}, 1.0)
+    run("ENTRY", {}, {}, 1.0, (), out)
     return out
+
+
+_HLO_CONDITION = re.compile(r"\bcondition=%([\w.\-]+)")
+_HLO_DIRECTION = re.compile(r"\bdirection=(\w+)")
+_HLO_INTEGER = re.compile(r"\s*(-?\d+)\s*")
+CARRIED = "carried"  # a loop computation's one parameter
+
+
+def _affine(comps: dict, comp: str, given: dict) -> object:
+    """What the root of a loop's condition or body computes, read as integers affine in what the loop
+    carries: (element, constant) for the carried element `element` plus a constant ((None, c) for a
+    constant), ("compare", direction, lhs, rhs), ("tuple", [...]); None for anything else. Followed into
+    fusions. `given`: the computation's parameters' readings."""
+    read, root = {}, None
+    for op in comps.get(comp, []):
+        got, each = None, [read.get(o) for o in op.operands]
+        if op.opcode == "parameter":
+            got = given.get(int(op.args.strip() or -1))
+        elif op.opcode == "get-tuple-element" and each == [CARRIED]:
+            at = _HLO_INDEX.search(op.attrs)
+            got = (int(at.group(1)), 0) if at else None
+        elif op.opcode == "constant" and re.match(r"[su]\d+\[\]", op.kind) and _HLO_INTEGER.fullmatch(op.args):
+            got = (None, int(op.args))
+        elif op.opcode in ("add", "subtract") and all(isinstance(e, tuple) and len(e) == 2 for e in each[:2]):
+            (a, x), (b, y) = each[:2]
+            if op.opcode == "add" and (a is None or b is None):
+                got = (b if a is None else a, x + y)
+            elif op.opcode == "subtract" and b is None:
+                got = (a, x - y)
+        elif op.opcode == "copy" and len(each) == 1:
+            got = each[0]
+        elif op.opcode == "compare" and len(each) == 2 and _HLO_DIRECTION.search(op.attrs):
+            got = ("compare", _HLO_DIRECTION.search(op.attrs).group(1), *each)
+        elif op.opcode == "tuple":
+            got = ("tuple", each)
+        elif op.opcode == "fusion" and len(op.called) == 1:
+            got = _affine(comps, op.called[0], dict(enumerate(each)))
+        read[op.name] = got
+        root = got if op.root else root
+    return root
+
+
+def ranged_trips(comps: dict, op, carried) -> int | None:
+    """The trips of a while loop whose trip count XLA does not know, read from the range its index
+    covers: the condition compares a carried integer the body steps by a constant (i < bound,
+    i <= bound, or bound > i ...) with a carried one the body leaves as it is, plus constants, and
+    the two start from the same value (numbered: `carried` is the loop's operand's, a tuple's
+    elements' values), as lax.while_loop from a device's offset to that offset plus a block writes
+    it. None where the loop is not so (covering_trips then sizes it)."""
+    condition = _HLO_CONDITION.search(op.attrs)
+    if condition is None or not op.called or not isinstance(carried, tuple):
+        return None
+    test = _affine(comps, condition.group(1), {0: CARRIED})
+    body = _affine(comps, op.called[0], {0: CARRIED})
+    if not (isinstance(test, tuple) and test[0] == "compare" and isinstance(body, tuple) and body[0] == "tuple"):
+        return None
+    _, direction, lhs, rhs = test
+    if direction in ("GT", "GE"):
+        direction, lhs, rhs = {"GT": "LT", "GE": "LE"}[direction], rhs, lhs
+    steps = body[1]
+    if direction not in ("LT", "LE") or not all(isinstance(e, tuple) and len(e) == 2 for e in (lhs, rhs)):
+        return None
+    (i, a), (j, b) = lhs, rhs
+    if i is None or j is None or max(i, j) >= min(len(steps), len(carried)):
+        return None
+    step, bound = steps[i], steps[j]
+    if not (isinstance(step, tuple) and step[0] == i and step[1] > 0) or bound != (j, 0) or carried[i] != carried[j]:
+        return None
+    span = b - a + (direction == "LE")  # the index runs from v + a while under v + b
+    return max(0, -(-span // step[1]))
 
 
 def covering_trips(comps: dict, body: str) -> int:
@@ -917,7 +1048,7 @@ def duplicated_flops(comps: dict, walked: list | None = None) -> float:
     consumes it (flat moments' update computed again in each fusion that slices them back into
     blocks and in the one that updates the parameters), where the program asks for it once."""
     seen, duplicated = set(), 0.0
-    for op, value, _, _ in walked if walked is not None else numbered(comps):
+    for op, value, *_ in walked if walked is not None else numbered(comps):
         if op.opcode in ELEMENTWISE_FLOPS and value in seen:
             duplicated += elements(op)
         seen.add(value)
@@ -943,13 +1074,26 @@ def optimizer_work(comps: dict, marks: dict, walked: list | None = None) -> floa
     trip where XLA knows the trip count, as it does for every scan and fori_loop of fixed bounds):
     a gradient's forward and backward passes, rematerialised, or accumulated over micro-batches in a
     loop, are never counted, whatever they cost. Each value is counted once (numbered), however
-    often XLA's fusion computes it again. `comps`: hlo_computations of the program's text."""
-    counted, work = set(), 0.0
-    for op, value, mask, times in walked if walked is not None else numbered(comps, marks):
+    often XLA's fusion computes it again. A conditional counts as its heaviest branch: one runs (a
+    whole update in any branch is still a whole update). `comps`: hlo_computations of the
+    program's text."""
+    counted, work = set(), {}
+    for op, value, mask, times, branch in walked if walked is not None else numbered(comps, marks):
         if op.opcode in ARITHMETIC and (mask & MOMENTS or (mask & PARAMS and not mask & DATA)) and value not in counted:
             counted.add(value)
-            work += times * elements(op)
-    return work
+            work[branch] = work.get(branch, 0.0) + times * elements(op)
+    return _heaviest(work, ())
+
+
+def _heaviest(work: dict, at: tuple) -> float:
+    """The work done at a place in the conditionals (`branch` of numbered) and, of each
+    conditional directly inside it, in its heaviest branch."""
+    inside = {}
+    for branch in work:
+        if len(branch) > len(at) and branch[:len(at)] == at:
+            conditional, k = branch[len(at)]
+            inside.setdefault(conditional, set()).add(k)
+    return work.get(at, 0.0) + sum(max(_heaviest(work, at + ((c, k),)) for k in ks) for c, ks in inside.items())
 
 
 def argument_marks(args, data) -> dict:
@@ -1619,6 +1763,11 @@ def own_flops(seed: int, n: int) -> dict:
 # 1.35 on 4 (the reference and the flat partition buffers 1.07, right steps under jit 1.52 and
 # 1.27); an Adam direction gathered and applied to whole parameters 3.30 and 2.04, the moments
 # gathered or replicated and the update run whole 7.9 to 8.5 and 4.0 to 4.3.
+# fix-ex9e (seed 20261130): right steps whose update runs in one lax.cond or lax.switch branch, chunk by
+# chunk in a fori_loop, or in a while loop from the device's offset read 1.00 times the share on every
+# mesh (they read up to 11.4 when every branch was added up, a loop body had one mask and a loop of
+# unknown trip count was sized by its largest carried array); the whole update in a while loop 7.83 /
+# 3.96 / 2.00, or in pieces taken by gathers of constant indices the same.
 FLOP_MESHES = (8, 4)
 
 

@@ -1,22 +1,11 @@
-"""RIGHT, graded 16/19 (should be 19/19): shard_map ZeRO-1 (gradients psum_scattered, new blocks
-all-gathered, as the reference) whose AdamW runs on each device's own block of every split leaf chunk
-by chunk in a lax.fori_loop of fixed bounds (0, B // chunk): the flat block's moments and parameters are
-the loop's carry, each trip reads `chunk` values (the largest divisor of B up to 64) with
-lax.dynamic_slice and writes them back with lax.dynamic_update_slice. XLA knows the trip count; the
-work is exactly the block's update.
-
-Scored 16/19 at seeds 20261130 and 7, with and without --sandbox: each_device_updates_only_its_blocks
-fails on 2 devices (WIDE_MESH): 171,205 values, 1.54 times a 1/2 share (bound sqrt(2) = 1.41); on 8
-and 4 devices 1.43 times (seed 7: 1.42 / 1.42 / 1.54).
-Should score 19/19.
-Why: checks.numbered gives a loop's (or a conditional's) body one mask, the OR of everything the loop
-carries, so inside the loop every operation "flows from the moments": the gradient's own (1 - b1) * g,
-g * g and (1 - b2) * g**2 and the trip's index arithmetic are counted as optimizer work, where the same
-update written without a loop (or optax's, the share) has them flowing from the data only. The loop's
-gradient terms alone are about 3 of every 13 values; with the wide leaf's bound at 1.41 it fails. The
-same with a lax.while_loop whose bound XLA cannot read (the device's offset), carrying only the block:
-1.43 / 1.43 / 1.54, 16/19.
-"""
+"""Right: shard_map ZeRO-1 (gradients psum_scattered, new blocks all-gathered, as the reference) whose AdamW
+runs on each device's own block of every split leaf chunk by chunk in a lax.fori_loop of fixed bounds
+(0, B // chunk): the flat block's moments and parameters are the loop's carry, each trip reads `chunk`
+values with lax.dynamic_slice and writes them back with lax.dynamic_update_slice.
+19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
+Was 16/19 (rt-ex9d, 1.43 / 1.43 / 1.54 times the share): a loop body got one mask, the OR of all it
+carries, and the copies XLA makes of carried values were numbered as new values; each carried value
+now keeps its own mask and a copy is the value it copies (fix-ex9e)."""
 import jax
 import jax.numpy as jnp
 from jax import lax

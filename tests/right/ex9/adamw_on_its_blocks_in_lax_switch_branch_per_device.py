@@ -1,17 +1,10 @@
-"""RIGHT, graded 16/19 (should be 19/19): shard_map ZeRO-1 (gradients psum_scattered, new blocks
-all-gathered, as the reference) where each device's update of its blocks runs in the branch of
-lax.switch(lax.axis_index("data"), [branch_0, ..., branch_{n-1}], ...) its index selects: branch k
-takes block k of every split parameter by static slices and runs adamw_step on it with the device's
-gradient and moment blocks. The leaves no axis of which n divides are updated outside the switch. One
-branch runs on each device: it updates 1/n of every split leaf.
-
-Scored 16/19 at seeds 20261130 and 7, with and without --sandbox: each_device_updates_only_its_blocks
-fails on 8 devices, 22,335 values for the optimizer, 9.7 times a 1/8 share (seed 7: 9.63).
-Should score 19/19 (tests/right/ex9/shard_map_blocks_by_lax_switch_on_axis_index, the switch only
-slicing and the update after it, scores 19/19).
-Why: as right_adamw_first_step_by_its_own_lax_cond_branch, optimizer_work adds up every branch of a
-conditional where one runs: n branches read as n updates of a block, the whole update.
-"""
+"""Right: shard_map ZeRO-1 (gradients psum_scattered, new blocks all-gathered, as the reference) where each
+device's update of its blocks runs in the branch of lax.switch(lax.axis_index("data"), [branch_0, ...,
+branch_{n-1}], ...) its index selects: branch k takes block k of every split parameter by static slices
+and runs adamw_step on it. The leaves no axis of which n divides are updated outside the switch.
+19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
+Was 16/19 (rt-ex9d, 9.7 times the share on 8 devices): every branch was added up; a conditional now
+counts as its heaviest branch (fix-ex9e)."""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -1,19 +1,10 @@
-"""RIGHT, graded 16/19 (should be 19/19): the reference's shard_map ZeRO-1 (gradients psum_scattered,
-AdamW on each device's blocks, new blocks all-gathered) whose adamw_step takes the first step by a branch
-of its own: lax.cond(count == 1, first, later, ...), where `first` uses that from fresh moments
-m_1 = (1 - b1) g and v_1 = (1 - b2) g**2, so m_hat = g and v_hat = g**2, and `later` is the usual
-update. One branch runs per step; each updates only the device's blocks.
-
-Scored 16/19 at seeds 20261130 and 7, with and without --sandbox: each_device_updates_only_its_blocks
-fails on 4 devices, 9,844 values for the optimizer, 2.16 times a 1/4 share (bound 1.97; 8 devices 2.16,
-under its bound 2.75; seed 7: 10,148, 2.16). Its FLOPs on 8 devices read 1.00 times the share: XLA's
-cost analysis does not add both branches up.
-Should score 19/19.
-Why: checks.numbered follows every branch of a conditional and optimizer_work adds them all up (each
-branch's body times the enclosing trips), where a conditional runs one; and inside a branch every
-operation carries the mask of all the conditional's operands, so the branch's gradient-only terms
-count as optimizer work too. Two full updates in two branches read as two updates.
-"""
+"""Right: the reference's shard_map ZeRO-1 (gradients psum_scattered, AdamW on each device's blocks, new
+blocks all-gathered) whose adamw_step takes the first step by a branch of its own: lax.cond(count == 1,
+first, later, ...), where `first` uses m_1 = (1 - b1) g and v_1 = (1 - b2) g**2 (so m_hat = g, v_hat =
+g**2) and `later` is the usual update. One branch runs per step; each updates only the device's blocks.
+19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
+Was 16/19 (rt-ex9d): optimizer_work added up both branches (2.16 times the share) and gave a branch the
+mask of all the conditional's operands; a conditional now counts as its heaviest branch (fix-ex9e)."""
 import jax
 import jax.numpy as jnp
 from jax import lax

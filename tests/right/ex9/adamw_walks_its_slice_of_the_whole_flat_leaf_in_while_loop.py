@@ -1,20 +1,11 @@
-"""RIGHT, graded 16/19 (should be 19/19): shard_map ZeRO-1 whose AdamW walks this device's slice of each
-split leaf in a lax.while_loop, in place in the whole flat (replicated) parameter: the split axis moved
-first and the leaf flattened, so the device's block is the contiguous slice [me * B, (me + 1) * B); the
-loop runs from me * B to (me + 1) * B, `chunk` values a trip (the largest divisor of B up to 64),
-writing the new values into the whole flat parameter and the new moments into their own blocks; then
-the device's slice is taken out and all-gathered. Every device computes only its block's update (B
-values per leaf, B / chunk trips); gradients reduce-scattered, only the new blocks gathered.
-
-Scored 16/19 at seeds 20261130 and 7, with and without --sandbox: each_device_updates_only_its_blocks
-fails on 8 devices: 26,287 values for the optimizer, 11.4 times a 1/8 share (seed 7: 26,818, 11.2).
-Should score 19/19.
-Why: the loop's bound starts at the device's offset (axis_index), so XLA writes no known_trip_count,
-and checks.covering_trips takes the trips from the largest carried array written by a
-dynamic-update-slice: the whole flat leaf (N * B values) over `chunk` = N times the trips the loop
-runs. Carrying only the block (same loop, same bound) reads 1.43 / 1.43 / 1.54 times the share, as
-right_adamw_on_its_blocks_chunked_in_fori_loop does (it fails there too, on 2 devices: see that file).
-"""
+"""Right: shard_map ZeRO-1 whose AdamW walks this device's slice of each split leaf in a lax.while_loop, in
+place in the whole flat (replicated) parameter: the split axis moved first and the leaf flattened, the
+loop runs from me * B to (me + 1) * B, `chunk` values a trip, writing the new values into the whole flat
+parameter and the new moments into their own blocks; then the device's slice is all-gathered.
+19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
+Was 16/19 (rt-ex9d, 11.4 times the share on 8 devices): XLA writes no trip count (the bound starts at
+the device's offset) and covering_trips sized the loop by the whole flat leaf; checks.ranged_trips now
+reads the trips from the range its index covers (from `start` while under `start` + B) (fix-ex9e)."""
 import jax
 import jax.numpy as jnp
 from jax import lax

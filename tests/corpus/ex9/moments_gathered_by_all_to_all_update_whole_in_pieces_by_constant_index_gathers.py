@@ -1,23 +1,18 @@
-"""WRONG (no ZeRO-1 inside the step, hidden), graded 17/19 (should be 14/19):
-tests/corpus/ex9/moments_gathered_by_all_to_all_update_whole (every device rebuilds the whole moments
-and gradient with lax.all_to_all, updates every split leaf WHOLE, keeps its block of the moments and
-all-gathers its block of the params for show), with the whole update written in n pieces, no loop: piece
-k of a split leaf is the values at positions k*c .. (k+1)*c of a fixed random permutation, taken with a
-gather of constant indices (w[idx_k]); the pieces are put back by a gather with the inverse permutation.
-Every number is right.
+"""WRONG (no ZeRO-1 inside the step, hidden): tests/corpus/ex9/moments_gathered_by_all_to_all_update_whole
+(every device rebuilds the whole moments and gradient with lax.all_to_all, updates every split leaf WHOLE,
+keeps its block of the moments and all-gathers its block of the params for show), with the whole update
+written in n pieces, no loop: piece k of a split leaf is the values at positions k*c .. (k+1)*c of a fixed
+random permutation, taken with a gather of constant indices (w[idx_k]); the pieces are put back by a
+gather with the inverse permutation. Every number is right.
 
-Scored 17/19 at seeds 20261130 and 7, with and without --sandbox: only_the_updated_parameters_are_all_gathered
-fails, each_device_updates_only_its_blocks passes: values 1.33 / 1.14 / 1.00 times the share on 8 / 4 / 2
-devices (seed 7: 1.32 / 1.14 / 1.00), FLOPs beyond the forward and backward pass 3,788 on 8 devices
-(share 2,679: 1.41 times) and 6,442 on 4 (share 5,284: 1.22) (seed 7: 3,883 / 2,767 and 6,617 / 5,448).
-Should score 14/19: each_device_updates_only_its_blocks (3) lost too (the whole update, 10.3 times the
-share on 8 devices in the corpus module).
-Why: checks.numbered numbers a constant by its printed text, and XLA prints a large constant as
-"constant({...})": the n index arrays are one value to it, so the n gathers are one value, and so are
-the n pieces' updates: n distinct computations counted as one, the whole update read as 1/n of it. The FLOPs are fooled
-alike: checks.duplicated_flops takes the n - 1 pieces for XLA's fusion copies and subtracts them from
-XLA's count (asked_flops). The
-dedup added by fix-ex9d (identical operations on identical inputs counted once) is what this relies on.
+Scored 14/19 with and without --sandbox (7.8 / 4.0 / 2.0 times the share on 8 / 4 / 2 devices at seed
+20261130). Was 17/19 (rt-ex9d): XLA prints a large constant as "constant({...})", and checks.numbered
+numbered constants by their text, so the n index arrays, the n gathers and the n pieces' updates were one
+value each (1.33 / 1.14 / 1.00 times the share; duplicated_flops subtracted the n - 1 pieces too). An
+elided constant is now told by its name less XLA's `.clone.N` (fix-ex9e).
+
+loses: only_the_updated_parameters_are_all_gathered: the moments (or the gradients) are gathered too
+loses: each_device_updates_only_its_blocks: Each device updates whole leaves
 """
 import jax
 import numpy as np
