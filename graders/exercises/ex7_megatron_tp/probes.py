@@ -350,6 +350,18 @@ def traced(m, fn, *args):
     return jax.make_jaxpr(fn, return_shape=True)(*args)
 
 
+def called(m, fn, *args):
+    """fn(*args) run eagerly under jax.set_mesh(m), as the learner's code runs; like `traced`, a
+    function that places values on devices of its own (which JAX refuses under a context mesh of
+    other devices) is run outside any context mesh instead."""
+    try:
+        with on_mesh(m):
+            return fn(*args)
+    except Exception:  # noqa: BLE001 (run again below, where the learner's own error propagates)
+        pass
+    return fn(*args)
+
+
 def placed_constants(tree):
     """init_tp_state's output, where an array it made outside the trace (a constant of the
     program: jax.make_array_from_callback cannot take traced values) is put back where it lies
@@ -376,7 +388,11 @@ def init_traced(sol, m, tx, host):
     given the learner's module: its own names of jax.device_put and of the assembling function are
     swapped too). In the program traced, a put on one device whose value is only ever placed again
     on the mesh is dropped (program.single_device_puts_dropped: the latter put alone computes and
-    places the same). The learner's own error of the last attempt propagates."""
+    places the same). Where no attempt traces, init_tp_state's whole output is made outside the
+    trace: it is run eagerly (as the learner's code runs) and the program is its output put back
+    where it lies (placed_constants), as for any array made outside the trace; the judge places
+    those values itself and holds them to its own. Where the eager call fails too, the learner's
+    own error of the last trace attempt propagates."""
     attempts = (lambda: traced(m, lambda p: placed_constants(sol.init_tp_state(m, tx, p)), host),
                 # init_tp_state is given NumPy arrays on the host (the stub says so), and code may
                 # treat them as such (np.asarray of them) where a traced input is not one: traced
@@ -393,10 +409,13 @@ def init_traced(sol, m, tx, host):
                         closed, out = attempt()
                 # A put on one device only ever placed again on the mesh is the latter put alone.
                 return program.single_device_puts_dropped(closed), out
-            except Exception:  # noqa: BLE001 (the last attempt's error propagates below)
-                if skipping and i == len(attempts) - 1:
-                    raise
-    raise AssertionError("unreachable")
+            except Exception as exc:  # noqa: BLE001 (the last attempt's error propagates below)
+                error = exc
+    try:
+        out = called(m, sol.init_tp_state, m, tx, dict(host))
+        return traced(m, lambda: placed_constants(out))
+    except Exception:  # noqa: BLE001 (the learner's error of the last trace attempt is said)
+        raise error from None
 
 
 @probe
@@ -422,8 +441,7 @@ def init_programs(sol, optimizer, shape, params, x, y):
     # out_shardings has an unsharded type in the trace, so tx.init jitted on it makes unsplit
     # moments there and split ones when called); the judge reads this report only for such a
     # moment, once its own run has placed the parameters right (checks.state_runs).
-    with on_mesh(m):
-        placed, state = sol.init_tp_state(m, tx, dict(host))
+    placed, state = called(m, sol.init_tp_state, m, tx, dict(host))
     reply["reported"] = placement(placed, jax.tree.leaves(state), paths(state))
     if x is not None:
         # What the step makes of init_tp_state's output is read after init_tp_state's own placement

@@ -1,18 +1,21 @@
-"""RIGHT: init_tp_state casts the host params with jnp.asarray(v, jnp.float32), brings them back to
-NumPy (np.asarray of the jax.Array) and places them with jax.device_put(..., NamedSharding(...)).
+"""RIGHT: jax.make_array_from_callback whose callback is a closure over jnp.asarray(v) (the host
+array converted to a jax.Array first; the callback returns slices of it).
 
 Graded 20/22: optimizer_state_carries_parameter_specs lost with "your code raised
-TracerArrayConversionError": in both trace attempts (traced input; host arrays as constants)
-jnp.asarray is staged, so np.asarray meets a tracer. Same cause as
-right_init_callback_closure_over_jnp_array (a NumPy -> jax -> NumPy round trip of host data is
-concrete when called, traced in the judge's view). Natively right.
+UnexpectedTracerError: jax.make_array_from_callback cannot be called within a traced context".
+Both trace attempts of probes.init_traced stage jnp.asarray (over a traced input, and over the host
+arrays as constants: under make_jaxpr the conversion is an operation of the trace too), so the
+callback's values are tracers; tests/right/ex7/init_from_callback.py passes only because its
+callback slices the NumPy array itself. Natively right.
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22. Should get 22/22.
+
+Since an init_tp_state that no attempt traces is run eagerly and its whole output put back as
+constants placed where they lie (fix-ex7e): 22/22 at seeds 20261130 and 7, with and without --sandbox.
 """
 
 
 import jax
-import numpy as np
 import jax.numpy as jnp
 import optax
 from jax import lax
@@ -42,9 +45,14 @@ def make_tp_mlp_shard_map(mesh):
 
 
 def init_tp_state(mesh, tx, params):
-    # float32 by jnp, then back to NumPy on the host (np.asarray of a jax.Array), then placed
-    host = {k: np.asarray(jnp.asarray(v, jnp.float32)) for k, v in params.items()}
-    placed = {k: jax.device_put(host[k], NamedSharding(mesh, PARAM_SPECS[k])) for k in host}
+    placed = {}
+    for k, v in params.items():
+        whole = jnp.asarray(v)
+
+        def block(idx):
+            return whole[idx]
+
+        placed[k] = jax.make_array_from_callback(v.shape, NamedSharding(mesh, PARAM_SPECS[k]), block)
     return placed, tx.init(placed)
 
 

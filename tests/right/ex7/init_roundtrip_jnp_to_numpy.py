@@ -1,20 +1,21 @@
-"""RIGHT: init_tp_state puts each block on its device with jax.device_put(block, device) and assembles
-the global arrays with `_assemble`, a functools.partial of jax.make_array_from_single_device_arrays
-bound at import (the style of tests/right/ex7/init_single_device_arrays.py and init_imported_names.py).
+"""RIGHT: init_tp_state casts the host params with jnp.asarray(v, jnp.float32), brings them back to
+NumPy (np.asarray of the jax.Array) and places them with jax.device_put(..., NamedSharding(...)).
 
-Graded 20/22: optimizer_state_carries_parameter_specs lost with "your code raised ValueError:
-jax.make_array_from_single_device_arrays requires a list of concrete arrays as input, but got types
-{DynamicJaxprTracer}". program.single_device_arrays_assembled swaps the function on the jax module
-and in the learner's globals where a name is bound to the very function; a partial (likewise a
-class attribute, a dict entry, a default argument) holds the original function object, which the
-swap cannot reach. Natively the call works and places both params and moments right.
+Graded 20/22: optimizer_state_carries_parameter_specs lost with "your code raised
+TracerArrayConversionError": in both trace attempts (traced input; host arrays as constants)
+jnp.asarray is staged, so np.asarray meets a tracer. Same cause as
+right_init_callback_closure_over_jnp_array (a NumPy -> jax -> NumPy round trip of host data is
+concrete when called, traced in the judge's view). Natively right.
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22. Should get 22/22.
+
+Since an init_tp_state that no attempt traces is run eagerly and its whole output put back as
+constants placed where they lie (fix-ex7e): 22/22 at seeds 20261130 and 7, with and without --sandbox.
 """
 
 
 import jax
-import functools
+import numpy as np
 import jax.numpy as jnp
 import optax
 from jax import lax
@@ -25,7 +26,6 @@ W1_SPEC = P(None, "model")  # column split: each device owns H/model hidden unit
 W2_SPEC = P("model", None)  # row split: the same hidden units' rows of w2
 X_SPEC = P("data", None)    # the batch split over "data"; also the output's spec
 PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
-_assemble = functools.partial(jax.make_array_from_single_device_arrays)
 
 
 def tp_mlp(w1, w2, x):
@@ -45,11 +45,9 @@ def make_tp_mlp_shard_map(mesh):
 
 
 def init_tp_state(mesh, tx, params):
-    placed = {}
-    for k, v in params.items():
-        sharding = NamedSharding(mesh, PARAM_SPECS[k])
-        blocks = [jax.device_put(v[idx], d) for d, idx in sharding.addressable_devices_indices_map(v.shape).items()]
-        placed[k] = _assemble(v.shape, sharding, blocks)
+    # float32 by jnp, then back to NumPy on the host (np.asarray of a jax.Array), then placed
+    host = {k: np.asarray(jnp.asarray(v, jnp.float32)) for k, v in params.items()}
+    placed = {k: jax.device_put(host[k], NamedSharding(mesh, PARAM_SPECS[k])) for k in host}
     return placed, tx.init(placed)
 
 
