@@ -1221,7 +1221,7 @@ STALE = ("That is what training gives when the optimizer state is not carried fr
 # A state not carried moves some parameter by at least 3.2 * lr and some loss by at least 9.1e-4
 # relative (180 draws). The bounds lie between: a tenth of the learning rate for the parameters,
 # float32's RTOL (1e-4) for the losses.
-# On WIDE_MESH's run (a kernel of 8,544 to 27,104 values; fix-ex9d, seeds 20261130, 7 and 424242,
+# On WIDE_MESH's run (a kernel of 8,544 to 27,104 values; seeds 20261130, 7 and 424242,
 # the reference and tests/right): the reference's parameters within 3.6e-5 of the learning rate.
 # There gradients summed over the devices (n times too large) move some parameter by 0.13 of the
 # learning rate (eps decides the step where a gradient is tiny): computes_the_training compares
@@ -1758,12 +1758,12 @@ def own_flops(seed: int, n: int) -> dict:
 # Both measures count each value once: XLA duplicates an elementwise producer into every fusion that
 # consumes it (the layer norm's forward pass in the backward pass's fusions, a flat buffer's new
 # moments in each slice back to blocks), and its cost analysis counts every copy; the FLOPs read
-# are XLA's less those copies (asked_flops), the grader's own programs' too. Measured so (fix-ex9d,
-# seed 20261130): tests/right and reference/ 0.87 to 1.67 times the share on 8 devices and 0.87 to
+# are XLA's less those copies (asked_flops), the grader's own programs' too. Measured so
+# (seed 20261130): tests/right and reference/ 0.87 to 1.67 times the share on 8 devices and 0.87 to
 # 1.35 on 4 (the reference and the flat partition buffers 1.07, right steps under jit 1.52 and
 # 1.27); an Adam direction gathered and applied to whole parameters 3.30 and 2.04, the moments
 # gathered or replicated and the update run whole 7.9 to 8.5 and 4.0 to 4.3.
-# fix-ex9e (seed 20261130): right steps whose update runs in one lax.cond or lax.switch branch, chunk by
+# Measured (seed 20261130): right steps whose update runs in one lax.cond or lax.switch branch, chunk by
 # chunk in a fori_loop, or in a while loop from the device's offset read 1.00 times the share on every
 # mesh (they read up to 11.4 when every branch was added up, a loop body had one mask and a loop of
 # unknown trip count was sized by its largest carried array); the whole update in a while loop 7.83 /

@@ -1,7 +1,7 @@
 """The technique only on a smaller mesh: given a mesh of as many devices as JAX has (the same-mesh resume),
 restore reads every array whole onto the host (NumPy template) and places it with jax.device_put; onto a
 smaller mesh it uses the reference's sharded template. The pieces placed during the same-mesh restore are
-judged too. 10/22 in both modes (seeds 20261130, 7); 22/22 before fix-ex10.
+judged too. 10/22 in both modes (seeds 20261130, 7); 22/22 before the grader's fix.
 
 loses: restore_reads_each_shard_straight_onto_its_device: onto the mesh the checkpoint was saved from
 loses: restore_never_holds_a_whole_array: was on the host

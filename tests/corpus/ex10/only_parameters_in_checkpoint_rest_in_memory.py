@@ -2,7 +2,7 @@
 stay in a module global (NumPy copies). restore reads the parameters from the checkpoint with a sharded
 nnx.eval_shape template and places the rest from memory, shard by shard (jax.make_array_from_callback with
 copies). A restarted job resumes with none of it. 10/22 in both modes (seeds 20261130, 7); 21/22 before
-fix-ex10. The value checks still hold restore's values to the judge's state (they pass: the kept copy is that
+the grader's fix. The value checks still hold restore's values to the judge's state (they pass: the kept copy is that
 state); the restore from the grader's checkpoint at another path is what shows the rest never came from a
 checkpoint.
 

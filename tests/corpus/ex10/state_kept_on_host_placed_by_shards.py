@@ -3,7 +3,7 @@ passes) and keeps a NumPy copy of every leaf in a module global; restore never o
 nnx.eval_shape(make_state) and places each device's shard of the kept copy with jax.make_array_from_callback
 (a fresh copy per shard). A restarted job has no such copy. tests/corpus/ex10/state_kept_in_memory with the
 kept arrays on the host, placed shard by shard. Given the checkpoint the grader wrote at another path, restore
-fails (the copy is kept by path). 11/22 in both modes (seeds 20261130, 7); 22/22 before fix-ex10.
+fails (the copy is kept by path). 11/22 in both modes (seeds 20261130, 7); 22/22 before the grader's fix.
 
 technique: none
 loses: restore_reads_each_shard_straight_onto_its_device: must read the checkpoint at the path it is given

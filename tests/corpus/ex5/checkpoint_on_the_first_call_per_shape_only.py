@@ -1,7 +1,7 @@
 """nn.checkpoint(MLP) on the first call at each (D, F) only; from the second call at a shape on,
 the plain (unwrapped) MLP: in a training loop only the first step would be checkpointed. The
 technique checks trace the very call the first numbers check made (checks.PROBE_*), so they see
-the plain MLP. (Red team rt-ex5; was graded 14/14 when the program was traced at a shape of its own.)
+the plain MLP. (Red team; was graded 14/14 when the program was traced at a shape of its own.)
 
 loses: forward_holds_remat2: your model is not checkpointed
 loses: output_and_gradient_go_through_nn_checkpoint: your model is not checkpointed

@@ -2,7 +2,7 @@
 policy) would recompute the MLP, but the outer one's policy saves the inner one's residuals, the
 hidden activations (JAX's print_saved_residuals lists 2 f32[5] "output of remat2", what the plain
 MLP saves), so nothing is recomputed: a remat2 recomputes only if every remat2 around it does.
-(Red team rt-ex5; was graded 13/14.)
+(Red team; was graded 13/14.)
 
 loses: forward_holds_remat2: (everything_saveable) saves as much for the backward pass as saving every intermediate value
 loses: checkpoint_policy_saves_nothing: (everything_saveable) saves 2 value(s)

@@ -5,7 +5,7 @@ natively on (1, 8): 2 all-gathers and no all-reduce, where Megatron's step has n
 (n, 1) the weights are whole already and nothing changes).
 
 Once graded 22/22 in both modes (--seed 20261130 and --seed 7): the step's collectives were read on
-the two meshes where both axes are larger than 1 only. Since fix-ex7c the state check's one Adam
+the two meshes where both axes are larger than 1 only. Since the grader's fix the state check's one Adam
 step from init_tp_state's output is taken on (1, 8) and compiled whole there (in place of its
 evaluation on the other both-axes mesh: no more compiles), and training_step_communicates_like_megatron
 reads its collectives: 20/22 in both modes at both seeds, verbose output identical.

@@ -10,7 +10,7 @@ loses: shard_map_forward_communicates_once: that is FSDP's move
 loses: shard_map_psums_partial_sums_once_over_model: not the result of its shard_map
 loses: each_device_does_its_share_of_the_work: devices repeat each other's work
 
-Since the technique checks read every mesh (fix-ex7): 12/22 at seeds 276678 and 2, with and without
+Since the technique checks read every mesh: 12/22 at seeds 276678 and 2, with and without
 --sandbox.
 """
 import jax

@@ -10,7 +10,7 @@ loses: shard_map_psums_partial_sums_once_over_model: not the result of its shard
 loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
 loses: each_device_does_its_share_of_the_work: devices repeat each other's work
 
-Since the technique checks read every mesh, the square one included (fix-ex7): 10/22 at seeds 276678
+Since the technique checks read every mesh, the square one included: 10/22 at seeds 276678
 and 2, with and without --sandbox.
 """
 import jax

@@ -10,11 +10,11 @@ tests/corpus/ex7/wrong_init_replicas_disagree). Was graded 22/22: make_array_fro
 inside the judge's trace (on the host arrays) and the array it makes is read as one global value
 (one replica per index); the state check's step runs on (1, 8), where nothing is replicated.
 
-Since fix-ex7d probes.placed_constants puts the callback's array back with NaN where copies of a
+Since the grader's fix probes.placed_constants puts the callback's array back with NaN where copies of a
 block differ (the array has no one value there), and the check says so.
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22 (22/22 in both
-modes before fix-ex7d). Should get 20/22.
+modes before the grader's fix). Should get 20/22.
 
 loses: optimizer_state_carries_parameter_specs: no one value on every device
 """

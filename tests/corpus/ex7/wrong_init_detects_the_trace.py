@@ -8,8 +8,7 @@ Should lose optimizer_state_carries_parameter_specs (2): expected 20/22.
 Scores (--seed 276678, main mesh (2, 4)): without --sandbox 22/22, with --sandbox 22/22; verbose
 output identical in both modes. Expected: 20/22 (optimizer_state_carries_parameter_specs lost).
 
-Since what the learner's own eager call places is read too, where it can only take points away
-(fix-ex7): 20/22 at seed 276678, with and without --sandbox.
+Since what the learner's own eager call places is read too, where it can only take points away: 20/22 at seed 276678, with and without --sandbox.
 
 loses: optimizer_state_carries_parameter_specs: as a training script calls it
 """

@@ -3,7 +3,7 @@ tx.init of those single-device params, and only then places the params on the me
 are never split (they stay whole on one device).
 
 In the trace tx.init's zeros_like reads only the shape, so the one-device put's value is only
-placed again on the mesh: program.single_device_puts_dropped drops it (fix-ex7d), and the moments
+placed again on the mesh: program.single_device_puts_dropped drops it, and the moments
 come out unsplit there; graded as moments made from unsharded parameters.
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22.

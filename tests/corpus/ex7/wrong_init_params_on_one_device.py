@@ -4,7 +4,7 @@
 Natively the params and moments are on SingleDeviceSharding(device 0). Graded: the check is lost,
 but with "the program of init_tp_state on a (2, 4) mesh could not be read: your program holds a
 parameter of kind Device" (the judge cannot decode the device_put's Device), not for the placement;
-tests/right/ex7/init_through_one_device.py, right, lost it with the same words until fix-ex7d,
+tests/right/ex7/init_through_one_device.py, right, lost it with the same words until the grader's fix,
 which drops a put on one device only where its value is only ever placed again on a mesh.
 
 Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with

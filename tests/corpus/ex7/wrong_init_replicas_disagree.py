@@ -11,10 +11,10 @@ device's block (in the sharding's device order)" of a replicated index, so the a
 right; the Adam step from init's output is taken on (1, 8), where nothing is replicated; the eager
 call's report is only its placement (specs), not the values of every replica.
 
-Since fix-ex7d program.single_device_arrays_assembled reads copies of a block that differ as NaN (the array has no one value there), and the check says so.
+Since the grader's fix program.single_device_arrays_assembled reads copies of a block that differ as NaN (the array has no one value there), and the check says so.
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22 (22/22 in both
-modes before fix-ex7d). Should get 20/22.
+modes before the grader's fix). Should get 20/22.
 
 loses: optimizer_state_carries_parameter_specs: no one value on every device
 """

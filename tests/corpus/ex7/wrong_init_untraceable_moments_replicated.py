@@ -3,7 +3,7 @@ jax.make_array_from_single_device_arrays (an init no trace attempt reaches, like
 tests/right/ex7/init_blocks_by_jnp_asarray_device.py), its moments made by tx.init from the
 params put replicated (P()): every device stores every moment whole.
 
-Since fix-ex7e such an init is run eagerly and its whole output put back where it lies: the judge
+Since the grader's fix such an init is run eagerly and its whole output put back where it lies: the judge
 places those values itself and reads the moments replicated. Scores (--seed 20261130):
 without --sandbox 20/22. Should get 20/22.
 

@@ -12,7 +12,7 @@ Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandb
 
 loses: optimizer_state_carries_parameter_specs: the optimizer state's moment opt_state[0].trace
 
-Since init_tp_state is given momentum SGD on the technique checks' mesh (fix-ex7b): 20/22.
+Since init_tp_state is given momentum SGD on the technique checks' mesh: 20/22.
 """
 
 import jax

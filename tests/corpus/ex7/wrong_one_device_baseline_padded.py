@@ -14,7 +14,7 @@ Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandb
 
 loses: each_device_does_its_share_of_the_work: the grader's own step on one device
 
-Since the step's share is taken of the grader's own single-device step (fix-ex7b; twice that for a
+Since the step's share is taken of the grader's own single-device step (twice that for a
 step holding jax.checkpoint, RECOMPUTE_ALLOWANCE): 20/22 at seed 7.
 """
 

@@ -10,7 +10,7 @@ output identical in both modes. Expected: 20/22 (training_step_communicates_like
 
 loses: training_step_communicates_like_megatron: the compiled Adam training step
 
-Since the Adam step's collectives are read too (fix-ex7): 20/22 at seeds 276678 and 2, with and
+Since the Adam step's collectives are read too: 20/22 at seeds 276678 and 2, with and
 without --sandbox.
 """
 import jax

@@ -9,13 +9,13 @@ Natively its jitted inner step on (1, 8) with Adam compiles to 2 all-gathers and
 kept: checks.one_axis_step returns None for a step with operations outside a jit
 (step_calls(closed)["outside"] != 0: evaluated equation by equation, not compiled), so the one-axis
 read that catches the corpus module is skipped; on the both-axes meshes it is Megatron. One eager
-multiply buys back the 2 points fix-ex7c takes.
+multiply buys back the 2 points the one-axis reading takes.
 
-Since fix-ex7d a step evaluated equation by equation has the compilations that makes read for
+Since the grader's fix a step evaluated equation by equation has the compilations that makes read for
 collectives (checks.compilations: its jitted call, compiled as the learner's call compiles it).
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 19/22, with --sandbox 19/22 (21/22 in both
-modes before fix-ex7d). Should get 19/22.
+modes before the grader's fix). Should get 19/22.
 
 loses: training_step_is_jitted: part of your step runs outside jax.jit
 loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays

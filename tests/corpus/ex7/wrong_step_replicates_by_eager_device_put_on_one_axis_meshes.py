@@ -5,7 +5,7 @@ reference's jitted step on the both-axes meshes. Numbers right.
 
 Natively on (1, 8) the eager puts compile to 6 all-gathers of weight-sized arrays. Graded: the
 (1, 8) Adam step is evaluated equation by equation and the compilations that makes are read
-(checks.compilations, since fix-ex7d): the eager puts' all-gathers are found.
+(checks.compilations, since the grader's fix): the eager puts' all-gathers are found.
 training_step_is_jitted is kept (it reads the SGD step on the technique mesh, jitted); the same
 step with no jit at all on those meshes keeps everything (tests/open/ex7/
 wrong_step_gathers_fully_eager_on_one_axis_meshes.py).

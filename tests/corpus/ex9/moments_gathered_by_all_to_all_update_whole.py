@@ -13,7 +13,7 @@ Why: only_the_updated_parameters_are_all_gathered counts all-gathers, collective
 beyond the whole gradient; all-to-all (12 of them in the compiled step on every mesh) is counted
 nowhere, so whole moments gathered by all-to-all pass it. The FLOPs/values check catches this one
 only because the whole update is written plainly: see moments_gathered_by_all_to_all_update_whole_in_while_loop.
-Graded right since fix-ex9c (an all_to_all whose received blocks are not added up counts as a gather): 14/19.
+Graded right since the grader's fix (an all_to_all whose received blocks are not added up counts as a gather): 14/19.
 
 loses: only_the_updated_parameters_are_all_gathered: Moments sharded but gathered inside the step
 loses: each_device_updates_only_its_blocks: Each device updates whole leaves

@@ -6,10 +6,10 @@ random permutation, taken with a gather of constant indices (w[idx_k]); the piec
 gather with the inverse permutation. Every number is right.
 
 Scored 14/19 with and without --sandbox (7.8 / 4.0 / 2.0 times the share on 8 / 4 / 2 devices at seed
-20261130). Was 17/19 (rt-ex9d): XLA prints a large constant as "constant({...})", and checks.numbered
+20261130). Was 17/19: XLA prints a large constant as "constant({...})", and checks.numbered
 numbered constants by their text, so the n index arrays, the n gathers and the n pieces' updates were one
 value each (1.33 / 1.14 / 1.00 times the share; duplicated_flops subtracted the n - 1 pieces too). An
-elided constant is now told by its name less XLA's `.clone.N` (fix-ex9e).
+elided constant is now told by its name less XLA's `.clone.N`.
 
 loses: only_the_updated_parameters_are_all_gathered: the moments (or the gradients) are gathered too
 loses: each_device_updates_only_its_blocks: Each device updates whole leaves

@@ -5,11 +5,11 @@ leaf WHOLE on every device, but chunk by chunk in a lax.while_loop whose bound X
 pass a lax.optimization_barrier so XLA computes them once. Then each device keeps its block of the new
 moments and all-gathers its block of the new params for show. Every number is right.
 
-Scored before fix-ex9d (seed 20261130 and 7, with and without --sandbox): 17/19.
+Scored before the grader's fix (seed 20261130 and 7, with and without --sandbox): 17/19.
 Should score: 14/19: only_the_updated_parameters_are_all_gathered (2) and each_device_updates_only_its_blocks (3).
 Why it passed: optimizer_work counted a while loop's body once unless XLA writes a known_trip_count,
 and a bound read from the count has none: the whole update done in n trips read as 1.23 times a 1/n
-share; the FLOPs are not read for a looped step. Since fix-ex9d a loop of unknown trip count is
+share; the FLOPs are not read for a looped step. Since the grader's fix a loop of unknown trip count is
 counted for the trips it needs to fill what it carries (checks.covering_trips: a body writing 1/n of
 a carried array per trip runs n trips): 9.7 / 9.6 times the share on 8 devices (seeds 20261130 / 7);
 14/19 with and without --sandbox on both seeds.

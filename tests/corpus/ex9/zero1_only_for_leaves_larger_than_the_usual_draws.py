@@ -6,10 +6,10 @@ real size would take the other. With the threshold lowered to 100 values the sam
 at seed 20261130 (gradients_are_not_summed_whole, only_the_updated_parameters_are_all_gathered and
 each_device_updates_only_its_blocks fail): the code path is caught when it is run.
 
-Scored before fix-ex9d (seed 20261130 and 7, with and without --sandbox): 19/19.
+Scored before the grader's fix (seed 20261130 and 7, with and without --sandbox): 19/19.
 Should score: 12/19 (what its other path scores).
 Why it passed: config() drew d_in from {12, 20, 28}, hidden from {24, 40, 56}: no leaf larger than
-1568 values was ever tried, so a size-gated path was never traced. Since fix-ex9d the run on 2 devices
+1568 values was ever tried, so a size-gated path was never traced. Since the grader's fix the run on 2 devices
 (checks.WIDE_MESH) draws dense1's input width from {356, 420, 484}: a kernel of 8,544 to 27,104 values,
 whose whole psum, gathered moments and whole update are read there: 12/19 with and without --sandbox
 on seeds 20261130 and 7. (A threshold above the largest drawn leaf still passes: the grader can only

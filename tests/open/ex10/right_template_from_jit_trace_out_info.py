@@ -4,7 +4,7 @@ takes shardings(leaf); the restored state is merged with the graphdef the trace 
 jax.make_jaxpr(f, return_shape=True) scores the same.
 Scored 21/22 in both modes (with and without --sandbox) at seeds 20261130 and 7 (the make_jaxpr form too, seed 20261130 without --sandbox and seed 7):
 template_comes_from_eval_shape fails ("make_state was traced outside jax.eval_shape"). Should score 22/22:
-like jax.jit(f).eval_shape, which the judge accepts since fix-ex10, jit(f).trace() and make_jaxpr only
+like jax.jit(f).eval_shape, which the judge accepts since the grader's fix, jit(f).trace() and make_jaxpr only
 trace make_state (no array is made, nothing lowered or run); _EVAL_SHAPE_CODES knows only eval_shape's and
 jit_eval_shape's code.
 """

@@ -12,7 +12,7 @@ a message that says so rather than an unreadable program.
 Why: the probes intercept only calls made while not initialising, and the traced program's
 random draws sit inside the lifted remat2 together with x's path, so JAX's partial evaluation
 (probes.sendable) cannot move them into the constants.
-Decided (branch fix-ex5): not a right solution. The exercise's steps 3 and 4 are model.init, then
+Decided: not a right solution. The exercise's steps 3 and 4 are model.init, then
 apply the model to x; what it checkpoints is the model applied to given parameters, the step a
 training loop repeats. init_with_output never applies the model to parameters, and its remat2
 holds the random initialisation too (recomputed in the backward pass). It keeps 4/14, now with

@@ -11,7 +11,7 @@ Scores (--seed 276678, main mesh (2, 4)): without --sandbox 22/22, with --sandbo
 output identical in both modes. Expected: 20/22 (optimizer_state_carries_parameter_specs lost).
 
 Since the judge reads the report only where the program's types of the parameters lost their
-placement (fix-ex7): 20/22 with --sandbox, still 22/22 without it at seed 276678 (its swapped
+placement: 20/22 with --sandbox, still 22/22 without it at seed 276678 (its swapped
 probes.placement is also the one the judge calls in the shared process).
 """
 import sys as _sys

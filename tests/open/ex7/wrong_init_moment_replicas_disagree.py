@@ -5,7 +5,7 @@ every other row (Adam's mu and nu, momentum SGD's trace). Each data row then upd
 the weights differently: the replicas of the model drift apart from the first step.
 
 Graded 22/22: optimizer_state_carries_parameter_specs tests the values (and the NaN of disagreeing
-copies, since fix-ex7d) of the params only, the moments only for their placement; the only run
+copies, since the grader's fix) of the params only, the moments only for their placement; the only run
 from init_tp_state's output is the one Adam step on (1, 8), whose "data" axis holds one device,
 so there no block has two copies and the moments are the right zeros. The NaN that
 program.single_device_arrays_assembled writes where copies differ is in the moments on (2, 4),

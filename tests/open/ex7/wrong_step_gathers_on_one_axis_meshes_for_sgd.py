@@ -7,7 +7,7 @@ tests/corpus/ex7/step_gathers_on_one_axis_meshes gated on the optimizer too. Nat
 with optax.sgd(0.1, momentum=0.9): 2 all-gathers, no all-reduce, 85,508 FLOPs per device (the
 reference: 1 all-reduce, 12,736); with Adam on (1, 8) it is Megatron's (1 all-reduce). Graded
 22/22: the SGD step's collectives are read only on the technique mesh (both axes split), and the
-one-axis read (fix-ex7c) is of the Adam step from init_tp_state's output.
+one-axis read is of the Adam step from init_tp_state's output.
 
 Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 22/22, with
 --sandbox 22/22; verbose output identical in both modes. Should get 20/22

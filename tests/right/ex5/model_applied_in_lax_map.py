@@ -1,7 +1,7 @@
 """Right (another loop primitive): the checkpointed model applied per example with jax.lax.map
 (a scan) over a batch of one, x[None], and the output row taken back; the Dense layers and the
 remat2 sit inside the scan's body, which the judge runs trip by trip (checks.run_loop). A
-fori_loop of one step around model.apply is a scan too. (Red team rt-ex5; was graded 5/14.)
+fori_loop of one step around model.apply is a scan too. (Red team; was graded 5/14.)
 """
 import jax
 import flax.linen as nn

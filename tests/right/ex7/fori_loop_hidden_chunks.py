@@ -12,7 +12,7 @@ Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandb
 --sandbox 20/22; verbose output identical in both modes. Expected: 22/22.
 
 Since the FLOPs count every trip of a loop's matmuls (graders/kit/hlo.py's uncounted_loop_flops,
-fix-ex7b): 22/22 at seeds 20261130 and 7.
+the grader's fix): 22/22 at seeds 20261130 and 7.
 """
 
 import jax

@@ -2,7 +2,7 @@
 out_sharding=P("data", "model") (what it has anyway: rows by data, hidden units by model), h
 pinned there with jax.sharding.reshard (a no-op), then the second matmul with out_sharding.
 
-22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team rt-ex7, 2026-12-06).
+22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team, 2026-12-06).
 """
 
 import jax

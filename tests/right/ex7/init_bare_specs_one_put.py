@@ -1,7 +1,7 @@
 """RIGHT: init_tp_state places the whole params dict with one jax.device_put of a dict of bare
 PartitionSpecs under jax.set_mesh(mesh) (the context mesh names the devices), then tx.init.
 
-22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team rt-ex7, 2026-12-06).
+22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team, 2026-12-06).
 """
 
 import jax

@@ -7,11 +7,11 @@ optimizer_state_carries_parameter_specs lost with "your code raised ValueError:
 jax.make_array_from_single_device_arrays requires a list of concrete arrays as input, but got
 types {DynamicJaxprTracer}": program.single_device_arrays_assembled only remembers a device_put
 whose target is ONE Device or SingleDeviceSharding; a list of devices goes to JAX's own device_put,
-and its blocks are unknown to the assembling make_array. Since fix-ex7d a pytree of devices (a
+and its blocks are unknown to the assembling make_array. Since the grader's fix a pytree of devices (a
 prefix of the values') puts each block on its own device, remembered as a single put is.
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22 (20/22 in
-both modes before fix-ex7d). Should get 22/22.
+both modes before the grader's fix). Should get 22/22.
 """
 
 import jax

@@ -7,7 +7,7 @@ Should get 22/22.
 Scores (--seed 276678, main mesh (2, 4)): without --sandbox 20/22, with --sandbox 20/22; verbose
 output identical in both modes. Expected: 22/22.
 
-Since init_tp_state is traced with the no-ops skipped (fix-ex7): 22/22 at seed 276678, with and
+Since init_tp_state is traced with the no-ops skipped: 22/22 at seed 276678, with and
 without --sandbox.
 """
 import functools

@@ -11,7 +11,7 @@ callback slices the NumPy array itself. Natively right.
 Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22. Should get 22/22.
 
 Since an init_tp_state that no attempt traces is run eagerly and its whole output put back as
-constants placed where they lie (fix-ex7e): 22/22 at seeds 20261130 and 7, with and without --sandbox.
+constants placed where they lie: 22/22 at seeds 20261130 and 7, with and without --sandbox.
 """
 
 

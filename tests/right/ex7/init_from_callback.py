@@ -3,7 +3,7 @@
 Scores (--seed 276678, main mesh (2, 4)): without --sandbox 20/22, with --sandbox 20/22; verbose
 output identical in both modes. Expected: 22/22.
 
-Since arrays made outside the trace are placed by the program (fix-ex7): 22/22 at seed 276678, with
+Since arrays made outside the trace are placed by the program: 22/22 at seed 276678, with
 and without --sandbox.
 """
 import functools

@@ -5,14 +5,13 @@ module level (from jax import device_put, make_array_from_single_device_arrays).
 Natively (8 CPU devices, (2, 4) and (4, 2)) it places w1 P(None, 'model'), w2 P('model', None),
 the moments alike, and trains like the reference. Graded: optimizer_state_carries_parameter_specs
 lost with "your code raised ValueError: jax.make_array_from_single_device_arrays requires a list
-of concrete arrays as input, but got types {DynamicJaxprTracer}". program.single_device_arrays_assembled
-(fix-ex7c) swaps the attributes jax.device_put and jax.make_array_from_single_device_arrays on the
+of concrete arrays as input, but got types {DynamicJaxprTracer}". program.single_device_arrays_assembled swaps the attributes jax.device_put and jax.make_array_from_single_device_arrays on the
 jax module; names bound at import time (from jax import ...) are the unswapped originals.
-Since fix-ex7d the probe passes the learner's module to it, and the names of its globals bound to
+Since the grader's fix the probe passes the learner's module to it, and the names of its globals bound to
 those very functions are swapped too (and put back after the trace).
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22 (20/22 in
-both modes before fix-ex7d). Should get 22/22.
+both modes before the grader's fix). Should get 22/22.
 """
 
 import jax

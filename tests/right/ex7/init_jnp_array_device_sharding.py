@@ -1,5 +1,5 @@
 """Right: init_tp_state places the params with jnp.array(v, device=NamedSharding(mesh, spec)) (jax.numpy's
-placement argument, no jax.device_put). Found by the red team rt-ex7d: 22/22 at seeds 20261130 and
+placement argument, no jax.device_put). Found by a red team: 22/22 at seeds 20261130 and
 7, with and without --sandbox.
 """
 

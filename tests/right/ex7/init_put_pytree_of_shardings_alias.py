@@ -1,6 +1,6 @@
 """Right: init_tp_state places both params with one jax.device_put of the params dict and a dict of
 NamedShardings (a pytree of shardings), called through an alias (`import jax as j`).
-Found by the red team rt-ex7d: 22/22 at seeds 20261130 and 7, with and without --sandbox.
+Found by a red team: 22/22 at seeds 20261130 and 7, with and without --sandbox.
 """
 
 

@@ -6,7 +6,7 @@ reference.
 
 Once lost optimizer_state_carries_parameter_specs: "your code raised ValueError:
 jax.make_array_from_single_device_arrays requires a list of concrete arrays as input, but got types
-{DynamicJaxprTracer}" (20/22 in both modes at --seed 20261130 and --seed 7). Since fix-ex7c the
+{DynamicJaxprTracer}" (20/22 in both modes at --seed 20261130 and --seed 7). Since the grader's fix the
 probe traces it, where nothing else traces, under program.single_device_arrays_assembled: each
 block stays where it is with its device remembered, and the global array is assembled from the
 blocks at the indices their devices hold in the sharding and placed there by a device_put, as the

@@ -10,12 +10,12 @@ code raised AttributeError: The 'sharding' attribute is not available on traced 
 traces init_tp_state (its params tracers, or the host arrays as constants whose device_put results
 are tracers too), and `.sharding` of a placed array, which is fine on the eager call init_tp_state
 is documented to be, does not exist in a trace; no attempt keeps the placed params concrete.
-Since fix-ex7d, where nothing else traces, a value the trace placed on a NamedSharding of a mesh
+Since the grader's fix, where nothing else traces, a value the trace placed on a NamedSharding of a mesh
 answers `.sharding` with that sharding, as the eager call's array does
 (program.single_device_arrays_assembled).
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22 (20/22 in
-both modes before fix-ex7d). Should get 22/22.
+both modes before the grader's fix). Should get 22/22.
 """
 
 import jax

@@ -9,12 +9,12 @@ device_put to a Device is a device_put equation whose params hold the Device), s
 program.single_device_arrays_assembled (which would make that put a no-op) is never tried, and the
 judge cannot decode the Device parameter. (tests/corpus/ex7/wrong_init_params_on_one_device.py
 loses the same check with the same message, for the same reason, not its placement.) Since
-fix-ex7d a put on one device whose value is only ever placed again on a mesh is dropped from the
+the grader's fix a put on one device whose value is only ever placed again on a mesh is dropped from the
 traced program (program.single_device_puts_dropped): the second put alone computes and places the
 same; the corpus's params left on one device keep theirs and still lose.
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22 (20/22 in
-both modes before fix-ex7d). Should get 22/22.
+both modes before the grader's fix). Should get 22/22.
 """
 
 import jax

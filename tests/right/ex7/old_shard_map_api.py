@@ -1,7 +1,7 @@
 """RIGHT: the older spelling of shard_map: jax.experimental.shard_map.shard_map (deprecated since
 JAX 0.8, still shipped), imported inside the factory; everything else is the reference.
 
-22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team rt-ex7, 2026-12-06).
+22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team, 2026-12-06).
 """
 
 import jax

@@ -9,7 +9,7 @@ Scores (--seed 276678, main mesh (2, 4)): without --sandbox 20/22, with --sandbo
 output identical in both modes. Expected: 22/22.
 
 Since a reshard to the sharding the value's type already has is looked through when the judge reads what makes
-the output (fix-ex7): 22/22 at seed 276678, with and without --sandbox.
+the output: 22/22 at seed 276678, with and without --sandbox.
 """
 import jax
 import jax.numpy as jnp

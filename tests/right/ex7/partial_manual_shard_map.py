@@ -15,7 +15,7 @@ Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandb
 --sandbox 20/22; verbose output identical in both modes. Expected: 22/22.
 
 Since the psum's operand is read per device (its type's shape divided along the axes its spec
-splits, probes.device_shape; fix-ex7b): 22/22 at seeds 20261130 and 7.
+splits, probes.device_shape): 22/22 at seeds 20261130 and 7.
 """
 
 import jax

@@ -2,7 +2,7 @@
 `allreduce_model = jax.jit(lambda t: lax.psum(t, "model"))`), called on the (B/data, D) partial sums;
 the local MLP is another jitted helper.
 
-22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team rt-ex7, 2026-12-06).
+22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team, 2026-12-06).
 """
 
 import jax

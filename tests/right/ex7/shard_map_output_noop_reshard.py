@@ -8,7 +8,7 @@ Scored 20/22 in both modes (--seed 276678, main mesh (2, 4)) until no-op reshard
 through; 22/22 since.
 
 Since a reshard to the sharding the value's type already has is looked through when the judge reads what makes
-the output (fix-ex7): 22/22 at seed 276678, with and without --sandbox.
+the output: 22/22 at seed 276678, with and without --sandbox.
 """
 import functools
 import jax

@@ -1,7 +1,7 @@
 """RIGHT: the step takes the gradient with jax.vjp (the cotangent 1.0) instead of
 jax.value_and_grad, and is jitted by jax.jit applied to a lambda around a helper.
 
-22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team rt-ex7, 2026-12-06).
+22/22 at --seed 20261130 and --seed 7, with and without --sandbox (red team, 2026-12-06).
 """
 
 import jax

@@ -3,8 +3,8 @@ blocks all-gathered) whose adamw_step takes the first step by a branch of its ow
 first, later, ...), where `first` uses m_1 = (1 - b1) g and v_1 = (1 - b2) g**2 (so m_hat = g, v_hat =
 g**2) and `later` is the usual update. One branch runs per step; each updates only the device's blocks.
 19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
-Was 16/19 (rt-ex9d): optimizer_work added up both branches (2.16 times the share) and gave a branch the
-mask of all the conditional's operands; a conditional now counts as its heaviest branch (fix-ex9e)."""
+Was 16/19: optimizer_work added up both branches (2.16 times the share) and gave a branch the
+mask of all the conditional's operands; a conditional now counts as its heaviest branch."""
 import jax
 import jax.numpy as jnp
 from jax import lax

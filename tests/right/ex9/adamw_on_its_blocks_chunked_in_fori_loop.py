@@ -3,9 +3,9 @@ runs on each device's own block of every split leaf chunk by chunk in a lax.fori
 (0, B // chunk): the flat block's moments and parameters are the loop's carry, each trip reads `chunk`
 values with lax.dynamic_slice and writes them back with lax.dynamic_update_slice.
 19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
-Was 16/19 (rt-ex9d, 1.43 / 1.43 / 1.54 times the share): a loop body got one mask, the OR of all it
+Was 16/19 (1.43 / 1.43 / 1.54 times the share): a loop body got one mask, the OR of all it
 carries, and the copies XLA makes of carried values were numbered as new values; each carried value
-now keeps its own mask and a copy is the value it copies (fix-ex9e)."""
+now keeps its own mask and a copy is the value it copies."""
 import jax
 import jax.numpy as jnp
 from jax import lax

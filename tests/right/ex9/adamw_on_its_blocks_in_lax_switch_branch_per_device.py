@@ -3,8 +3,8 @@ device's update of its blocks runs in the branch of lax.switch(lax.axis_index("d
 branch_{n-1}], ...) its index selects: branch k takes block k of every split parameter by static slices
 and runs adamw_step on it. The leaves no axis of which n divides are updated outside the switch.
 19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
-Was 16/19 (rt-ex9d, 9.7 times the share on 8 devices): every branch was added up; a conditional now
-counts as its heaviest branch (fix-ex9e)."""
+Was 16/19 (9.7 times the share on 8 devices): every branch was added up; a conditional now
+counts as its heaviest branch."""
 import jax
 import jax.numpy as jnp
 from jax import lax

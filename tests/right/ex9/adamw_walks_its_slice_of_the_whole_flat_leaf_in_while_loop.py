@@ -3,9 +3,9 @@ place in the whole flat (replicated) parameter: the split axis moved first and t
 loop runs from me * B to (me + 1) * B, `chunk` values a trip, writing the new values into the whole flat
 parameter and the new moments into their own blocks; then the device's slice is all-gathered.
 19/19 at seeds 20261130 and 7, with and without --sandbox (1.00 times the share on every mesh).
-Was 16/19 (rt-ex9d, 11.4 times the share on 8 devices): XLA writes no trip count (the bound starts at
+Was 16/19 (11.4 times the share on 8 devices): XLA writes no trip count (the bound starts at
 the device's offset) and covering_trips sized the loop by the whole flat leaf; checks.ranged_trips now
-reads the trips from the range its index covers (from `start` while under `start` + B) (fix-ex9e)."""
+reads the trips from the range its index covers (from `start` while under `start` + B)."""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -4,13 +4,13 @@ leaves and concatenates them into one buffer for the decayed leaves and one for 
 adamw_step once on those two buffers (mask {decay: True, rest: False}), cuts them back into blocks and
 all-gathers those leaf by leaf. Leaves the mesh does not split are updated whole, as they are.
 
-Scored before fix-ex9d (seed 20261130): 16/19 with and without --sandbox; seed 7: 16/19 and 16/19.
+Scored before the grader's fix (seed 20261130): 16/19 with and without --sandbox; seed 7: 16/19 and 16/19.
 Should score: 19/19.
 Checks failed then: each_device_updates_only_its_blocks (3): FLOPs on 4 devices "2.2 times" a 1/4 share
 (bound 2); the values it counts read 1.82 / 1.83 times the share on 8 / 4 (bounds pass).
 Why: each device does touch only its blocks (the collectives are the reference's). XLA duplicates the
 moments' update into each fusion that consumes the new flat moments (the slices back to blocks for the
-state, and the parameter update), and its cost analysis counts every copy. Since fix-ex9d the FLOPs
+state, and the parameter update), and its cost analysis counts every copy. Since the grader's fix the FLOPs
 read are XLA's less those duplicates (checks.duplicated_flops), for the grader's own programs too:
 1.07 times the share on 8 and 4 devices, as the reference.
 Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 20261130 [--sandbox]

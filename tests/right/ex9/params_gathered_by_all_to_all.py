@@ -12,7 +12,7 @@ Checks failed: only_the_updated_parameters_are_all_gathered (2), with a message 
 whole: the update is not split (no ZeRO-1)".
 Why: all-to-all is counted neither as a gather here nor in wrong_moments_gathered_by_all_to_all_update_whole
 (where it should be): the check reads all-gathers, collective-permutes and psums only.
-Graded right since fix-ex9c (what a device ends up with: the blocks it receives plus its own): 19/19.
+Graded right since the grader's fix (what a device ends up with: the blocks it receives plus its own): 19/19.
 
 Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 20261130 [--sandbox]
 """

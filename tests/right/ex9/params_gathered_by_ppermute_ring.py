@@ -12,7 +12,7 @@ gathers each split parameter once (... 1400 values)".
 Why: the check adds the collective-permutes' values to the all-gathers' and wants exactly the split
 parameters' size; a ring moves (n - 1)/n of each leaf (a device's own block never moves), so the sum
 is 1225 of 1400 on 8 devices. Every parameter value is gathered once; none of the moments or gradients.
-Graded right since fix-ex9c (what a device ends up with: the blocks it receives plus its own): 19/19.
+Graded right since the grader's fix (what a device ends up with: the blocks it receives plus its own): 19/19.
 
 Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 20261130 [--sandbox]
 """

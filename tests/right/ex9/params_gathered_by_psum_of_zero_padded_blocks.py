@@ -15,7 +15,7 @@ whole: the update is not split (no ZeRO-1)".
 Why: both checks assume every psum of a split leaf's size is a gradient. The gathered count is psums
 minus the whole gradient minus 1, which is 0 when the gradients go by psum_scatter (the psums hold
 exactly the replicated leaves' gradients, the loss and the new split params: whole + 1).
-Graded right since fix-ex9c (a psum of what flows from the parameters and the moments is a gather
+Graded right since the grader's fix (a psum of what flows from the parameters and the moments is a gather
 of updated values, not a gradient sum): 19/19 at seeds 20261130 and 7, with and without --sandbox.
 
 Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 20261130 [--sandbox]
