@@ -47,7 +47,8 @@ from graders.kit.expected import expected
 from graders.kit.verdicts import Verdict, fail
 from graders.kit.numeric import fmt, rng
 from graders.exercises.ex10_orbax_resume.probes import (
-    AXES, MESH_A, build, fresh_state, is_key, leaves_of, mesh, sharding_key, spec_for, train, unpack, values_of,
+    AXES, MESH_A, build, fresh_state, is_key, leaves_of, listing, mesh, read_folder, sharding_key, spec_for, train,
+    unpack, values_of,
 )
 
 # The meshes restore is asked to restore onto, one drawn per grading: 4 of the 8 devices, so that
@@ -140,7 +141,7 @@ def batches(d: dict, seed: int) -> list:
              r.normal(size=(config["batch"], config["dout"])).astype(np.float32)) for _ in range(d["k"] + d["m"])]
 
 
-SEEDS = {"values": 1, "batches": 2, "second": 3}
+SEEDS = {"values": 1, "batches": 2, "second": 3, "given": 4}
 
 
 @functools.cache
@@ -156,6 +157,27 @@ def second_values(seed: int) -> dict:
     d = draw(seed)
     later = dict(d, step0=d["step0"] + d["k"], count0=d["count0"] + d["k"])
     return start_values(later, seed * 10 + SEEDS["second"])
+
+
+# How far the state the grader writes into the learner's checkpoint (given_values) has its counters
+# moved from the saved state's: any non-zero number; the optimizer's step, the schedule's counts and
+# the dropout stream's count all move by it, so they stay one consistent state.
+GIVEN_SHIFT = 7
+
+
+@functools.cache
+def given_values(seed: int) -> dict:
+    """The state the grader writes into the learner's checkpoint at another path (rewritten):
+    second_values' numbers, every counter moved on by GIVEN_SHIFT and another dropout key, so that
+    every leaf (floating-point or not) differs from the state saved."""
+    values = dict(second_values(seed))
+    r = rng(seed * 10 + SEEDS["given"])
+    for name, value in values.items():
+        if name.endswith("dropout/key/value"):
+            values[name] = r.integers(0, 2**32, size=value.shape, dtype=np.uint64).astype(value.dtype)
+        elif np.issubdtype(value.dtype, np.integer):
+            values[name] = (value + GIVEN_SHIFT).astype(value.dtype)
+    return values
 
 
 # --- the grader's own runs -------------------------------------------------------------------
@@ -527,44 +549,54 @@ def read_tree(item: str):
         return reader.restore(item)
 
 
-def rewritten(folder: str, items: list, trees: list, saved: dict, other: dict) -> dict | None:
+def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
     """The checkpoint folder save wrote, with each of its items written again by the grader's own
     Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
-    `other`'s values wherever it held the saved state's floating-point values (everything else,
-    the counters and key among them, as it was): a checkpoint in the learner's own layout, holding
-    a state the learner's save never wrote. As files (relative path -> bytes), or None when the
-    grader's Orbax cannot write such an item."""
+    `given`'s values wherever it held the saved state's (the floating-point numbers, the counters
+    and the dropout key alike; everything else as it was): a checkpoint in the learner's own layout,
+    holding a state the learner's save never wrote. The item's own checkpoint metadata
+    (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
+    does not write (another item inside it, a file, a symlink) are kept. As files (relative path ->
+    bytes, a symlink -> its target), or a text saying why the grader's Orbax could not write it."""
     swap = {}
     for name, value in saved.items():
-        if np.issubdtype(value.dtype, np.floating) and not same(value, other[name]):
-            swap[(value.shape, np.asarray(value, np.float64).tobytes())] = other[name]
+        if not same(value, given[name]):
+            swap[(value.shape, np.asarray(value, np.float64).tobytes())] = given[name]
 
     def replaced(leaf):
-        if not hasattr(leaf, "dtype") or not np.issubdtype(leaf.dtype, np.floating):
+        if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
+            return leaf
+        if is_key(leaf):
+            data = np.asarray(jax.random.key_data(leaf))
+            new = swap.get((data.shape, data.astype(np.float64).tobytes()))
+            return leaf if new is None else jax.random.wrap_key_data(np.asarray(new, data.dtype),
+                                                                      impl=jax.random.key_impl(leaf))
+        if not (np.issubdtype(leaf.dtype, np.floating) or np.issubdtype(leaf.dtype, np.integer)):
             return leaf
         value = np.asarray(leaf)
         new = swap.get((value.shape, value.astype(np.float64).tobytes()))
-        return leaf if new is None else new.astype(value.dtype)
+        return leaf if new is None else np.asarray(new).astype(value.dtype)
 
-    try:
-        for item, tree in zip(items, trees):
+    for item, tree in zip(items, trees):
+        try:
             with open(os.path.join(item, "_METADATA")) as f:
                 layout = json.load(f)
             again = item + ".grader"
             handler = ocp.PyTreeCheckpointHandler(use_ocdbt=bool(layout.get("use_ocdbt", True)),
                                                   use_zarr3=bool(layout.get("use_zarr3", False)))
             ocp.Checkpointer(handler).save(again, jax.tree.map(replaced, tree))
+            # The item's own metadata, and what else it holds, as the learner's save left them.
+            own = os.path.join(again, "_CHECKPOINT_METADATA")
+            if os.path.lexists(own):
+                os.remove(own)
+            for name in os.listdir(item):
+                if not os.path.lexists(os.path.join(again, name)):
+                    os.rename(os.path.join(item, name), os.path.join(again, name))
             shutil.rmtree(item)
             os.rename(again, item)
-    except Exception:  # a layout the grader's Orbax does not write: the learner's restore is not tried on it
-        return None
-    files = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            full = os.path.join(root, name)
-            with open(full, "rb") as f:
-                files[PurePosixPath(os.path.relpath(full, folder)).as_posix()] = f.read()
-    return files
+        except Exception as exc:  # a layout the grader's Orbax does not write
+            return f"{os.path.relpath(item, folder)}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return read_folder(folder, listing(folder))
 
 
 def missing_parts(stored: list, saved: dict) -> list[str]:
@@ -633,24 +665,31 @@ def reads_the_given_checkpoint(worker, seed: int, what: str) -> None:
         with tempfile.TemporaryDirectory(prefix="ex10-given-") as folder:  # only when this check gets here
             unpack(got["files"], folder)
             given = rewritten(folder, [os.path.join(folder, rel) for rel in got["items"]], got["trees"],
-                              own_runs(seed)["saved"], second_values(seed))
-        got["answer"] = None if given is None else worker.restore_from(draw(seed)["config"], given)
+                              own_runs(seed)["saved"], given_values(seed))
+        got["answer"] = given if isinstance(given, str) else worker.restore_from(draw(seed)["config"], given)
     answer = got["answer"]
-    if answer is None:  # a layout the grader's Orbax does not write again: the restore is judged as before
-        return
+    hint = ("Hint: read every leaf from the checkpoint at `path` (ocp.StandardCheckpointer().restore(path, template)); "
+            "a restarted job has nothing else.")
+    if isinstance(answer, str):  # no restore to judge on a checkpoint the grader could not write: no point either
+        fail(f"{what} must read the checkpoint at the path it is given, and the grader could not write your "
+             f"checkpoint's layout again (with its own Orbax, holding another state's numbers) to see that: {answer}. "
+             "Hint: save the state with ocp.StandardCheckpointer (or a CheckpointManager's StandardSave) and nothing "
+             "else inside its folder.")
     told = ("the grader wrote your checkpoint again with its own Orbax, in the same layout but holding another state's "
             "numbers, at a path your save never wrote to")
     if answer["restore"] is not None:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
-             f"{answer['restore']['message']}")
-    found, saved, other = answer["restored"] or {}, own_runs(seed)["saved"], second_values(seed)
+             f"{answer['restore']['message']} {hint}")
+    found, saved, other = answer["restored"] or {}, own_runs(seed)["saved"], given_values(seed)
     belongs = GROUPS[0][1]
     wrong = [n for n in saved if belongs(n) and (found.get(n) is None or found[n]["value"] is None
                                                  or not same(found[n]["value"], other[n]))]
-    kept = [n for n in saved if np.issubdtype(saved[n].dtype, np.floating) and not same(saved[n], other[n])
+    # The dropout key never changes while training: the saved one is the key make_state's fresh Rngs
+    # holds, so a restore that did not save the stream (a mistake of its own) hands it back too.
+    fresh_key = np.asarray(draw(seed)["config"]["key"], np.uint32)
+    kept = [n for n in saved if not same(saved[n], other[n]) and not (n.endswith("dropout/key/value") and
+                                                                      same(saved[n], fresh_key))
             and found.get(n) is not None and found[n]["value"] is not None and same(found[n]["value"], saved[n])]
-    hint = ("Hint: read every leaf from the checkpoint at `path` (ocp.StandardCheckpointer().restore(path, template)); "
-            "a restarted job has nothing else.")
     if kept:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
              f"{len(kept)} leaves (e.g. {show(kept[0])}) as they were saved before, which that checkpoint does not "
@@ -705,7 +744,7 @@ def test_save_returns_after_the_write_is_finished(worker, seed):
     """When save returns, the Orbax checkpoint is complete: the folder holds every file it ends up with."""
     result = experiment(worker, seed)
     stage(result, "save")
-    final = {rel: len(data) for rel, data in (result["folder"] or {}).items()}
+    final = {rel: data if isinstance(data, str) else len(data) for rel, data in (result["folder"] or {}).items()}
     if not any(PurePosixPath(rel).name == "_METADATA" for rel in final):
         fail("save wrote no Orbax checkpoint, so there is no asynchronous write to wait for (see "
              "checkpoint_is_an_orbax_folder_holding_the_whole_state). Hint: save with ocp.StandardCheckpointer.")
@@ -769,8 +808,8 @@ def template_calls(worker, seed: int) -> list:
 
 @pytest.mark.points(1)
 def test_template_comes_from_eval_shape(worker, seed):
-    """restore builds its template by calling make_state only under a shape evaluation (nnx.eval_shape, jax.eval_shape
-    or jax.jit(f).eval_shape: traced, never run; shapes, no arrays)."""
+    """restore builds its template by calling make_state only in traces that are never compiled or run (nnx.eval_shape,
+    jax.eval_shape, jax.jit(f).eval_shape or .trace(): shapes, no arrays)."""
     calls = template_calls(worker, seed)
     if not calls:
         fail("restore never called make_state: Orbax then has no template saying each leaf's shape, dtype and "
@@ -782,12 +821,11 @@ def test_template_comes_from_eval_shape(worker, seed):
              "initialising a real model, which costs the memory of the whole model (on one device, or on each) "
              "before a byte is read, and throws it away. Hint: nnx.eval_shape(make_state) gives the same objects "
              "holding only shapes and dtypes.")
-    traced = [c for c in calls if not c["eval_shape"]]
-    if traced:
-        fail(f"make_state was traced outside jax.eval_shape (or a jitted function's eval_shape, which never runs it; "
-             f"{len(traced)} of {len(calls)} calls), e.g. inside a "
-             "jit that then runs it: that still makes every array of a real model. Hint: "
-             "nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
+    compiled = [c for c in calls if c.get("compiled")]
+    if compiled:
+        fail(f"make_state was traced into a program that was then compiled to run ({len(compiled)} of {len(calls)} "
+             "calls), e.g. a jit called to build the template: running it still makes every array of a real model. "
+             "Hint: only trace it: nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
 
 
 def split_leaves(d: dict, desc: dict | None = None) -> dict:
