@@ -654,7 +654,7 @@ def checkpoint(worker, seed: int) -> dict:
     return _CHECKPOINTS[seed]
 
 
-def reads_the_given_checkpoint(worker, seed: int, what: str) -> None:
+def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = False) -> None:
     """Fail `what` unless the learner's restore, given the learner's own checkpoint rewritten by the
     grader with another state's numbers (`rewritten`) at a path save never wrote, hands
     back that state's parameters and nothing of the state saved before: a restore that ignores its
@@ -697,6 +697,9 @@ def reads_the_given_checkpoint(worker, seed: int, what: str) -> None:
     if wrong:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
              f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
+    if placements:  # where that restore put the data: the route a restarted job takes
+        shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
+                        [p for p in answer.get("pieces") or [] if len(p["shape"]) == 2])
 
 
 def read_from_the_checkpoint(worker, seed: int, what: str) -> None:
@@ -871,61 +874,75 @@ WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) m
                      "whole onto one device, which on a real model is more than a device holds")
 
 
+def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
+    """Fail unless the pieces placed during one restore onto the mesh `desc` are each device's own
+    shards, read as shards (not whole, not from other devices, not cut from host arrays)."""
+    host = [p for p in placed if p["device"] is None]  # arrays Orbax read whole onto the host
+    placed = [p for p in placed if p["device"] is not None]
+    split = split_leaves(d, desc)
+    devices = set(desc["devices"])
+    ids = sorted(devices)
+    template = ("Hint: build the template with nnx.eval_shape(make_state) and give each leaf "
+                "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); Orbax then reads each "
+                "shard from the checkpoint straight onto its device.")
+    whole = [p for p in placed if tuple(p["shape"]) in split]
+    if whole:
+        p = whole[0]
+        fail(f"{when}, the whole {tuple(p['shape'])} array went to device {p['device']}: "
+             f"{WHOLE_ON_A_DEVICE}. {template}")
+    outside = sorted({p["device"] for p in placed if p["device"] not in devices})
+    if outside:
+        shapes = _shapes(p["shape"] for p in placed if p["device"] not in devices)
+        fail(f"{when}, pieces of the split arrays ({shapes}) went to devices {outside}, which are not in "
+             f"the mesh restore was given (devices {ids}): the checkpoint was read onto the devices it was saved "
+             f"from, as happens when the template carries no shardings, and then moved. {template}")
+    moved = [p for p in placed if p["from_device"]]
+    if moved:
+        fail(f"{when}, {len(moved)} pieces of the split arrays were copied from one device to another "
+             f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
+             f"moved afterwards (a jax.device_put after restoring). {template}")
+    cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))]
+    if cut:
+        p = cut[0]
+        fail(f"{when}, the pieces sent to the devices were cut from larger host arrays (a "
+             f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
+             f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
+    read_whole = [p for p in host if tuple(p["shape"]) in split]
+    if read_whole:
+        fail(f"{when}, Orbax read the whole {tuple(read_whole[0]['shape'])} array onto the host (a template leaf that is "
+             "a NumPy array, not a sharded jax.ShapeDtypeStruct), and the devices got their shards from there: the "
+             f"whole model passes through host memory. {template}")
+    wanted = set(split.values())
+    other = [p for p in placed if tuple(p["shape"]) not in wanted]
+    if other:
+        fail(f"{when}, pieces of shape {_shapes(p['shape'] for p in other)} were placed, where this mesh "
+             f"splits the arrays into {_shapes(wanted)} shards: the data was read in another layout than the "
+             f"target's (the one it was saved in). {template}")
+    per_shard = {shape: sum(1 for _, a in abstract_leaves(d["config"]) if tuple(a.shape) == glob)
+                 for glob, shape in split.items()}
+    for shape, leaves in per_shard.items():
+        for device in ids:
+            got = sum(1 for p in placed if tuple(p["shape"]) == shape and p["device"] == device)
+            if got < leaves:
+                fail(f"{when}, device {device} received {got} shards of shape {shape}; the "
+                     f"{leaves} split arrays of that shape (a kernel and its two Adam moments) each have one "
+                     f"there. Restore must read the checkpoint onto the mesh it is given, not hand back arrays "
+                     f"kept from before. {template}")
+
+
 # The technique of the restore is half of the exercise: Orbax without a sharded template, or the
 # numbers without Orbax, get at most half of its points (everything else adds up to 11).
 @pytest.mark.points(11)
 def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
     """While restore runs, each device of the target mesh receives only its own shards, read as shards from the checkpoint."""
     d, placed = pieces(worker, seed)
-    note(f"while restore ran: {len(placed)} pieces of the split arrays placed, of shapes "
-         f"{_shapes(p['shape'] for p in placed) or 'none'}, on devices {sorted({p['device'] for p in placed})}")
+    on = [p for p in placed if p["device"] is not None]
+    note(f"while restore ran: {len(on)} pieces of the split arrays placed, of shapes "
+         f"{_shapes(p['shape'] for p in on) or 'none'}, on devices {sorted({p['device'] for p in on})}")
     for desc, when, placed in restores(worker, seed):
-        split = split_leaves(d, desc)
-        devices = set(desc["devices"])
-        ids = sorted(devices)
-        template = ("Hint: build the template with nnx.eval_shape(make_state) and give each leaf "
-                    "jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); Orbax then reads each "
-                    "shard from the checkpoint straight onto its device.")
-        whole = [p for p in placed if tuple(p["shape"]) in split]
-        if whole:
-            p = whole[0]
-            fail(f"{when}, the whole {tuple(p['shape'])} array went to device {p['device']}: "
-                 f"{WHOLE_ON_A_DEVICE}. {template}")
-        outside = sorted({p["device"] for p in placed if p["device"] not in devices})
-        if outside:
-            shapes = _shapes(p["shape"] for p in placed if p["device"] not in devices)
-            fail(f"{when}, pieces of the split arrays ({shapes}) went to devices {outside}, which are not in "
-                 f"the mesh restore was given (devices {ids}): the checkpoint was read onto the devices it was saved "
-                 f"from, as happens when the template carries no shardings, and then moved. {template}")
-        moved = [p for p in placed if p["from_device"]]
-        if moved:
-            fail(f"{when}, {len(moved)} pieces of the split arrays were copied from one device to another "
-                 f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
-                 f"moved afterwards (a jax.device_put after restoring). {template}")
-        cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))]
-        if cut:
-            p = cut[0]
-            fail(f"{when}, the pieces sent to the devices were cut from larger host arrays (a "
-                 f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
-                 f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
-        wanted = set(split.values())
-        other = [p for p in placed if tuple(p["shape"]) not in wanted]
-        if other:
-            fail(f"{when}, pieces of shape {_shapes(p['shape'] for p in other)} were placed, where this mesh "
-                 f"splits the arrays into {_shapes(wanted)} shards: the data was read in another layout than the "
-                 f"target's (the one it was saved in). {template}")
-        per_shard = {shape: sum(1 for _, a in abstract_leaves(d["config"]) if tuple(a.shape) == glob)
-                     for glob, shape in split.items()}
-        for shape, leaves in per_shard.items():
-            for device in ids:
-                got = sum(1 for p in placed if tuple(p["shape"]) == shape and p["device"] == device)
-                if got < leaves:
-                    fail(f"{when}, device {device} received {got} shards of shape {shape}; the "
-                         f"{leaves} split arrays of that shape (a kernel and its two Adam moments) each have one "
-                         f"there. Restore must read the checkpoint onto the mesh it is given, not hand back arrays "
-                         f"kept from before. {template}")
+        shards_straight(d, desc, when, placed)
     read_from_the_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
-    reads_the_given_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
+    reads_the_given_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint", placements=True)
 
 
 @pytest.mark.points(1)
@@ -934,8 +951,15 @@ def test_restore_never_holds_a_whole_array(worker, seed):
     d = draw(seed)
     for desc, when, placed in restores(worker, seed):
         split = split_leaves(d, desc)
-        for p in placed:
+        for p in sorted(placed, key=lambda p: p["device"] is None):  # what reached a device first
             shape = tuple(p["shape"])
+            if p["device"] is None:  # an array Orbax read whole onto the host
+                if shape in split:
+                    fail(f"{when}, the whole {shape} array was on the host: Orbax read it whole (a template leaf that "
+                         "is a NumPy array), which needs the whole model in host memory at once. Hint: give each leaf "
+                         "of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); "
+                         "Orbax then reads only each device's shard.")
+                continue
             if shape in split:
                 fail(f"{when}, the whole {shape} array went to device {p['device']}: {WHOLE_ON_A_DEVICE}. "
                      "Hint: give each leaf of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, "

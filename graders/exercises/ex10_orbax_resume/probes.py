@@ -29,7 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from orbax.checkpoint._src.serialization import type_handlers as ocp_type_handlers
 from jax._src import core as jax_core
+from jax._src import dispatch as jax_dispatch
 from jax._src import pjit as jax_pjit
 from jax._src.interpreters import pxla
 from jax.sharding import AxisType, NamedSharding
@@ -382,10 +384,41 @@ class Placements:
             return original(aval, sharding, xs, devices, *args, **kwargs)
 
         pxla.batched_device_put = recorded
+        # A device array put onto the same devices in another order is moved by JAX's own jitted
+        # reshard, not through batched_device_put: each of its shards, from a device, counts too.
+        self.original_reorder = jax_dispatch._different_device_order_reshard
+        reorder = self.original_reorder
+
+        def reordered(x, target, *args, **kwargs):
+            for shard in getattr(x, "addressable_shards", ()):
+                if len(pieces) < MAX_PIECES:
+                    pieces.append({"shape": tuple(int(d) for d in shard.data.shape), "dtype": str(x.dtype),
+                                   "backing": None, "backing_size": None, "from_device": True,
+                                   "device": int(shard.device.id)})
+            return reorder(x, target, *args, **kwargs)
+
+        jax_dispatch._different_device_order_reshard = reordered
+        # Orbax reading an array whole onto the host (a template leaf that is a NumPy array): each
+        # array it hands back, as a piece on no device, the whole of itself.
+        self.original_numpy = ocp_type_handlers.NumpyHandler.deserialize
+        numpy_read = self.original_numpy
+
+        async def read_whole(handler, *args, **kwargs):
+            got = await numpy_read(handler, *args, **kwargs)
+            for value in got:
+                if len(pieces) < MAX_PIECES and hasattr(value, "shape"):
+                    shape = tuple(int(d) for d in np.shape(value))
+                    pieces.append({"shape": shape, "dtype": str(getattr(value, "dtype", "")), "backing": shape,
+                                   "backing_size": int(np.prod(shape)), "from_device": False, "device": None})
+            return got
+
+        ocp_type_handlers.NumpyHandler.deserialize = read_whole
         return self
 
     def __exit__(self, *exc):
         pxla.batched_device_put = self.original
+        jax_dispatch._different_device_order_reshard = self.original_reorder
+        ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
         return False
 
 
@@ -612,16 +645,18 @@ def _saved_again(sol, config, second, path) -> dict:
 def restore_from(sol, config, files):
     """The learner's restore onto mesh A from a checkpoint folder the grader wrote (`files`: relative
     path -> bytes, "checkpoint/..." as in the experiment's folder), at a path the learner's save never
-    wrote to: each restored leaf described, or what restore raised."""
+    wrote to: each restored leaf described and every piece of data placed on a device meanwhile, or
+    what restore raised."""
     folder = tempfile.mkdtemp(prefix="ex10-given-")
     try:
         unpack(files, folder)
         m_a = mesh(MESH_A)
         try:
-            out = restored_objects(sol.restore(os.path.join(folder, "checkpoint"), lambda: fresh_state(config), m_a,
-                                               shardings_on(config, m_a)))
-            return {"restore": None, "restored": describe(out)}
+            with Placements() as placed:
+                out = sol.restore(os.path.join(folder, "checkpoint"), lambda: fresh_state(config), m_a,
+                                  shardings_on(config, m_a))
+            return {"restore": None, "restored": describe(restored_objects(out)), "pieces": placed.pieces}
         except Exception as exc:
-            return {"restore": stage_error(sol, exc), "restored": None}
+            return {"restore": stage_error(sol, exc), "restored": None, "pieces": []}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
