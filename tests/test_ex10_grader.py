@@ -215,3 +215,13 @@ def test_symlinks_inside_the_checkpoint_travel_and_none_leads_out(tmp_path):
     assert os.path.islink(got / "checkpoint" / "a" / "b" / "s")
     for name in ("t", "abs", "u"):
         assert not os.path.lexists(got / "checkpoint" / name), name
+
+
+def test_a_checkpoint_the_grader_cannot_write_again_is_said_not_skipped(tmp_path):
+    # reads_the_given_checkpoint fails with this text (no module in the corpora has such a layout).
+    item = tmp_path / "checkpoint"
+    item.mkdir()
+    (item / "_METADATA").write_bytes(b"not json")
+    got = ex10.rewritten(str(tmp_path), [str(item)], [{"w": np.ones(2, np.float32)}],
+                         {"w": np.ones(2, np.float32)}, {"w": np.zeros(2, np.float32)})
+    assert isinstance(got, str) and got.startswith("checkpoint: JSONDecodeError"), got
