@@ -29,13 +29,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from orbax.checkpoint._src.serialization import type_handlers as ocp_type_handlers
 from jax._src import core as jax_core
 from jax._src import dispatch as jax_dispatch
 from jax._src import pjit as jax_pjit
 from jax._src.interpreters import pxla
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
+from orbax.checkpoint._src.serialization import type_handlers as ocp_type_handlers
 
 from graders import settings
 from graders.kit import verdicts
