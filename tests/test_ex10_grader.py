@@ -140,19 +140,30 @@ def test_placements_see_every_shard_orbax_reads_and_nothing_whole(tmp_path):
 
 
 def test_make_state_calls_are_told_apart():
+    # Traced only (never lowered), traced then compiled and run, run for real: told apart by what
+    # happened to the program, whatever function traced it.
     from flax import nnx
 
-    from graders.exercises.ex10_orbax_resume.probes import recorded_factory
+    from graders.exercises.ex10_orbax_resume.probes import Lowerings, recorded_factory
 
     config = ex10.draw(TEST_SEED)["config"]
     calls: list = []
     make_state = recorded_factory(config, calls)
-    nnx.eval_shape(make_state)
-    jax.eval_shape(lambda: nnx.split(make_state())[1])
-    nnx.jit(make_state)()
-    make_state()
-    assert [(c["eval_shape"], c["concrete"]) for c in calls] == [(True, False), (True, False), (False, False),
-                                                                (False, True)]
+
+    def build():  # a new function each time: JAX keeps the trace of one it has traced
+        return lambda: nnx.split(make_state())[1]
+
+    with Lowerings(calls):
+        nnx.eval_shape(make_state)
+        jax.eval_shape(build())
+        jax.jit(build()).eval_shape()
+        jax.jit(build()).trace()
+        jax.make_jaxpr(build(), return_shape=True)()
+        nnx.jit(make_state)()
+        jax.jit(build()).trace().lower()
+        make_state()
+    assert [(c["concrete"], c["compiled"]) for c in calls] == [(False, False)] * 5 + [(False, True)] * 2 + [
+        (True, False)]
 
 
 def test_orbax_refuses_a_second_save_and_a_manager_skips_a_step_it_has(tmp_path):
@@ -179,3 +190,38 @@ def test_orbax_refuses_a_second_save_and_a_manager_skips_a_step_it_has(tmp_path)
 def test_device_put_replicated_is_gone():
     with pytest.raises(AttributeError, match="device_put_replicated"):
         jax.device_put_replicated({"w": np.ones(3)}, jax.devices())
+
+
+def test_symlinks_inside_the_checkpoint_travel_and_none_leads_out(tmp_path):
+    # A "latest" pointer travels as its target and is made again on the other side; a link whose
+    # target leaves the folder (absolute, by "..", or through another link) is neither sent nor made.
+    import os
+
+    from graders.exercises.ex10_orbax_resume.probes import listing, read_folder, unpack
+
+    sent = tmp_path / "sent"
+    (sent / "checkpoint" / "step_3").mkdir(parents=True)
+    (sent / "checkpoint" / "step_3" / "_METADATA").write_bytes(b"{}")
+    os.symlink("step_3", sent / "checkpoint" / "latest")
+    os.symlink("/etc", sent / "checkpoint" / "absolute")
+    os.symlink("../..", sent / "checkpoint" / "up")
+    files = read_folder(str(sent), listing(str(sent)))
+    assert files == {"checkpoint/latest": "step_3", "checkpoint/step_3/_METADATA": b"{}"}
+    files.update({"checkpoint/a/b/s": "..", "checkpoint/t": "a/b/s/../../../x", "checkpoint/abs": "/etc",
+                  "checkpoint/u": "../../x"})
+    got = tmp_path / "got"
+    unpack(files, str(got))
+    assert (got / "checkpoint" / "latest" / "_METADATA").read_bytes() == b"{}"
+    assert os.path.islink(got / "checkpoint" / "a" / "b" / "s")
+    for name in ("t", "abs", "u"):
+        assert not os.path.lexists(got / "checkpoint" / name), name
+
+
+def test_a_checkpoint_the_grader_cannot_write_again_is_said_not_skipped(tmp_path):
+    # reads_the_given_checkpoint fails with this text (no module in the corpora has such a layout).
+    item = tmp_path / "checkpoint"
+    item.mkdir()
+    (item / "_METADATA").write_bytes(b"not json")
+    got = ex10.rewritten(str(tmp_path), [str(item)], [{"w": np.ones(2, np.float32)}],
+                         {"w": np.ones(2, np.float32)}, {"w": np.zeros(2, np.float32)})
+    assert isinstance(got, str) and got.startswith("checkpoint: JSONDecodeError"), got

@@ -17,7 +17,6 @@ A stage that raised is reported as data ({"outcome", "message"}, classified as t
 so the checks that need only an earlier stage still judge it.
 """
 
-import inspect
 import os
 import shutil
 import sys
@@ -30,12 +29,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from jax._src import api as jax_api
 from jax._src import core as jax_core
+from jax._src import dispatch as jax_dispatch
 from jax._src import pjit as jax_pjit
 from jax._src.interpreters import pxla
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
+from orbax.checkpoint._src.serialization import type_handlers as ocp_type_handlers
 
 from graders import settings
 from graders.kit import verdicts
@@ -232,14 +232,36 @@ def stage_error(sol, exc: BaseException) -> dict:
     return {"outcome": outcome, "message": message}
 
 
+MAX_FILES = 4000  # files of a checkpoint folder sent either way: far above the grader's small model's
+MAX_LINK = 1024  # characters of a symlink's target
+
+
+def link_inside(folder: str, rel: str, target: str) -> bool:
+    """Whether a symlink at rel (relative to folder) pointing at target stays inside folder: a
+    relative target of bounded length that, read from the link's own folder, never leaves it."""
+    if not isinstance(target, str) or not target or len(target) > MAX_LINK or "\0" in target:
+        return False
+    if PurePosixPath(target).is_absolute() or os.path.isabs(target):
+        return False
+    joined = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+    return joined != ".." and not joined.startswith("../") and not os.path.isabs(joined) and joined != "."
+
+
 def listing(folder: str) -> dict:
-    """relative path -> size of every file under folder."""
+    """relative path -> size of every file under folder; a symlink that stays inside the folder
+    (a checkpoint's "latest" pointer) -> its target (a str). Links are not followed."""
     found = {}
-    for root, _, files in os.walk(folder):
-        for name in files:
+    for root, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
             full = os.path.join(root, name)
+            rel = PurePosixPath(os.path.relpath(full, folder)).as_posix()
             try:
-                found[os.path.relpath(full, folder)] = os.stat(full).st_size
+                if os.path.islink(full):
+                    target = os.readlink(full)
+                    if link_inside(folder, rel, target):
+                        found[rel] = target
+                elif name in files:
+                    found[rel] = os.stat(full).st_size
             except OSError:
                 continue
     return found
@@ -250,9 +272,32 @@ def _still_writing(folder: str) -> bool:
     return any(ORBAX_TMP in name for _, dirs, files in os.walk(folder) for name in (*dirs, *files))
 
 
+def read_folder(folder: str, names) -> dict:
+    """The files of folder named (relative path -> bytes; a symlink inside it -> its target, a
+    str), bounded as a checkpoint of the grader's small model is."""
+    files, total = {}, 0
+    for rel in sorted(names):
+        full = os.path.join(folder, *PurePosixPath(rel).parts)
+        try:
+            if os.path.islink(full):
+                target = os.readlink(full)
+                if link_inside(folder, rel, target):
+                    files[rel] = target
+                continue
+            data = Path(full).read_bytes()
+        except OSError:
+            continue
+        total += len(data)
+        if total > MAX_FOLDER_BYTES or len(files) >= MAX_FILES:
+            fail(f"save wrote more than {MAX_FOLDER_BYTES >> 20} MiB or {MAX_FILES} files for a model of a few "
+                 "thousand numbers.")
+        files[rel] = data
+    return files
+
+
 def settled(folder: str) -> dict:
-    """The folder's files (relative path -> bytes) once its listing has stopped changing: a save
-    that returned early keeps writing after it returned."""
+    """The folder's files (relative path -> bytes, a symlink inside it -> its target) once its
+    listing has stopped changing: a save that returned early keeps writing after it returned."""
     deadline = time.monotonic() + SETTLE_LIMIT
     last, since = listing(folder), time.monotonic()
     while time.monotonic() < deadline:
@@ -262,38 +307,45 @@ def settled(folder: str) -> dict:
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= SETTLE_SECONDS and not _still_writing(folder):
             break
-    files, total = {}, 0
-    for rel in sorted(last):
-        try:
-            data = Path(folder, rel).read_bytes()
-        except OSError:
-            continue
-        total += len(data)
-        if total > MAX_FOLDER_BYTES:
-            fail(f"save wrote more than {MAX_FOLDER_BYTES >> 20} MiB for a model of a few thousand numbers.")
-        files[rel] = data
-    return files
-
-
-MAX_FILES = 4000  # files of a checkpoint folder sent either way: far above the grader's small model's
+    return read_folder(folder, last)
 
 
 def unpack(files: dict, folder: str) -> None:
-    """Write a checkpoint folder sent as data (relative path -> bytes) into folder: relative paths
-    only, nothing outside it."""
+    """Write a checkpoint folder sent as data (relative path -> bytes; -> a str for a symlink) into
+    folder: relative paths only, nothing outside it, links only to places inside it."""
     if not isinstance(files, dict) or len(files) > MAX_FILES or sum(
             len(d) for d in files.values() if isinstance(d, bytes)) > MAX_FOLDER_BYTES:
         fail("save wrote far more files or bytes than a checkpoint of the grader's small model holds.")
+    links = []
     for rel, data in files.items():
-        if not isinstance(rel, str) or not isinstance(data, bytes):
+        if not isinstance(rel, str) or not isinstance(data, (bytes, str)):
             continue
         parts = PurePosixPath(rel).parts
-        if not parts or PurePosixPath(rel).is_absolute() or any(p in ("..", "") for p in parts):
+        if not parts or PurePosixPath(rel).is_absolute() or any(p in ("..", "", ".") for p in parts):
             continue
         target = os.path.join(folder, *parts)
+        if isinstance(data, str):
+            if link_inside(folder, PurePosixPath(rel).as_posix(), data):
+                links.append((target, data))
+            continue
         os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.islink(os.path.dirname(target)):
+            continue
         with open(target, "wb") as f:
             f.write(data)
+    made = []
+    for target, data in links:  # after the files: no file is written through a link
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if not os.path.lexists(target):
+                os.symlink(data, target)
+                made.append(target)
+        except OSError:
+            continue
+    inside = os.path.realpath(folder)
+    for target in made:  # links through links can leave by ".." where the text alone stays inside
+        if os.path.commonpath([inside, os.path.realpath(target)]) != inside:
+            os.unlink(target)
 
 
 def _backing(x):
@@ -332,38 +384,109 @@ class Placements:
             return original(aval, sharding, xs, devices, *args, **kwargs)
 
         pxla.batched_device_put = recorded
+        # A device array put onto the same devices in another order is moved by JAX's own jitted
+        # reshard, not through batched_device_put: each of its shards, from a device, counts too.
+        self.original_reorder = jax_dispatch._different_device_order_reshard
+        reorder = self.original_reorder
+
+        def reordered(x, target, *args, **kwargs):
+            for shard in getattr(x, "addressable_shards", ()):
+                if len(pieces) < MAX_PIECES:
+                    pieces.append({"shape": tuple(int(d) for d in shard.data.shape), "dtype": str(x.dtype),
+                                   "backing": None, "backing_size": None, "from_device": True,
+                                   "device": int(shard.device.id)})
+            return reorder(x, target, *args, **kwargs)
+
+        jax_dispatch._different_device_order_reshard = reordered
+        # Orbax reading an array whole onto the host (a template leaf that is a NumPy array): each
+        # array it hands back, as a piece on no device, the whole of itself.
+        self.original_numpy = ocp_type_handlers.NumpyHandler.deserialize
+        numpy_read = self.original_numpy
+
+        async def read_whole(handler, *args, **kwargs):
+            got = await numpy_read(handler, *args, **kwargs)
+            for value in got:
+                if len(pieces) < MAX_PIECES and hasattr(value, "shape"):
+                    shape = tuple(int(d) for d in np.shape(value))
+                    pieces.append({"shape": shape, "dtype": str(getattr(value, "dtype", "")), "backing": shape,
+                                   "backing_size": int(np.prod(shape)), "from_device": False, "device": None})
+            return got
+
+        ocp_type_handlers.NumpyHandler.deserialize = read_whole
         return self
 
     def __exit__(self, *exc):
         pxla.batched_device_put = self.original
+        jax_dispatch._different_device_order_reshard = self.original_reorder
+        ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
         return False
 
 
-# The bodies of JAX's shape evaluations (inside the wrapper JAX puts around every API function,
-# which jit's calls run through too): jax.eval_shape's (nnx.eval_shape calls it) and the
-# eval_shape method of a jitted function, jax.jit(f).eval_shape(...). Both trace the function and
-# hand back its out_info: nothing is lowered, compiled or run, so no array is made.
-_EVAL_SHAPE_CODES = (inspect.unwrap(jax_api.eval_shape).__code__, inspect.unwrap(jax_pjit.jit_eval_shape).__code__)
+# Every call of the `make_state` restore gets runs inside a named scope of its own: the equations
+# it adds to a trace carry the scope in their name stacks, through nested jits and any rewriting
+# of the program. A program JAX lowers (to compile and run it: a jit called, or .lower() of a
+# trace) that holds such an equation runs make_state for real; one that is only traced
+# (nnx.eval_shape, jax.eval_shape, jax.jit(f).eval_shape or .trace(), jax.make_jaxpr) never is.
+MAKE_STATE_SCOPE = "grader_make_state_"
 
 
-def _under_eval_shape() -> bool:
-    frame = sys._getframe(2)
-    while frame is not None:
-        if any(frame.f_code is code for code in _EVAL_SHAPE_CODES):
-            return True
-        frame = frame.f_back
-    return False
+def _scopes_in(jaxpr, found: set, depth: int = 0) -> None:
+    """The indices of make_state's calls whose equations are in jaxpr (nested programs too)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    if depth > 64 or not hasattr(jaxpr, "eqns"):
+        return
+    for eqn in jaxpr.eqns:
+        stack = str(getattr(eqn.source_info, "name_stack", ""))
+        for part in stack.split("/"):
+            if part.startswith(MAKE_STATE_SCOPE) and part[len(MAKE_STATE_SCOPE):].isdigit():
+                found.add(int(part[len(MAKE_STATE_SCOPE):]))
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            _scopes_in(sub, found, depth + 1)
+
+
+class Lowerings:
+    """While on, every program JAX lowers is read for equations of make_state's calls: each call
+    whose equations reach a lowered program is marked "compiled" in `calls`."""
+
+    def __init__(self, calls: list):
+        self.calls, self.original = calls, None
+
+    def __enter__(self):
+        self.original = jax_pjit._resolve_and_lower
+        original, calls = self.original, self.calls
+
+        def lowered(args, jaxpr, *rest, **kwargs):
+            if calls:
+                found: set = set()
+                try:
+                    _scopes_in(jaxpr, found)
+                except Exception:  # a program the reading does not know: nothing marked
+                    found = set()
+                for index in found:
+                    if 0 <= index < len(calls):
+                        calls[index]["compiled"] = True
+            return original(args, jaxpr, *rest, **kwargs)
+
+        jax_pjit._resolve_and_lower = lowered
+        return self
+
+    def __exit__(self, *exc):
+        jax_pjit._resolve_and_lower = self.original
+        return False
 
 
 def recorded_factory(config: dict, calls: list):
     """The `make_state` the learner's restore gets: fresh_state, noting for each call whether it
-    ran under jax.eval_shape (nnx.eval_shape calls it) and whether it made real arrays."""
+    made real arrays ("concrete"); under Lowerings, whether the program it was traced into was
+    then lowered to be compiled and run ("compiled")."""
     def make_state():
-        abstract = _under_eval_shape()
-        made = fresh_state(config)
+        index = len(calls)
+        call = {"concrete": False, "compiled": False}
+        calls.append(call)
+        with jax.named_scope(f"{MAKE_STATE_SCOPE}{index}"):
+            made = fresh_state(config)
         kernel = made[0].l1.kernel.get_value()
-        calls.append({"eval_shape": abstract,
-                      "concrete": isinstance(kernel, jax.Array) and not isinstance(kernel, jax_core.Tracer)})
+        call["concrete"] = isinstance(kernel, jax.Array) and not isinstance(kernel, jax_core.Tracer)
         return made
     return make_state
 
@@ -478,7 +601,7 @@ def _resumed(sol, config, batches, target, path) -> dict:
            "final": None}
     m_t = mesh(target)
     try:
-        with Placements() as placed:
+        with Placements() as placed, Lowerings(run["calls"]):
             out = sol.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
         run["pieces"] = placed.pieces
         restored = restored_objects(out)
@@ -522,16 +645,18 @@ def _saved_again(sol, config, second, path) -> dict:
 def restore_from(sol, config, files):
     """The learner's restore onto mesh A from a checkpoint folder the grader wrote (`files`: relative
     path -> bytes, "checkpoint/..." as in the experiment's folder), at a path the learner's save never
-    wrote to: each restored leaf described, or what restore raised."""
+    wrote to: each restored leaf described and every piece of data placed on a device meanwhile, or
+    what restore raised."""
     folder = tempfile.mkdtemp(prefix="ex10-given-")
     try:
         unpack(files, folder)
         m_a = mesh(MESH_A)
         try:
-            out = restored_objects(sol.restore(os.path.join(folder, "checkpoint"), lambda: fresh_state(config), m_a,
-                                               shardings_on(config, m_a)))
-            return {"restore": None, "restored": describe(out)}
+            with Placements() as placed:
+                out = sol.restore(os.path.join(folder, "checkpoint"), lambda: fresh_state(config), m_a,
+                                  shardings_on(config, m_a))
+            return {"restore": None, "restored": describe(restored_objects(out)), "pieces": placed.pieces}
         except Exception as exc:
-            return {"restore": stage_error(sol, exc), "restored": None}
+            return {"restore": stage_error(sol, exc), "restored": None, "pieces": []}
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Builds a real, sharded model under nnx.jit (the usual way to initialise a sharded model) and uses
 it as the template: every array is made before a byte is read.
 
-loses: template_comes_from_eval_shape: traced outside jax.eval_shape
+loses: template_comes_from_eval_shape: traced into a program that was then compiled
 """
 import jax
 import orbax.checkpoint as ocp

@@ -9,6 +9,10 @@ raised: ... corrupted: its digest does not match"). Should score 22/22? (a polic
 rewrite changes the state item's numbers but not the digest item beside it, which to this restore is a
 tampered checkpoint; refusing one is what an integrity check is for. The experiment's restores (each
 shard straight to its device) and every value are right.
+Decided (the grader's fix of the checkpoint rewrite): it stays at 11. The rewrite cannot write a matching
+digest in the learner's own format, and accepting a refusal of a changed checkpoint would accept a restore
+that hands back a copy kept in memory for the checkpoints its save wrote and refuses every other one. See
+tests/open/README.md.
 """
 import hashlib
 

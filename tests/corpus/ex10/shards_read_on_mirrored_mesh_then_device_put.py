@@ -2,14 +2,12 @@
 split leaf the spec shardings(leaf) asks for, but on a mesh of the same devices in reverse order
 (jax.sharding.Mesh(mesh.devices[::-1, ::-1], ...)), so Orbax reads every shard onto the device that holds
 the mirrored block; jax.device_put(value, shardings(leaf)) then moves every block to its device. The
-stub forbids exactly this ("Do not jax.device_put afterwards"; "nothing is moved afterwards"), but a
-device_put between shardings of the same devices in another order is done by JAX's own reshard (a
-jitted collective), never through pxla.batched_device_put, which is all the grader records: every piece
-it sees has the right shard shape and lands on a device of the mesh, one per leaf per device, none "from
-a device". (jax.jit(identity, out_shardings=...) refuses the other device order.)
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7. Should score 11/22: restore_reads_each_shard_straight_onto_its_device ("nothing
-is moved afterwards") is exactly what it breaks, every split array is moved device to device after
-Orbax read it.
+stub forbids exactly this ("Do not jax.device_put afterwards"; "nothing is moved afterwards"). A
+device_put between shardings of the same devices in another order is done by JAX's own reshard (a jitted
+collective), not through pxla.batched_device_put; the grader's fix records it too.
+11/22 in both modes (seeds 20261130, 7); 22/22 before (red team 2026-12-06).
+
+loses: restore_reads_each_shard_straight_onto_its_device: copied from one device to another
 """
 import jax
 import numpy as np

@@ -2,11 +2,9 @@
 (never lowered, compiled or run) and the traced program's out_info gives its ShapeDtypeStructs; each
 takes shardings(leaf); the restored state is merged with the graphdef the trace saw.
 jax.make_jaxpr(f, return_shape=True) scores the same.
-Scored 21/22 in both modes (with and without --sandbox) at seeds 20261130 and 7 (the make_jaxpr form too, seed 20261130 without --sandbox and seed 7):
-template_comes_from_eval_shape fails ("make_state was traced outside jax.eval_shape"). Should score 22/22:
-like jax.jit(f).eval_shape, which the judge accepts since the grader's fix, jit(f).trace() and make_jaxpr only
-trace make_state (no array is made, nothing lowered or run); _EVAL_SHAPE_CODES knows only eval_shape's and
-jit_eval_shape's code.
+22/22 with and without --sandbox (seeds 20261130, 7). It scored 21 while only eval_shape's own code
+counted as a shape evaluation; the grader now marks make_state's calls whose program JAX lowers (to
+compile and run it), whatever traced it (red team 2026-12-06).
 """
 import jax
 import orbax.checkpoint as ocp

@@ -1,14 +1,13 @@
 """tests/corpus/ex10/state_kept_on_host_placed_by_shards (nothing read from the checkpoint: restore places
 each device's shard of a NumPy copy kept since save with jax.make_array_from_callback), with one more
 small Orbax item saved inside the checkpoint's folder (path/"format", a StandardCheckpointer holding
-{"version": 1}). The grader's rewrite of the checkpoint (checks.rewritten) writes the outer item again and
-renames it into place, which deletes the inner item, then fails to open the inner item's _METADATA:
-rewritten returns None ("a layout the grader's Orbax does not write"), reads_the_given_checkpoint is
-skipped, and the 11 points come back. A restarted job has no kept copy.
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7. Should score 11/22, as tests/corpus/ex10/state_kept_on_host_placed_by_shards
-(the same without the inner item) does: any layout that makes the rewrite raise turns
-reads_the_given_checkpoint off, so every memory-kept restore can buy its 11 points back with one extra
-item nested inside the checkpoint.
+{"version": 1}). A restarted job has no kept copy. 11/22 in both modes (seeds 20261130, 7). It scored 22
+while the grader's rewrite of the checkpoint deleted the inner item with the outer one, failed, and then
+skipped the check; the rewrite now keeps what the item holds beside its own data (and a rewrite that fails
+fails the check) (red team 2026-12-06).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: must read the checkpoint at the path it is given
 """
 import os
 

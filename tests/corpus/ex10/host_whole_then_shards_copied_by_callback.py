@@ -1,18 +1,13 @@
-"""WRONG (the whole model through host memory, hidden by copying each shard): restore reads every array whole
+"""The whole model through host memory, hidden by copying each shard: restore reads every array whole
 onto the host (NumPy leaves in the template given to StandardCheckpointer.restore), then builds each array with
 jax.make_array_from_callback whose callback returns np.array(value[idx], copy=True): each device gets a fresh
-host array of its shard's size, so the pieces the grader records (pxla.batched_device_put) have no larger
-backing array. It is tests/corpus/ex10/host_arrays_then_device_put with a copy per shard.
+host array of its shard's size, so the pieces placed have no larger backing array. It is
+tests/corpus/ex10/host_arrays_then_device_put with a copy per shard. 10/22 in both modes (seeds 20261130,
+7): the grader's fix records the arrays Orbax reads whole onto the host; 22/22 before (red team 2026-12-06).
 
-Scored (seed 20261130): 22/22 without --sandbox, 22/22 with --sandbox; seed 7: 22/22 and 22/22
-(every check passes in both modes).
-Should score: 10/22 (technique: none, like host_arrays_then_device_put: loses
-restore_reads_each_shard_straight_onto_its_device (11) and restore_never_holds_a_whole_array (1)).
-Why: the evidence of "read as shards" is each placed piece's NumPy base; a copy has none. The host read of
-whole arrays happens inside Orbax's restore (a NumPy template) where nothing is recorded; the template's
-leaves (NumPy arrays, not sharded ShapeDtypeStructs) are not read either.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: Orbax read the whole
+loses: restore_never_holds_a_whole_array: was on the host
 """
 import jax
 import jax.numpy as jnp

@@ -2,11 +2,9 @@
 path/step_<n> (n the optimizer's step) and points path/latest at it (a relative symlink, replaced
 atomically: the usual "latest" pointer of training jobs); restore reads path/latest with the reference's
 sharded nnx.eval_shape template. A second save of the same step raises (the step folder exists).
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7:
-restore_reads_each_shard_straight_onto_its_device fails ("restore from there raised: FileNotFoundError:
-Checkpoint at .../checkpoint/latest not found"). Should score 22/22: the folder travels as its files'
-bytes (probes.listing/settled: os.walk, which lists a symlink to a directory under dirs and never descends
-it, and keeps no links), so the copy the judge rewrites and sends to restore_from has no `latest`.
+22/22 with and without --sandbox (seeds 20261130, 7). It scored 11 while the checkpoint folder travelled
+as its regular files' bytes only (no symlinks), so the copy restore was given at another path had no
+`latest`; symlinks that stay inside the folder now travel as their targets (red team 2026-12-06).
 """
 import os
 

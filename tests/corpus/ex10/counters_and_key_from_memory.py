@@ -3,11 +3,10 @@ whole Orbax checkpoint (StandardCheckpointer) and keeps, in a module global, the
 last state it saved (the optimizer's step, the schedule's counts, the dropout stream's key and count);
 restore reads the checkpoint with the reference's sharded template, then replaces every integer and key
 leaf by the copy kept in memory (and raises KeyError when there is none, as in any restarted job).
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7. Should score at most 11/22 (restore_reads_each_shard_straight_onto_its_device: it
-does not take the step, counts and key from the checkpoint at the path it is given; arguably also
-step_and_schedule_continue and dropout_stream_continues: a restarted job raises KeyError). The judge's
-rewrite (checks.rewritten) swaps only floating-point leaves and keeps the counters and key as they were,
-so values from memory and values from the given checkpoint cannot differ there.
+11/22 in both modes (seeds 20261130, 7); 22/22 while the grader's rewrite of the checkpoint changed its
+floating-point numbers only (red team 2026-12-06): it now moves the counters and the key on too.
+
+loses: restore_reads_each_shard_straight_onto_its_device: as they were saved before, which that checkpoint does not hold
 """
 import jax
 import numpy as np

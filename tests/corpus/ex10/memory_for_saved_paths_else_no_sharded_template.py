@@ -3,13 +3,15 @@
 NumPy copy of every leaf keyed by its path; restore, for a path it saved, calls
 nnx.eval_shape(make_state) and places each device's shard of the kept copy with
 jax.make_array_from_callback (a fresh copy per shard: tests/corpus/ex10/state_kept_on_host_placed_by_shards);
-for any other path it reads the checkpoint with no template at all (a template of shapes and dtypes with no shardings: every array whole on one device)
-and jax.device_put's it where shardings says (tests/corpus/ex10/orbax_without_sharded_template's route).
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7. Should score 10/22: the route a restarted job takes (no kept copy) is the one
-without a sharded template, and that module alone (the same with nothing kept) scores 10/22 (loses
-restore_reads_each_shard_straight_onto_its_device and restore_never_holds_a_whole_array). The experiment's
-restores all hit the kept copy (the path save wrote); restore_from's path is new, so it takes the
-no-template route, whose values are right, and restore_from judges values only.
+for any other path it reads the checkpoint with a template of shapes and dtypes and no shardings and
+jax.device_put's it where shardings says (tests/corpus/ex10/orbax_without_sharded_template's route).
+11/22 in both modes (seeds 20261130, 7): the grader's fix judges where the restore of the checkpoint it
+wrote at another path puts the data, as it does the experiment's; 22/22 before (red team 2026-12-06).
+(orbax_without_sharded_template alone also loses restore_never_holds_a_whole_array, which reads the
+experiment's restores only.)
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: on the checkpoint the grader wrote at another path
 """
 import jax
 import numpy as np
