@@ -11,6 +11,9 @@ Two ways to put the forged probe in place:
     pointing at the object it did: only the program as evidence stops this one.
 Under --sandbox each must score at most half of the exercise's points, and no more than the
 technique-free module graded honestly.
+
+An attack on the sandbox the Gradescope autograder and batch use, like tests/test_attacks.py: a
+course test (`make test-course`, which CI runs), about 100 s of CPU that `make test` no longer pays.
 """
 
 from pathlib import Path
@@ -21,7 +24,8 @@ from grading import ROOT, declared, grade
 from graders import catalog
 from graders.child import sandbox
 
-pytestmark = [pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or ""),
+pytestmark = [pytest.mark.course,
+              pytest.mark.skipif(bool(sandbox.available()), reason=sandbox.available() or ""),
               pytest.mark.timeout(900)]
 
 DESCRIBED = Path(__file__).resolve().parent / "attacks" / "described"
