@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from grading import CORPUS, ROOT, Corpora, grade
+from grading import CORPUS, MEASURING, ROOT, Corpora, drawing_exercises, far_draw_seed, grade, grade_with_cache
 
 # The corpora the selected tests read, graded in the background while the tests run (see
 # pytest_collection_finish); None until the session has collected its tests.
@@ -87,3 +87,17 @@ def compiled_as_graded():
     yield
     for name, value in before.items():
         jax.config.update(name, value)
+
+
+@pytest.fixture(scope="session")
+def cold_far_draw(tmp_path_factory):
+    """(run, cache folder, seed): reference/ graded once at the far draw (grading.far_draw_seed)
+    with an empty compilation cache and figure store, for the exercises that draw their
+    configuration and those whose report carries compiled-program figures. Read by
+    tests/test_drawn_configurations.py (full marks at another draw) and
+    tests/test_compilation_cache.py (the same figures when graded again from what it stored):
+    one cold grading serves both."""
+    cache = tmp_path_factory.mktemp("cold-cache")
+    seed = far_draw_seed()
+    run = grade_with_cache(cache, list(dict.fromkeys(drawing_exercises() + MEASURING)), "--seed", str(seed))
+    return run, cache, seed

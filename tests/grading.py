@@ -79,6 +79,58 @@ def grade(solutions: Path, ids=(), *extra: str, timeout: float = 900) -> Run:
     return Run(proc.returncode, proc.stdout, proc.stderr, results)
 
 
+def grade_with_cache(cache_dir: Path, ids, *extra: str, solutions: Path = ROOT / "reference") -> Run:
+    """Grade with this folder holding the compilation cache (jax/) and the graders' own stored
+    figures (expected/, graders/kit/figure_store.py): the first run computes everything, the next reads."""
+    folders = {"JAX_COMPILATION_CACHE_DIR": str(Path(cache_dir) / "jax"),
+               "GRADERS_EXPECTED_DIR": str(Path(cache_dir) / "expected")}
+    old = {name: os.environ.get(name) for name in folders}
+    os.environ.update(folders)  # the background corpora took their environment when the session began
+    try:
+        return grade(solutions, ids, *extra)
+    finally:
+        for name, value in old.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
+# Exercises whose report carries compiled-program figures (temp memory, FLOPs, collectives).
+MEASURING = [ex for ex in ("ex2", "ex3", "ex6", "ex7") if ex in catalog.available()]
+
+
+def drawing_exercises() -> list[str]:
+    """The graders that draw their configuration from the grading seed: a check of theirs takes `seed`."""
+    import ast
+
+    def draws(ex_id: str) -> bool:
+        tree = ast.parse(catalog.grader_file(ex_id).read_text())
+        return any(isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+                   and any(arg.arg == "seed" for arg in node.args.args) for node in tree.body)
+    return [e for e in catalog.available() if draws(e)]
+
+
+def depths(seed: int) -> tuple[int, ...]:
+    """The depths the seed draws: ex2's L (of its memory curve, and of its best_group_size pair)
+    and ex6's number of layers."""
+    from graders.exercises.ex2_sqrt_checkpointing import checks as ex2
+    from graders.exercises.ex6_nnx_block_remat import checks as ex6
+    return ex2.memory_config(seed)[0], ex2.pair_configs(seed)[0][0], ex6.config(seed).layers
+
+
+def far_draw_seed() -> int:
+    """The first seed after the tests' own that draws each depth at the other end of its range
+    from TEST_SEED's draw (simply the next seed may draw the very same configuration)."""
+    import itertools
+
+    from graders.exercises.ex2_sqrt_checkpointing import checks as ex2
+    from graders.exercises.ex6_nnx_block_remat import checks as ex6
+    ranges = (ex2.MEMORY_LS, sorted(ex2.PAIR_SHAPES), sorted({c.layers for c in ex6.CONFIGS}))
+    far = tuple(max(r, key=lambda depth: abs(depth - d)) for r, d in zip(ranges, depths(TEST_SEED)))
+    return next(s for s in itertools.count(TEST_SEED + 1) if depths(s) == far)
+
+
 def alive_with_seed(seed: int) -> list[int]:
     """Processes whose environment carries this run's seed: every process of a grading run does."""
     alive = []
