@@ -12,8 +12,10 @@ does not hold: they came from somewhere else than the checkpoint (kept in memory
 Should score: 22/22. The step comes from the checkpoint (the manager's step folder, which the checkpoint
 holds), not from memory: the grader's rewrite moves the counters inside the PyTree item on by 7 and keeps
 the folder's name, writing a checkpoint whose step number and counts disagree, then blames restore for
-reading the number. The same for a step kept in the checkpoint's custom_metadata or in a JsonSave item
-beside the state: the rewrite changes PyTree leaves only.
+reading the number. The same for a step kept in the checkpoint's custom_metadata
+(StandardCheckpointer.save(path, state, custom_metadata={"step": ...}), read back from
+checkpointer.metadata(path).custom_metadata: 11/22 at seed 20261130, the same message), and so for a JsonSave
+item beside the state: the rewrite changes PyTree leaves only.
 Grade: put this file as ex10_orbax_resume.py in a folder D;
 .venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
 """

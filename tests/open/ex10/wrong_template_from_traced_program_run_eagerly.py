@@ -9,7 +9,8 @@ Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
 Should score: 21/22 (loses template_comes_from_eval_shape, as tests/corpus/ex10/template_from_a_real_model
 does). make_state's call is traced only (its kernel a tracer when it returns), and the traced program is never
 lowered: eval_jaxpr runs it op by op, each eager op lowered as a small program of its own whose equations
-carry no name scope.
+carry no name scope. jax.checkpoint(built)() called outside jit does the same (traced, then evaluated op by
+op: 22/22 at seed 20261130).
 Low severity (1 point), like tests/open/ex10/wrong_template_shapes_from_a_real_model_decoy_eval_shape.
 Grade: put this file as ex10_orbax_resume.py in a folder D;
 .venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
