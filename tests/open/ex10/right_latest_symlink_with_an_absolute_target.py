@@ -4,9 +4,9 @@ StandardCheckpointer to path/step_<n> (n the optimizer's step), then points path
 atomically through a temporary link); restore reads path/latest with the reference's sharded nnx.eval_shape
 template. A second save of the same step raises (the step folder exists).
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: restore_reads_each_shard_straight_onto_its_device
-fails with "restore from there raised: your code raised FileNotFoundError: Checkpoint at
-.../checkpoint/latest not found".
+Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7:
+restore_reads_each_shard_straight_onto_its_device fails with "restore from there raised: your code raised
+FileNotFoundError: Checkpoint at .../checkpoint/latest not found".
 Should score: 22/22? (a policy question). The link's target is inside the folder; the grader's copy of the
 folder keeps a symlink only if its target is relative (link_inside), so the copy has no `latest`, and the
 message reads as the learner's bug. tests/right/ex10/latest_symlink_to_the_step_folder (a relative target)

@@ -6,9 +6,10 @@ as every CheckpointManager job keeps it). restore reads the latest step with the
 nnx.eval_shape template and sets optimizer.step to that number, replicated where shardings says. A save
 the manager would skip (a step it already has) raises.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: restore_reads_each_shard_straight_onto_its_device
-fails with "handed back 1 leaves (e.g. optimizer.step) as they were saved before, which that checkpoint
-does not hold: they came from somewhere else than the checkpoint (kept in memory since save)".
+Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7:
+restore_reads_each_shard_straight_onto_its_device fails with "handed back 1 leaves (e.g. optimizer.step) as
+they were saved before, which that checkpoint does not hold: they came from somewhere else than the checkpoint
+(kept in memory since save)".
 Should score: 22/22. The step comes from the checkpoint (the manager's step folder, which the checkpoint
 holds), not from memory: the grader's rewrite moves the counters inside the PyTree item on by 7 and keeps
 the folder's name, writing a checkpoint whose step number and counts disagree, then blames restore for

@@ -1,9 +1,9 @@
 """The template's shapes and dtypes from the checkpoint's own metadata tree: restore asks the
 StandardCheckpointer for the metadata of the checkpoint at `path` (each leaf's shape and dtype as saved),
-gives each leaf shardings(leaf) as a jax.ShapeDtypeStruct, and restores with that tree (leaves matched to the state's by their path names, the metadata spelling
-sequences as dicts); the objects it
-returns come from nnx.eval_shape(make_state), the restored state written into them with nnx.update. The
-checkpointer is used as a context manager in save (its close waits for the write).
+gives each leaf shardings(leaf) as a jax.ShapeDtypeStruct, and restores with that tree (its leaves matched
+to the state's by their path names, the metadata spelling sequences as dicts); the objects it returns come
+from nnx.eval_shape(make_state), the restored state written into them with nnx.update. The checkpointer is
+used as a context manager in save (its close waits for the write).
 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
 """
 import jax
