@@ -213,7 +213,9 @@ class Corpora:
     So about as many gradings run as there are CPUs. Grading whole corpora two at a time in the
     background beside the tests (as before) kept more processes than CPUs busy and cost 6% more
     CPU for no shorter wall time; graders/PERFORMANCE.md has the figures. A corpus is (ex_id,
-    folder); each has one fork server, started with its first case and ended after its last."""
+    folder). All of them are graded from one fork server, which imports what every exercise uses
+    (as a learner's kept server does): started with the first case, ended with the session. One
+    server per corpus cost about 1 s of CPU each, some 20 s a session."""
 
     def __init__(self, base_env: dict | None = None):
         self.options = grading.Options(seed=TEST_SEED, jobs=1)
@@ -224,8 +226,8 @@ class Corpora:
         self._running: dict = {}  # corpus -> cases under way
         self._results: dict = {}  # corpus -> {case: Run}
         self._errors: dict = {}  # corpus -> the exception a grading raised
-        self._launchers: dict = {}
-        self._starting: dict = {}  # corpus -> lock held while its fork server starts
+        self._server = None  # the fork server every case is graded from
+        self._server_starting = threading.Lock()
         self._stopped = False
         self._threads: list[threading.Thread] = []
         self._whole: dict[str, set[str]] = {}  # ex_id -> graded_whole(ex_id)
@@ -237,7 +239,6 @@ class Corpora:
                 self._order.append(key)
                 self._pending[key] = list(corpus_cases(ex_id, folder))
                 self._running[key], self._results[key] = 0, {}
-                self._starting[key] = threading.Lock()
                 self._cond.notify_all()
 
     def start(self) -> None:
@@ -252,9 +253,9 @@ class Corpora:
             self._cond.notify_all()
         for thread in self._threads:
             thread.join()
-        for launcher in self._launchers.values():
-            launcher.close()
-        self._launchers.clear()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
 
     def get(self, ex_id: str, folder: Path = CORPUS) -> dict[str, Run]:
         key = (ex_id, folder)
@@ -291,7 +292,7 @@ class Corpora:
             case = self._pending[key].pop(0)
             self._running[key] += 1
         try:
-            run = _grade_case(key[0], key[1], case, self.options, self._launcher(key), self._until(key, case))
+            run = _grade_case(key[0], key[1], case, self.options, self._launcher(), self._until(key, case))
         except BaseException as exc:  # the test that reads the corpus reports it
             with self._cond:
                 self._errors.setdefault(key, exc)
@@ -301,11 +302,7 @@ class Corpora:
         with self._cond:
             self._results[key][case] = run
             self._running[key] -= 1
-            done = not self._pending[key] and self._running[key] == 0
-            launcher = self._launchers.pop(key, None) if done else None
             self._cond.notify_all()
-        if launcher is not None:
-            launcher.close()
         return True
 
     def _until(self, key, case) -> tuple[str, ...]:
@@ -320,11 +317,11 @@ class Corpora:
             return ()
         return tuple(dict.fromkeys(check for check, _ in expectations(ex_id, case)))
 
-    def _launcher(self, key):
-        with self._starting[key]:
-            if key not in self._launchers:
-                self._launchers[key] = launch.launcher([key[0]], self.options.env(self.env))
-            return self._launchers[key]
+    def _launcher(self):
+        with self._server_starting:
+            if self._server is None:
+                self._server = launch.launcher(catalog.available(), self.options.env(self.env))
+            return self._server
 
 
 def technique_free(ex_id: str, case: str) -> bool:
