@@ -89,6 +89,18 @@ class Local:
         return _answer(wire.decode(run_probe(self.probes, self.solution, self.solutions_dir,
                                              self.check_timeout, request)))
 
+    def ahead(self, name: str, args: tuple, kwargs: dict):
+        """The call, made now (Remote.ahead); what it raises is raised when its reply is read.
+        Made now, not when read: a check that asks for several calls ahead gets them in the
+        order a single call would make them, and in this process nothing runs them meanwhile."""
+        try:
+            value = self.call(name, args, kwargs)
+        except Exception as exc:  # a Verdict (or Tampered) about the learner's code
+            def raised():
+                raise exc
+            return raised
+        return lambda: value
+
     def close(self) -> None:
         pass
 
@@ -99,6 +111,8 @@ class Remote:
 
     def __init__(self, sock: socket.socket, waiter: int):
         self.sock, self.waiter, self.lost = sock, waiter, ""
+        self.unread: list[dict] = []  # requests sent whose replies are not read yet, in order
+        self._sender = None  # sends, in order, the requests made while replies are unread (ahead())
 
     def start(self) -> dict:
         """The worker's first word: {"ready": True} or {"import_error": message}."""
@@ -118,21 +132,63 @@ class Remote:
         return {"import_error": "the process that imports your module sent back something unreadable"}
 
     def call(self, name: str, args: tuple, kwargs: dict):
+        return self.ahead(name, args, kwargs)()
+
+    def ahead(self, name: str, args: tuple, kwargs: dict):
+        """Send the request now; the function returned reads its reply (the value, or the Verdict
+        it carries). The worker answers requests in the order they came, so a check can work on
+        one reply while the worker runs the next request. While earlier replies are unread, a
+        request is sent by a thread of its own (after those before it): the judge never waits to
+        send while the worker waits for it to read a reply, whatever their sizes."""
         if self.lost:
-            raise verdicts.Verdict("failed", self.lost)
+            return self._lost_reply
         try:
-            wire.send(self.sock, {"call": name, "args": list(args), "kwargs": kwargs})
-            reply = wire.receive(self.sock)
+            data = wire.encode({"call": name, "args": list(args), "kwargs": kwargs})
+            if self.unread:
+                if self._sender is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._sender = ThreadPoolExecutor(max_workers=1)
+                self._sender.submit(self._send_quietly, data)
+            else:  # the worker waits for a request, and reads this one whole
+                wire.send_encoded(self.sock, data)
         except (EOFError, OSError, wire.WireError) as exc:
             self._lose(f"not checked: the process running your code ended or sent back something "
                        f"unreadable ({exc}). Hint: your code may call os._exit or crash the interpreter.")
             raise verdicts.Verdict("failed", self.lost) from None
-        except BaseException:
-            # The check ran out of time (or was stopped) while the learner's code was running:
-            # that code may never return, so the worker goes, and later checks say why.
+        except BaseException:  # stopped while the worker did not take the request
             self._lose("not checked: your code was still running when an earlier check ran out of time.")
             raise
-        return _answer(reply)
+        ticket: dict = {}
+        self.unread.append(ticket)
+        return lambda: self._reply(ticket)
+
+    def _send_quietly(self, data: bytes) -> None:
+        try:
+            wire.send_encoded(self.sock, data)
+        except OSError:
+            pass  # the worker is gone: reading the reply says so
+
+    def _lost_reply(self):
+        raise verdicts.Verdict("failed", self.lost)
+
+    def _reply(self, ticket: dict):
+        while "reply" not in ticket:
+            if self.lost:
+                raise verdicts.Verdict("failed", self.lost)
+            try:
+                reply = wire.receive(self.sock)
+            except (EOFError, OSError, wire.WireError) as exc:
+                self._lose(f"not checked: the process running your code ended or sent back something "
+                           f"unreadable ({exc}). Hint: your code may call os._exit or crash the interpreter.")
+                raise verdicts.Verdict("failed", self.lost) from None
+            except BaseException:
+                # The check ran out of time (or was stopped) while the learner's code was running:
+                # that code may never return, so the worker goes, and later checks say why.
+                self._lose("not checked: your code was still running when an earlier check ran out of time.")
+                raise
+            self.unread.pop(0)["reply"] = reply
+        return _answer(ticket["reply"])
 
     def _lose(self, why: str) -> None:
         self.lost = why
@@ -140,6 +196,8 @@ class Remote:
 
     def close(self) -> None:
         """Kill the worker's namespace (everything the learner's code started) and wait for it."""
+        if self._sender is not None:
+            self._sender.shutdown(wait=False)
         if self.waiter <= 0:
             return
         try:

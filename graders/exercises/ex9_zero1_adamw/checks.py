@@ -698,31 +698,48 @@ def init_run(worker, seed: int, n: int) -> dict:
     return got
 
 
-def step_replies(worker, seed: int) -> dict:
-    """The probe's reply: the learner's step traced on every mesh (one call serves every mesh)."""
+def step_replies(worker, seed: int, on_reply=None) -> dict:
+    """The probe's replies: the learner's step traced on every mesh, one call per mesh, all sent
+    at once, so that under --sandbox the worker traces a mesh while this process reads the one
+    before. `on_reply(n, reply)` is called on each mesh's reply as it comes."""
     if "steps" not in _JUDGED:
         nonce()
-        _JUDGED["steps"] = worker.step_programs(*train_request(seed))
+        runs, hyper = train_request(seed)
+        asked = [(run[0], worker.ahead.step_programs([run], hyper)) for run in runs]
+        replies = {}
+        for n, read in asked:
+            got = read()
+            replies.update(got if isinstance(got, dict) else {})  # a mesh with no reply has no program
+            if on_reply is not None:
+                on_reply(n, replies.get(str(n), {}))
+        _JUDGED["steps"] = replies
     return _JUDGED["steps"]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def steps_ahead(worker, seed, own_figures_ahead):
     """The learner's step traced on every mesh before the first check, and its programs rebuilt
-    here and compiled in threads while the checks of the mask and of adamw_step run. Whatever the
-    learner's code raises is said by the checks that read the run, not here."""
+    here (each as soon as it comes) and compiled in threads while the checks of the mask and of
+    adamw_step run. Whatever the learner's code raises is said by the checks that read the run,
+    not here."""
     pool = ThreadPoolExecutor(max_workers=2)
+    stopped = []
+
+    def compile_ahead(n, reply):  # rebuilt and lowered here; compiled in threads (XLA's compiler leaves the GIL)
+        if "program" not in reply or stopped:
+            return
+        try:
+            job = lowered_step(reply, seed, n)
+        except CheckFailed:  # said by the checks that read this mesh's run
+            return
+        except (Exception, Deferred):  # the checks of the step report it
+            stopped.append(n)
+            return
+        job["future"] = pool.submit(job["lowered"].compile)
+        _JUDGED[("lowered", n)] = job
+
     try:
-        replies = step_replies(worker, seed)
-        for n in MESHES:  # rebuilt and lowered here; compiled in threads (XLA's compiler leaves the GIL)
-            reply = replies.get(str(n), {})
-            if "program" in reply:
-                try:
-                    job = lowered_step(reply, seed, n)
-                except CheckFailed:  # said by the checks that read this mesh's run
-                    continue
-                job["future"] = pool.submit(job["lowered"].compile)
-                _JUDGED[("lowered", n)] = job
+        step_replies(worker, seed, compile_ahead)
     except (Exception, Deferred):  # a Verdict about the learner's code, or (the students' copy, another
         pass                        # seed) no recorded rule: the checks of the step report it
     pool.shutdown(wait=False)
