@@ -924,6 +924,7 @@ def _shapes(items) -> str:
     return ", ".join(str(tuple(s)) for s in sorted(set(map(tuple, items))))
 
 
+FETCHED = "jax.device_get, np.asarray or np.array of a restored array"
 WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) makes Orbax restore every array "
                      "whole onto one device, which on a real model is more than a device holds")
 
@@ -962,6 +963,11 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
              f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
              f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
     read_whole = [p for p in host if tuple(p["shape"]) in split]
+    if any(p.get("fetched") for p in read_whole):
+        fail(f"{when}, the whole {tuple(next(p for p in read_whole if p.get('fetched'))['shape'])} array was copied "
+             f"from the devices onto the host ({FETCHED}), and the devices got their shards from there: the whole "
+             "model passes through host memory. Hint: return the arrays Orbax restored with the sharded template as "
+             "they are; each device then only ever holds its shard.")
     if read_whole:
         fail(f"{when}, Orbax read the whole {tuple(read_whole[0]['shape'])} array onto the host (a template leaf that is "
              "a NumPy array, not a sharded jax.ShapeDtypeStruct), and the devices got their shards from there: the "
@@ -1007,7 +1013,11 @@ def test_restore_never_holds_a_whole_array(worker, seed):
         split = split_leaves(d, desc)
         for p in sorted(placed, key=lambda p: p["device"] is None):  # what reached a device first
             shape = tuple(p["shape"])
-            if p["device"] is None:  # an array Orbax read whole onto the host
+            if p["device"] is None:  # an array Orbax read whole onto the host, or copied there whole
+                if shape in split and p.get("fetched"):
+                    fail(f"{when}, the whole {shape} array was on the host: it was copied whole from the devices "
+                         f"({FETCHED}), which needs the whole model in host memory at once. Hint: keep the arrays "
+                         "Orbax restores where it put them; each device then only ever holds its shard.")
                 if shape in split:
                     fail(f"{when}, the whole {shape} array was on the host: Orbax read it whole (a template leaf that "
                          "is a NumPy array), which needs the whole model in host memory at once. Hint: give each leaf "

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax._src import array as jax_array
 from jax._src import core as jax_core
 from jax._src import dispatch as jax_dispatch
 from jax._src import pjit as jax_pjit
@@ -371,7 +372,8 @@ class Placements:
     """Every piece of data JAX places on a device while it is on (pxla.batched_device_put: a host
     array, or a slice of one, going to a device, and a device array moved to another): its
     shape, the shape and size of the host array it is a view of, whether it came from a device,
-    and the device it went to."""
+    and the device it went to; and every array Orbax read whole onto the host, or copied whole
+    from the devices onto it (device None)."""
 
     def __init__(self):
         self.pieces: list[dict] = []
@@ -423,12 +425,28 @@ class Placements:
             return got
 
         ocp_type_handlers.NumpyHandler.deserialize = read_whole
+        # A restored array copied whole from its devices onto the host (jax.device_get, np.asarray,
+        # np.array: every such copy goes through ArrayImpl._value): as a piece on no device, the
+        # whole of itself, fetched.
+        self.original_value = jax_array.ArrayImpl._value
+        fetch = self.original_value.fget
+
+        def fetched(x):
+            if len(pieces) < MAX_PIECES:
+                shape = tuple(int(d) for d in x.shape)
+                pieces.append({"shape": shape, "dtype": str(x.dtype), "backing": shape,
+                               "backing_size": int(np.prod(shape)), "from_device": True, "device": None,
+                               "fetched": True})
+            return fetch(x)
+
+        jax_array.ArrayImpl._value = property(fetched)
         return self
 
     def __exit__(self, *exc):
         pxla.batched_device_put = self.original
         jax_dispatch._different_device_order_reshard = self.original_reorder
         ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
+        jax_array.ArrayImpl._value = self.original_value
         return False
 
 
