@@ -935,7 +935,8 @@ WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) m
 def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
     """Fail unless the pieces placed during one restore onto the mesh `desc` are each device's own
     shards, read as shards (not whole, not from other devices, not cut from host arrays)."""
-    host = [p for p in placed if p["device"] is None]  # arrays Orbax read whole onto the host
+    everything = placed
+    host = [p for p in placed if p["device"] is None]  # arrays Orbax read (or restore copied) whole onto the host
     placed = [p for p in placed if p["device"] is not None]
     split = split_leaves(d, desc)
     devices = set(desc["devices"])
@@ -965,12 +966,16 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
         fail(f"{when}, the pieces sent to the devices were cut from larger host arrays (a "
              f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
              f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
-    read_whole = [p for p in host if tuple(p["shape"]) in split]
-    if any(p.get("fetched") for p in read_whole):
-        fail(f"{when}, the whole {tuple(next(p for p in read_whole if p.get('fetched'))['shape'])} array was copied "
-             f"from the devices onto the host ({FETCHED}), and the devices got their shards from there: the whole "
-             "model passes through host memory. Hint: return the arrays Orbax restored with the sharded template as "
-             "they are; each device then only ever holds its shard.")
+    # A split array copied whole onto the host and, after that, shards of split arrays placed on the
+    # devices again: they came from the host copy (restore_never_holds_a_whole_array judges the copy).
+    fetched = next((i for i, p in enumerate(everything) if p.get("fetched") and tuple(p["shape"]) in split), None)
+    if fetched is not None and any(p["device"] is not None and tuple(p["shape"]) in set(split.values())
+                                   for p in everything[fetched + 1:]):
+        fail(f"{when}, the whole {tuple(everything[fetched]['shape'])} array was copied from the devices onto the host "
+             f"({FETCHED}), and shards were placed on the devices after that, from the host: the whole model passes "
+             "through host memory. Hint: return the arrays Orbax restored with the sharded template as they are; "
+             "each device then only ever holds its shard.")
+    read_whole = [p for p in host if tuple(p["shape"]) in split and not p.get("fetched")]
     if read_whole:
         fail(f"{when}, Orbax read the whole {tuple(read_whole[0]['shape'])} array onto the host (a template leaf that is "
              "a NumPy array, not a sharded jax.ShapeDtypeStruct), and the devices got their shards from there: the "

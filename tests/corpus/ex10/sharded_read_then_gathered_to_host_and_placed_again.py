@@ -11,7 +11,7 @@ array was no placement the grader recorded, and the copies placed by callback ar
 grader now records every restored array copied whole from its devices onto the host while restore runs.
 
 technique: none
-loses: restore_reads_each_shard_straight_onto_its_device: was copied from the devices onto the host
+loses: restore_reads_each_shard_straight_onto_its_device: and shards were placed on the devices after that, from the host
 loses: restore_never_holds_a_whole_array: it was copied whole from the devices
 """
 import jax
