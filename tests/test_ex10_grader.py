@@ -140,8 +140,8 @@ def test_placements_see_every_shard_orbax_reads_and_nothing_whole(tmp_path):
 
 
 def test_make_state_calls_are_told_apart():
-    # Traced only (never lowered), traced then compiled and run, run for real: told apart by what
-    # happened to the program, whatever function traced it.
+    # Traced or lowered only (never compiled), traced then compiled (and run), run for real: told
+    # apart by what happened to the program, whatever function traced it.
     from flax import nnx
 
     from graders.exercises.ex10_orbax_resume.probes import Lowerings, recorded_factory
@@ -161,9 +161,11 @@ def test_make_state_calls_are_told_apart():
         jax.make_jaxpr(build(), return_shape=True)()
         nnx.jit(make_state)()
         jax.jit(build()).trace().lower()
+        jax.jit(build()).lower().out_info
+        jax.jit(build()).lower().compile()
         make_state()
-    assert [(c["concrete"], c["compiled"]) for c in calls] == [(False, False)] * 5 + [(False, True)] * 2 + [
-        (True, False)]
+    assert [(c["concrete"], c["compiled"]) for c in calls] == [(False, False)] * 5 + [(False, True)] + [
+        (False, False)] * 2 + [(False, True), (True, False)]
 
 
 def test_orbax_refuses_a_second_save_and_a_manager_skips_a_step_it_has(tmp_path):
@@ -205,8 +207,11 @@ def test_symlinks_inside_the_checkpoint_travel_and_none_leads_out(tmp_path):
     os.symlink("step_3", sent / "checkpoint" / "latest")
     os.symlink("/etc", sent / "checkpoint" / "absolute")
     os.symlink("../..", sent / "checkpoint" / "up")
+    os.symlink(str(sent / "checkpoint" / "step_3"), sent / "checkpoint" / "latest_absolute")  # inside: relative
+    os.symlink(str(tmp_path), sent / "checkpoint" / "outside")
     files = read_folder(str(sent), listing(str(sent)))
-    assert files == {"checkpoint/latest": "step_3", "checkpoint/step_3/_METADATA": b"{}"}
+    assert files == {"checkpoint/latest": "step_3", "checkpoint/latest_absolute": "step_3",
+                     "checkpoint/step_3/_METADATA": b"{}"}
     files.update({"checkpoint/a/b/s": "..", "checkpoint/t": "a/b/s/../../../x", "checkpoint/abs": "/etc",
                   "checkpoint/u": "../../x"})
     got = tmp_path / "got"
@@ -225,3 +230,25 @@ def test_a_checkpoint_the_grader_cannot_write_again_is_said_not_skipped(tmp_path
     got = ex10.rewritten(str(tmp_path), [str(item)], [{"w": np.ones(2, np.float32)}],
                          {"w": np.ones(2, np.float32)}, {"w": np.zeros(2, np.float32)})
     assert isinstance(got, str) and got.startswith("checkpoint: JSONDecodeError"), got
+
+
+def test_the_rewrite_moves_the_counters_the_layout_keeps_outside_the_arrays():
+    # A step folder's number (and a link to it), custom_metadata's and a JSON item's counters move on
+    # as the arrays' counters do; Orbax's own files and the numbers of a PyTree item stay.
+    import json
+
+    saved = {"1/step/value": np.asarray(5, np.int32), "2/dropout/count/value": np.asarray(40, np.uint32),
+             "0/w/value": np.ones(2, np.float32)}
+    given = {"1/step/value": np.asarray(12, np.int32), "2/dropout/count/value": np.asarray(47, np.uint32),
+             "0/w/value": np.zeros(2, np.float32)}
+    meta = json.dumps({"item_handlers": {}, "init_timestamp_nsecs": 5, "custom_metadata": {"step": 5, "n": [40, 3]}})
+    files = {"checkpoint/step_0005/default/_METADATA": b'{"5": 5}',
+             "checkpoint/step_0005/default/_CHECKPOINT_METADATA": meta.encode(),
+             "checkpoint/step_0005/meta/metadata": b'{"step": 5, "flag": true}',
+             "checkpoint/latest": "step_0005", "checkpoint/ocdbt.process_5x/f": b"x"}
+    got = ex10.counted_on(files, saved, given)
+    assert got["checkpoint/step_0012/default/_METADATA"] == b'{"5": 5}'
+    assert json.loads(got["checkpoint/step_0012/default/_CHECKPOINT_METADATA"]) == dict(
+        json.loads(meta), custom_metadata={"step": 12, "n": [47, 3]})
+    assert json.loads(got["checkpoint/step_0012/meta/metadata"]) == {"step": 12, "flag": True}
+    assert got["checkpoint/latest"] == "step_0012" and got["checkpoint/ocdbt.process_5x/f"] == b"x"

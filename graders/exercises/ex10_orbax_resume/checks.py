@@ -31,6 +31,7 @@ at a path the learner's save never wrote; restore must hand back that state, not
 import functools
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import PurePosixPath
@@ -74,6 +75,10 @@ FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
 SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
+# Files of a checkpoint folder that Orbax writes for itself (their numbers are shapes, sizes, times:
+# never counters), and the largest JSON file whose counters the rewrite moves on.
+ORBAX_OWN = ("_METADATA", "_sharding", "manifest.ocdbt", "commit_success.txt")
+MAX_JSON = 1 << 20
 
 
 # --- the draw --------------------------------------------------------------------------------
@@ -596,7 +601,56 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
             os.rename(again, item)
         except Exception as exc:  # a layout the grader's Orbax does not write
             return f"{os.path.relpath(item, folder)}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    return read_folder(folder, listing(folder))
+    return counted_on(read_folder(folder, listing(folder)), saved, given)
+
+
+def counted_on(files: dict, saved: dict, given: dict) -> dict:
+    """The rewritten folder's files with the counters the layout holds outside the arrays moved on
+    as the arrays' were: a folder named by the optimizer's step (a CheckpointManager's step folder,
+    "5" or "step_0005") and the links to it, the integers of the checkpoint's custom_metadata and of
+    a JSON item (JsonSave) that equal a saved counter. A checkpoint filed under its step number then
+    stays one consistent state, as a restarted job finds it."""
+    moved = {int(saved[n]): int(given[n]) for n in saved
+             if np.ndim(saved[n]) == 0 and np.issubdtype(saved[n].dtype, np.integer) and not same(saved[n], given[n])}
+    step = int(saved["1/step/value"]) if "1/step/value" in saved else None
+
+    def folder_name(part: str) -> str:
+        match = re.fullmatch(r"(\D*?)(\d+)", part)
+        if step is None or match is None or int(match.group(2)) != step or step not in moved:
+            return part
+        return match.group(1) + str(moved[step]).zfill(len(match.group(2)))
+
+    def numbers(value, nested: bool = True):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return moved.get(value, value)
+        if isinstance(value, dict) and nested:
+            return {k: numbers(v) for k, v in value.items()}
+        if isinstance(value, list) and nested:
+            return [numbers(v) for v in value]
+        return value
+
+    items = {str(PurePosixPath(rel).parent) for rel in files if PurePosixPath(rel).name == "_METADATA"}
+    out = {}
+    for rel, data in files.items():
+        parts = PurePosixPath(rel).parts
+        name = PurePosixPath(rel).name
+        inside_item = any(str(PurePosixPath(*parts[:i])) in items for i in range(1, len(parts)))
+        if isinstance(data, bytes) and (name == "_CHECKPOINT_METADATA" or not inside_item) and name not in ORBAX_OWN \
+                and len(data) <= MAX_JSON:
+            try:
+                text = json.loads(data)
+            except ValueError:
+                text = None
+            if name == "_CHECKPOINT_METADATA" and isinstance(text, dict) and "custom_metadata" in text:
+                data = json.dumps(dict(text, custom_metadata=numbers(text["custom_metadata"]))).encode()
+            elif name != "_CHECKPOINT_METADATA" and isinstance(text, (dict, list)):
+                data = json.dumps(numbers(text)).encode()
+        if isinstance(data, str):  # a link inside the folder: to the step folder's new name
+            data = "/".join(folder_name(part) for part in data.split("/"))
+        out["/".join([*(folder_name(part) for part in parts[:-1]), name])] = data
+    return out
 
 
 def missing_parts(stored: list, saved: dict) -> list[str]:
@@ -693,7 +747,7 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
     if kept:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
              f"{len(kept)} leaves (e.g. {show(kept[0])}) as they were saved before, which that checkpoint does not "
-             f"hold: they came from somewhere else than the checkpoint (kept in memory since save). {hint}")
+             f"hold: they came from somewhere else than the checkpoint (kept in memory since save, or a copy of the state beside the Orbax checkpoint). {hint}")
     if wrong:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
              f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
@@ -801,18 +855,21 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
 # --- checks: the technique of the restore ------------------------------------------------------
 
 def template_calls(worker, seed: int) -> list:
+    """make_state's calls in the experiment's restores (onto mesh A, then onto the drawn target): a
+    restore that keeps the abstract state it traced on its first call (per make_state's code) makes
+    its template on the first restore only."""
     result = experiment(worker, seed)
     stage(result, "save", "restore")
-    run = result["runs"][OTHER]
-    if not run["calls"]:
-        stage(run, "restore")
-    return run["calls"]
+    calls = [call for run in result["runs"] for call in run["calls"]]
+    if not calls:
+        stage(result["runs"][OTHER], "restore")
+    return calls
 
 
 @pytest.mark.points(1)
 def test_template_comes_from_eval_shape(worker, seed):
     """restore builds its template by calling make_state only in traces that are never compiled or run (nnx.eval_shape,
-    jax.eval_shape, jax.jit(f).eval_shape or .trace(): shapes, no arrays)."""
+    jax.eval_shape, jax.jit(f).eval_shape, .trace() or .lower(): shapes, no arrays)."""
     calls = template_calls(worker, seed)
     if not calls:
         fail("restore never called make_state: Orbax then has no template saying each leaf's shape, dtype and "
@@ -870,6 +927,7 @@ def _shapes(items) -> str:
     return ", ".join(str(tuple(s)) for s in sorted(set(map(tuple, items))))
 
 
+FETCHED = "jax.device_get, np.asarray or np.array of a restored array"
 WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) makes Orbax restore every array "
                      "whole onto one device, which on a real model is more than a device holds")
 
@@ -877,7 +935,8 @@ WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) m
 def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
     """Fail unless the pieces placed during one restore onto the mesh `desc` are each device's own
     shards, read as shards (not whole, not from other devices, not cut from host arrays)."""
-    host = [p for p in placed if p["device"] is None]  # arrays Orbax read whole onto the host
+    everything = placed
+    host = [p for p in placed if p["device"] is None]  # arrays Orbax read (or restore copied) whole onto the host
     placed = [p for p in placed if p["device"] is not None]
     split = split_leaves(d, desc)
     devices = set(desc["devices"])
@@ -907,7 +966,16 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
         fail(f"{when}, the pieces sent to the devices were cut from larger host arrays (a "
              f"{tuple(p['shape'])} piece of a {tuple(p['backing'])} array went to device {p['device']}): the arrays "
              f"were read whole onto the host and then split (host arrays, then jax.device_put). {template}")
-    read_whole = [p for p in host if tuple(p["shape"]) in split]
+    # A split array copied whole onto the host and, after that, shards of split arrays placed on the
+    # devices again: they came from the host copy (restore_never_holds_a_whole_array judges the copy).
+    fetched = next((i for i, p in enumerate(everything) if p.get("fetched") and tuple(p["shape"]) in split), None)
+    if fetched is not None and any(p["device"] is not None and tuple(p["shape"]) in set(split.values())
+                                   for p in everything[fetched + 1:]):
+        fail(f"{when}, the whole {tuple(everything[fetched]['shape'])} array was copied from the devices onto the host "
+             f"({FETCHED}), and shards were placed on the devices after that, from the host: the whole model passes "
+             "through host memory. Hint: return the arrays Orbax restored with the sharded template as they are; "
+             "each device then only ever holds its shard.")
+    read_whole = [p for p in host if tuple(p["shape"]) in split and not p.get("fetched")]
     if read_whole:
         fail(f"{when}, Orbax read the whole {tuple(read_whole[0]['shape'])} array onto the host (a template leaf that is "
              "a NumPy array, not a sharded jax.ShapeDtypeStruct), and the devices got their shards from there: the "
@@ -953,7 +1021,11 @@ def test_restore_never_holds_a_whole_array(worker, seed):
         split = split_leaves(d, desc)
         for p in sorted(placed, key=lambda p: p["device"] is None):  # what reached a device first
             shape = tuple(p["shape"])
-            if p["device"] is None:  # an array Orbax read whole onto the host
+            if p["device"] is None:  # an array Orbax read whole onto the host, or copied there whole
+                if shape in split and p.get("fetched"):
+                    fail(f"{when}, the whole {shape} array was on the host: it was copied whole from the devices "
+                         f"({FETCHED}), which needs the whole model in host memory at once. Hint: keep the arrays "
+                         "Orbax restores where it put them; each device then only ever holds its shard.")
                 if shape in split:
                     fail(f"{when}, the whole {shape} array was on the host: Orbax read it whole (a template leaf that "
                          "is a NumPy array), which needs the whole model in host memory at once. Hint: give each leaf "

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax._src import array as jax_array
 from jax._src import core as jax_core
 from jax._src import dispatch as jax_dispatch
 from jax._src import pjit as jax_pjit
@@ -247,6 +248,16 @@ def link_inside(folder: str, rel: str, target: str) -> bool:
     return joined != ".." and not joined.startswith("../") and not os.path.isabs(joined) and joined != "."
 
 
+def travelling(folder: str, rel: str, target: str) -> str | None:
+    """How a symlink at rel (relative to folder) pointing at target travels with the folder: a
+    target inside the folder as a relative one (an absolute target inside it as the relative path
+    it resolves to, e.g. `ln -s "$PWD/step_5" latest`), None for a link that leaves the folder."""
+    if isinstance(target, str) and 0 < len(target) <= MAX_LINK and "\0" not in target and os.path.isabs(target):
+        base = os.path.dirname(os.path.join(os.path.abspath(folder), *PurePosixPath(rel).parts))
+        target = PurePosixPath(os.path.relpath(os.path.normpath(target), base)).as_posix()
+    return target if link_inside(folder, rel, target) else None
+
+
 def listing(folder: str) -> dict:
     """relative path -> size of every file under folder; a symlink that stays inside the folder
     (a checkpoint's "latest" pointer) -> its target (a str). Links are not followed."""
@@ -257,8 +268,8 @@ def listing(folder: str) -> dict:
             rel = PurePosixPath(os.path.relpath(full, folder)).as_posix()
             try:
                 if os.path.islink(full):
-                    target = os.readlink(full)
-                    if link_inside(folder, rel, target):
+                    target = travelling(folder, rel, os.readlink(full))
+                    if target is not None:
                         found[rel] = target
                 elif name in files:
                     found[rel] = os.stat(full).st_size
@@ -280,8 +291,8 @@ def read_folder(folder: str, names) -> dict:
         full = os.path.join(folder, *PurePosixPath(rel).parts)
         try:
             if os.path.islink(full):
-                target = os.readlink(full)
-                if link_inside(folder, rel, target):
+                target = travelling(folder, rel, os.readlink(full))
+                if target is not None:
                     files[rel] = target
                 continue
             data = Path(full).read_bytes()
@@ -361,7 +372,8 @@ class Placements:
     """Every piece of data JAX places on a device while it is on (pxla.batched_device_put: a host
     array, or a slice of one, going to a device, and a device array moved to another): its
     shape, the shape and size of the host array it is a view of, whether it came from a device,
-    and the device it went to."""
+    and the device it went to; and every array Orbax read whole onto the host, or copied whole
+    from the devices onto it (device None)."""
 
     def __init__(self):
         self.pieces: list[dict] = []
@@ -413,20 +425,36 @@ class Placements:
             return got
 
         ocp_type_handlers.NumpyHandler.deserialize = read_whole
+        # A restored array copied whole from its devices onto the host (jax.device_get, np.asarray,
+        # np.array: every such copy goes through ArrayImpl._value): as a piece on no device, the
+        # whole of itself, fetched.
+        self.original_value = jax_array.ArrayImpl._value
+        fetch = self.original_value.fget
+
+        def fetched(x):
+            if len(pieces) < MAX_PIECES:
+                shape = tuple(int(d) for d in x.shape)
+                pieces.append({"shape": shape, "dtype": str(x.dtype), "backing": shape,
+                               "backing_size": int(np.prod(shape)), "from_device": True, "device": None,
+                               "fetched": True})
+            return fetch(x)
+
+        jax_array.ArrayImpl._value = property(fetched)
         return self
 
     def __exit__(self, *exc):
         pxla.batched_device_put = self.original
         jax_dispatch._different_device_order_reshard = self.original_reorder
         ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
+        jax_array.ArrayImpl._value = self.original_value
         return False
 
 
 # Every call of the `make_state` restore gets runs inside a named scope of its own: the equations
 # it adds to a trace carry the scope in their name stacks, through nested jits and any rewriting
-# of the program. A program JAX lowers (to compile and run it: a jit called, or .lower() of a
-# trace) that holds such an equation runs make_state for real; one that is only traced
-# (nnx.eval_shape, jax.eval_shape, jax.jit(f).eval_shape or .trace(), jax.make_jaxpr) never is.
+# of the program. A program JAX compiles (to run it: a jit called, or .lower().compile()) that
+# holds such an equation runs make_state for real; one that is only traced or lowered
+# (nnx.eval_shape, jax.eval_shape, jax.jit(f).eval_shape, .trace() or .lower(), jax.make_jaxpr) never is.
 MAKE_STATE_SCOPE = "grader_make_state_"
 
 
@@ -445,40 +473,55 @@ def _scopes_in(jaxpr, found: set, depth: int = 0) -> None:
 
 
 class Lowerings:
-    """While on, every program JAX lowers is read for equations of make_state's calls: each call
-    whose equations reach a lowered program is marked "compiled" in `calls`."""
+    """While on, every program JAX lowers is read for equations of make_state's calls, and each call
+    whose equations reach a lowered program that is then compiled (a jit called, or
+    .lower().compile()) is marked "compiled" in `calls`. A program only lowered (.lower(), its
+    out_info) allocates nothing: it is a shape evaluation too."""
 
     def __init__(self, calls: list):
-        self.calls, self.original = calls, None
+        self.calls, self.original, self.original_compile = calls, None, None
+        self.lowered: dict = {}  # id of a lowering -> (the lowering, make_state's calls in it)
 
     def __enter__(self):
         self.original = jax_pjit._resolve_and_lower
-        original, calls = self.original, self.calls
+        self.original_compile = pxla.MeshComputation.compile
+        original, original_compile, calls, lowerings = self.original, self.original_compile, self.calls, self.lowered
 
         def lowered(args, jaxpr, *rest, **kwargs):
+            found: set = set()
             if calls:
-                found: set = set()
                 try:
                     _scopes_in(jaxpr, found)
                 except Exception:  # a program the reading does not know: nothing marked
                     found = set()
-                for index in found:
+            lowering = original(args, jaxpr, *rest, **kwargs)
+            if found:
+                lowerings[id(lowering)] = (lowering, found)
+            return lowering
+
+        def compiled(lowering, *args, **kwargs):
+            kept = lowerings.get(id(lowering))
+            if kept is not None and kept[0] is lowering:
+                for index in kept[1]:
                     if 0 <= index < len(calls):
                         calls[index]["compiled"] = True
-            return original(args, jaxpr, *rest, **kwargs)
+            return original_compile(lowering, *args, **kwargs)
 
         jax_pjit._resolve_and_lower = lowered
+        pxla.MeshComputation.compile = compiled
         return self
 
     def __exit__(self, *exc):
         jax_pjit._resolve_and_lower = self.original
+        pxla.MeshComputation.compile = self.original_compile
+        self.lowered.clear()
         return False
 
 
 def recorded_factory(config: dict, calls: list):
     """The `make_state` the learner's restore gets: fresh_state, noting for each call whether it
     made real arrays ("concrete"); under Lowerings, whether the program it was traced into was
-    then lowered to be compiled and run ("compiled")."""
+    then compiled to run ("compiled")."""
     def make_state():
         index = len(calls)
         call = {"concrete": False, "compiled": False}

@@ -13,6 +13,9 @@ Decided (the grader's fix of the checkpoint rewrite): it stays at 11. The rewrit
 digest in the learner's own format, and accepting a refusal of a changed checkpoint would accept a restore
 that hands back a copy kept in memory for the checkpoints its save wrote and refuses every other one. See
 tests/open/README.md.
+Now 10/22 (both modes, seed 20261130): the digest copies every restored array whole onto the host
+(np.asarray(jax.device_get(leaf))), which restore_never_holds_a_whole_array records since the grader's fix
+that records such copies; a digest of each addressable shard would keep that point.
 """
 import hashlib
 

@@ -6,15 +6,15 @@ the host with np.load (no Orbax) and places each device's shard with jax.make_ar
 copy per shard); only when it does not resolve does it read the Orbax checkpoint with the reference's
 sharded nnx.eval_shape template. A restarted job on the same disk takes the host route every time.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
-Should score: 10/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device and
-restore_never_holds_a_whole_array, as tests/corpus/ex10/host_whole_then_shards_copied_by_callback does):
-np.load is no Orbax read the grader records, and the shards copied out of the whole host arrays look like
-shards read straight. The grader's copy of the folder drops the link (its target is absolute, outside the
-folder), so on the checkpoint it rewrote restore takes the sharded route, the only one the grader judges by
-its reads. A restore looking for path + ".host.npz" beside the folder, with no link, would score the same.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+11/22 in both modes (seeds 20261130, 7); 22/22 before the grader's fix, whose copy of the folder dropped
+the link (an absolute target), so that on the checkpoint it rewrote restore took the sharded route. The
+link's target lies in the folder save was given (beside `path`), and an absolute target inside it now
+travels as the relative path it resolves to, with the host copy: on the rewritten checkpoint restore loads
+the host copy, which holds the state saved before. restore_never_holds_a_whole_array still passes (np.load
+is no read the grader records; the shards are copies, not views of the whole array).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: as they were saved before, which that checkpoint does not hold
 """
 import os
 

@@ -6,19 +6,11 @@ as every CheckpointManager job keeps it). restore reads the latest step with the
 nnx.eval_shape template and sets optimizer.step to that number, replicated where shardings says. A save
 the manager would skip (a step it already has) raises.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7:
-restore_reads_each_shard_straight_onto_its_device fails with "handed back 1 leaves (e.g. optimizer.step) as
-they were saved before, which that checkpoint does not hold: they came from somewhere else than the checkpoint
-(kept in memory since save)".
-Should score: 22/22. The step comes from the checkpoint (the manager's step folder, which the checkpoint
-holds), not from memory: the grader's rewrite moves the counters inside the PyTree item on by 7 and keeps
-the folder's name, writing a checkpoint whose step number and counts disagree, then blames restore for
-reading the number. The same for a step kept in the checkpoint's custom_metadata
-(StandardCheckpointer.save(path, state, custom_metadata={"step": ...}), read back from
-checkpointer.metadata(path).custom_metadata: 11/22 at seed 20261130, the same message), and so for a JsonSave
-item beside the state: the rewrite changes PyTree leaves only.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+22/22 in both modes (seeds 20261130, 7, 31031); 11/22 before the grader's fix, whose rewrite of the
+checkpoint at another path moved the counters in the arrays on by 7 but kept the step folder's name: the
+rewrite now moves a step folder's number (and the links to it), custom_metadata's and a JSON item's counters
+on too. The same for a step kept in custom_metadata (StandardCheckpointer.save(path, state,
+custom_metadata={"step": ...}), read back from checkpointer.metadata(path).custom_metadata).
 """
 import jax
 import numpy as np

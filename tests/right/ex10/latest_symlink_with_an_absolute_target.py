@@ -4,17 +4,9 @@ StandardCheckpointer to path/step_<n> (n the optimizer's step), then points path
 atomically through a temporary link); restore reads path/latest with the reference's sharded nnx.eval_shape
 template. A second save of the same step raises (the step folder exists).
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7:
-restore_reads_each_shard_straight_onto_its_device fails with "restore from there raised: your code raised
-FileNotFoundError: Checkpoint at .../checkpoint/latest not found".
-Should score: 22/22? (a policy question). The link's target is inside the folder; the grader's copy of the
-folder keeps a symlink only if its target is relative (link_inside), so the copy has no `latest`, and the
-message reads as the learner's bug. tests/right/ex10/latest_symlink_to_the_step_folder (a relative target)
-scores 22. Either the copy carries an absolute target that resolves inside the folder as the relative
-path it points to, or the stub says a link inside the checkpoint must be relative (a folder moved
-elsewhere keeps pointing at the old place through an absolute link).
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+22/22 in both modes (seeds 20261130, 7, 31031); 11/22 before the grader's fix, whose copy of the folder
+kept a symlink only if its target was relative: an absolute target inside the folder now travels as the
+relative path it resolves to (a link leaving the folder is still dropped).
 """
 import os
 

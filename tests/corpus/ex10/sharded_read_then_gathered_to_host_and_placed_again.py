@@ -6,13 +6,13 @@ every leaf is fresh and placed where shardings says". Every split array is whole
 moved afterwards, which the stub forbids ("Do not jax.device_put afterwards"; "no split array is ever
 whole on one device or on the host").
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7 (the report counts 48
-pieces placed where a right restore places 24).
-Should score: 10/22 (loses restore_reads_each_shard_straight_onto_its_device: moved afterwards, and
-restore_never_holds_a_whole_array: whole on the host); at least 21. jax.device_get of a sharded array is
-no placement the grader records, and the copies placed by callback are each a shard's size.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+10/22 in both modes (seeds 20261130, 7, 31031); 22/22 before the grader's fix: jax.device_get of a sharded
+array was no placement the grader recorded, and the copies placed by callback are each a shard's size. The
+grader now records every restored array copied whole from its devices onto the host while restore runs.
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: and shards were placed on the devices after that, from the host
+loses: restore_never_holds_a_whole_array: it was copied whole from the devices
 """
 import jax
 import numpy as np

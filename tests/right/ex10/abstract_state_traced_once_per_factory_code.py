@@ -5,18 +5,11 @@ factory reuses them instead of tracing the model again. Each call gives every ab
 shardings(leaf) for the mesh it is given, restores with that template, and merges the graphdef with what
 Orbax read (fresh objects every call).
 
-Scored 21/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: template_comes_from_eval_shape
-fails with "restore never called make_state: Orbax then has no template saying each leaf's shape, dtype
-and sharding": the grader's make_state for the restore onto the target mesh has the code of the one for
-the restore onto mesh A before it (the same factory, another closure), so the cache hits and that restore,
-the only one the check reads, never calls it.
-Should score: 22/22? (a policy question, low severity). The template is a sharded one from
-nnx.eval_shape(make_state), traced on the first restore; the message's "no template" is not so. Keying the
-cache by the factory's code (not the object) is the learner's bet that one factory's code builds one model
-for one set of saved shapes; reading make_state's calls of every restore of the experiment (not only the
-last one's) would grade it by the trace it did make.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+22/22 in both modes (seeds 20261130, 7, 31031); 21/22 before the grader's fix: the grader's make_state for
+the restore onto the target mesh has the code of the one for the restore onto mesh A before it, so the
+cache hits and that restore never calls it, and template_comes_from_eval_shape read that restore's calls
+only ("restore never called make_state"). It now reads make_state's calls of both restores of the
+experiment.
 """
 import jax
 import orbax.checkpoint as ocp
