@@ -101,6 +101,14 @@ def test_the_reference_gets_full_marks_on_every_target_mesh():
         assert run.exercise(EX)["status"] == "passed", (seed, target, run.lost(EX))
 
 
+def test_the_restore_at_the_saved_path_goes_onto_the_other_axis_order():
+    # The experiment restores onto the drawn target; the restore at the path save wrote goes onto one of
+    # the other targets whose axes are in the other order, so that every grading sees both orders.
+    for seed in (TEST_SEED, 7, 31031, *range(1, 7)):
+        drawn, other = ex10.draw(seed)["target"], ex10.saved_path_target(seed)
+        assert other in ex10.TARGETS and tuple(other["axes"]) != tuple(drawn["axes"]), seed
+
+
 # --- what the probes and messages rest on -----------------------------------------------------
 
 def _mesh():

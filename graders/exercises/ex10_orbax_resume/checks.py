@@ -25,7 +25,9 @@ grader's own reading of an Orbax checkpoint holding the parameters after k steps
 (read_from_the_checkpoint). The first also needs the learner's restore to read the checkpoint at
 the path it is given (reads_the_given_checkpoint): the grader writes the learner's checkpoint again,
 in its layout, with another state's numbers, and the worker runs the learner's restore on its files
-at a path the learner's save never wrote; restore must hand back that state, not the one saved.
+at a path the learner's save never wrote, then at the very path the experiment's save wrote (that
+folder replaced by them) onto a target mesh with the axes in the other order than the drawn one's;
+restore must hand back that state both times, not the one saved, and place it as the experiment's.
 """
 
 import functools
@@ -708,20 +710,40 @@ def checkpoint(worker, seed: int) -> dict:
     return _CHECKPOINTS[seed]
 
 
-def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = False) -> None:
-    """Fail `what` unless the learner's restore, given the learner's own checkpoint rewritten by the
-    grader with another state's numbers (`rewritten`) at a path save never wrote, hands
-    back that state's parameters and nothing of the state saved before: a restore that ignores its
-    path (state kept in memory since save, or a part the checkpoint lacks taken from there) hands
-    back the earlier numbers."""
+def saved_path_target(seed: int) -> dict:
+    """The mesh the restore at the path save wrote goes onto: one of the TARGETS whose axes are in the
+    other order than the drawn target's, so that the experiment's restore and this one together
+    cover both orders."""
+    d = draw(seed)
+    if tuple(d["target"]["axes"]) == AXES:
+        return next(t for t in TARGETS if tuple(t["axes"]) != AXES)
+    return [t for t in TARGETS if tuple(t["axes"]) == AXES][seed % 2]
+
+
+def given_answer(worker, seed: int) -> dict | str:
+    """The learner's restores of the checkpoint the grader wrote (the learner's own, rewritten with
+    given_values), once per grading: at a path save never wrote onto mesh A, and at the path the
+    experiment's save wrote onto saved_path_target; or a text saying why the grader could not write it."""
     got = checkpoint(worker, seed)
     if "answer" not in got:
-        with tempfile.TemporaryDirectory(prefix="ex10-given-") as folder:  # only when this check gets here
+        with tempfile.TemporaryDirectory(prefix="ex10-given-") as folder:  # only when a check gets here
             unpack(got["files"], folder)
             given = rewritten(folder, [os.path.join(folder, rel) for rel in got["items"]], got["trees"],
                               own_runs(seed)["saved"], given_values(seed))
-        got["answer"] = given if isinstance(given, str) else worker.restore_from(draw(seed)["config"], given)
-    answer = got["answer"]
+        path = experiment(worker, seed).get("path")
+        got["answer"] = given if isinstance(given, str) else worker.restore_from(
+            draw(seed)["config"], given, path if isinstance(path, str) else None, saved_path_target(seed))
+    return got["answer"]
+
+
+def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = False) -> None:
+    """Fail `what` unless the learner's restore, given the learner's own checkpoint rewritten by the
+    grader with another state's numbers (`rewritten`), hands back that state's parameters and nothing
+    of the state saved before: at a path save never wrote, and (with `placements`) at the very path
+    save wrote, its folder replaced by the rewritten one. A restore that ignores its path (state kept
+    in memory since save, or a part the checkpoint lacks taken from there) hands back the earlier
+    numbers at the first; one that keeps a copy for each path it saved, at the second."""
+    answer = given_answer(worker, seed)
     hint = ("Hint: read every leaf from the checkpoint at `path` (ocp.StandardCheckpointer().restore(path, template)); "
             "a restarted job has nothing else.")
     if isinstance(answer, str):  # no restore to judge on a checkpoint the grader could not write: no point either
@@ -754,6 +776,54 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
     if placements:  # where that restore put the data: the route a restarted job takes
         shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
                         [p for p in answer.get("pieces") or [] if len(p["shape"]) == 2])
+        reads_the_saved_path_again(seed, answer, what)
+
+
+def at_saved_path(answer) -> dict | None:
+    """The learner's restore at the path save wrote, from given_answer, if it ran."""
+    at = answer.get("at_saved") if isinstance(answer, dict) else None
+    return at if isinstance(at, dict) else None
+
+
+def saved_path_when(seed: int) -> str:
+    target = saved_path_target(seed)
+    return (f"while restore ran onto a {tuple(target['shape'])} mesh of devices {list(target['devices'])} on the "
+            "checkpoint the grader wrote at the path your save wrote")
+
+
+def reads_the_saved_path_again(seed: int, answer: dict, what: str) -> None:
+    """Fail `what` unless the learner's restore at the path the experiment's save wrote, after the
+    grader replaced that folder with the rewritten checkpoint, hands back the rewritten state (not
+    what save had been given there, first or second), its pieces placed as the experiment's."""
+    told = ("the grader wrote another state's checkpoint (yours written again in the same layout, holding other "
+            "numbers, the counters moved on) at the path your save wrote, replacing what was there")
+    hint = ("Hint: read the checkpoint at `path` each time restore is called, also at a path this process saved: "
+            "its files may have been replaced since (by another job, or a checkpoint copied in).")
+    at = at_saved_path(answer)
+    if at is None:
+        fail(f"{what} must read the checkpoint at the path it is given, and the grader's restore at the path your "
+             f"save wrote did not run. {hint}")
+    if at["restore"] is not None:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
+             f"{at['restore']['message']} {hint}")
+    found, saved, other = at["restored"] or {}, own_runs(seed)["saved"], given_values(seed)
+    fresh_key = np.asarray(draw(seed)["config"]["key"], np.uint32)
+    earlier = (saved, second_values(seed))  # what the experiment's first and second save were given
+    kept = [n for n in saved if found.get(n) is not None and found[n]["value"] is not None
+            and not (n.endswith("dropout/key/value") and same(saved[n], fresh_key))
+            and any(not same(e[n], other[n]) and same(found[n]["value"], e[n]) for e in earlier)]
+    if kept:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore returned the state your "
+             f"save had been given: {len(kept)} leaves (e.g. {show(kept[0])}) as save had them, which the "
+             f"checkpoint there no longer holds (a copy kept since save, not the folder read). {hint}")
+    belongs = GROUPS[0][1]
+    wrong = [n for n in saved if belongs(n) and (found.get(n) is None or found[n]["value"] is None
+                                                 or not same(found[n]["value"], other[n]))]
+    if wrong:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
+             f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
+    shards_straight(draw(seed), saved_path_target(seed), saved_path_when(seed),
+                    [p for p in at.get("pieces") or [] if len(p["shape"]) == 2])
 
 
 def read_from_the_checkpoint(worker, seed: int, what: str) -> None:
@@ -1018,28 +1088,42 @@ def test_restore_never_holds_a_whole_array(worker, seed):
     """No split array is ever whole on one device or on the host while restore runs."""
     d = draw(seed)
     for desc, when, placed in restores(worker, seed):
-        split = split_leaves(d, desc)
-        for p in sorted(placed, key=lambda p: p["device"] is None):  # what reached a device first
-            shape = tuple(p["shape"])
-            if p["device"] is None:  # an array Orbax read whole onto the host, or copied there whole
-                if shape in split and p.get("fetched"):
-                    fail(f"{when}, the whole {shape} array was on the host: it was copied whole from the devices "
-                         f"({FETCHED}), which needs the whole model in host memory at once. Hint: keep the arrays "
-                         "Orbax restores where it put them; each device then only ever holds its shard.")
-                if shape in split:
-                    fail(f"{when}, the whole {shape} array was on the host: Orbax read it whole (a template leaf that "
-                         "is a NumPy array), which needs the whole model in host memory at once. Hint: give each leaf "
-                         "of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); "
-                         "Orbax then reads only each device's shard.")
-                continue
-            if shape in split:
-                fail(f"{when}, the whole {shape} array went to device {p['device']}: {WHOLE_ON_A_DEVICE}. "
-                     "Hint: give each leaf of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, "
-                     "sharding=shardings(leaf)).")
-            whole = whole_of(shape, split)
-            if whole and p["backing_size"] is not None and p["backing_size"] >= int(np.prod(whole)):
-                fail(f"{when}, the whole {whole} array was on the host (the {shape} piece sent to device "
-                     f"{p['device']} is a slice of it): restoring host arrays and placing them afterwards needs the "
-                     "whole model in host memory at once. Hint: give each leaf of the template its sharding; Orbax "
-                     "then reads only each device's shard.")
+        whole_arrays(d, desc, when, placed)
     read_from_the_checkpoint(worker, seed, "a restore that reads only each device's shards from the checkpoint")
+    at = at_saved_path(given_answer(worker, seed))
+    if at is not None:  # the restore at the path save wrote, onto a mesh with the axes in the other order
+        # The checkpoint there is the grader's, written from host arrays: it holds no sharding of its own,
+        # so a template without shardings makes Orbax read it whole onto the host where it read the
+        # learner's checkpoint onto the devices it was saved from (the experiment's restores judge that
+        # template). Here only what reached the devices, and whole copies restore itself made, count.
+        whole_arrays(d, saved_path_target(seed), saved_path_when(seed),
+                     [p for p in at.get("pieces") or [] if len(p["shape"]) == 2
+                      and (p["device"] is not None or p.get("fetched"))])
+
+
+def whole_arrays(d: dict, desc: dict, when: str, placed: list) -> None:
+    """Fail if a split array was whole on one device or on the host during one restore onto `desc`."""
+    split = split_leaves(d, desc)
+    for p in sorted(placed, key=lambda p: p["device"] is None):  # what reached a device first
+        shape = tuple(p["shape"])
+        if p["device"] is None:  # an array Orbax read whole onto the host, or copied there whole
+            if shape in split and p.get("fetched"):
+                fail(f"{when}, the whole {shape} array was on the host: it was copied whole from the devices "
+                     f"({FETCHED}), which needs the whole model in host memory at once. Hint: keep the arrays "
+                     "Orbax restores where it put them; each device then only ever holds its shard.")
+            if shape in split:
+                fail(f"{when}, the whole {shape} array was on the host: Orbax read it whole (a template leaf that "
+                     "is a NumPy array), which needs the whole model in host memory at once. Hint: give each leaf "
+                     "of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)); "
+                     "Orbax then reads only each device's shard.")
+            continue
+        if shape in split:
+            fail(f"{when}, the whole {shape} array went to device {p['device']}: {WHOLE_ON_A_DEVICE}. "
+                 "Hint: give each leaf of the template jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, "
+                 "sharding=shardings(leaf)).")
+        whole = whole_of(shape, split)
+        if whole and p["backing_size"] is not None and p["backing_size"] >= int(np.prod(whole)):
+            fail(f"{when}, the whole {whole} array was on the host (the {shape} piece sent to device "
+                 f"{p['device']} is a slice of it): restoring host arrays and placing them afterwards needs the "
+                 "whole model in host memory at once. Hint: give each leaf of the template its sharding; Orbax "
+                 "then reads only each device's shard.")

@@ -12,7 +12,8 @@ piece of data JAX placed on a device while it ran, each restored leaf's value an
 m more steps from what came back; then a second save to the same path, and what it did. A second
 probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
 (the learner's own checkpoint, written again by the judge with another state's numbers) at a path
-the learner's save never wrote to.
+the learner's save never wrote to, and again at the very path the experiment's save wrote (its folder
+made again holding only those files) onto another target mesh.
 A stage that raised is reported as data ({"outcome", "message"}, classified as the runner would),
 so the checks that need only an earlier stage still judge it.
 """
@@ -587,6 +588,9 @@ def restored_objects(out):
 # --- probes ----------------------------------------------------------------------------------
 
 _results: dict = {}
+# The paths the experiment had the learner's save write to: the only ones restore_from writes the
+# grader's checkpoint at again (each in a temporary folder of the experiment's, removed after it).
+_SAVED_PATHS: set = set()
 
 
 @probe
@@ -619,6 +623,8 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
     objects = build(config, values, m_a)
     train(config, objects, batches[:k], m_a)
     path = os.path.join(folder, "checkpoint")
+    _SAVED_PATHS.add(path)
+    result["path"] = path
     try:
         before = sys.getswitchinterval()
         sys.setswitchinterval(SAVE_SWITCH_INTERVAL)
@@ -684,22 +690,40 @@ def _saved_again(sol, config, second, path) -> dict:
     return twice
 
 
+def _restored_from(sol, config, path, target) -> dict:
+    """The learner's restore of the checkpoint at path onto the mesh `target`: each restored leaf
+    described and every piece of data placed on a device meanwhile, or what restore raised."""
+    m_t = mesh(target)
+    try:
+        with Placements() as placed:
+            out = sol.restore(path, lambda: fresh_state(config), m_t, shardings_on(config, m_t))
+        return {"restore": None, "restored": describe(restored_objects(out)), "pieces": placed.pieces}
+    except Exception as exc:
+        return {"restore": stage_error(sol, exc), "restored": None, "pieces": []}
+
+
 @probe
-def restore_from(sol, config, files):
-    """The learner's restore onto mesh A from a checkpoint folder the grader wrote (`files`: relative
-    path -> bytes, "checkpoint/..." as in the experiment's folder), at a path the learner's save never
-    wrote to: each restored leaf described and every piece of data placed on a device meanwhile, or
-    what restore raised."""
+def restore_from(sol, config, files, saved=None, target=None):
+    """The learner's restore from a checkpoint folder the grader wrote (`files`: relative path ->
+    bytes, "checkpoint/..." as in the experiment's folder), twice: onto mesh A at a path the learner's
+    save never wrote to; and, when `saved` is the path the experiment's save wrote, at that very path
+    (its folder made again, holding only these files) onto the mesh `target`. For each, every
+    restored leaf described and every piece of data placed on a device meanwhile, or what restore
+    raised; "at_saved" is None when there was no such path."""
     folder = tempfile.mkdtemp(prefix="ex10-given-")
     try:
         unpack(files, folder)
-        m_a = mesh(MESH_A)
-        try:
-            with Placements() as placed:
-                out = sol.restore(os.path.join(folder, "checkpoint"), lambda: fresh_state(config), m_a,
-                                  shardings_on(config, m_a))
-            return {"restore": None, "restored": describe(restored_objects(out)), "pieces": placed.pieces}
-        except Exception as exc:
-            return {"restore": stage_error(sol, exc), "restored": None, "pieces": []}
+        answer = _restored_from(sol, config, os.path.join(folder, "checkpoint"), MESH_A)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    answer["at_saved"] = None
+    if isinstance(saved, str) and saved in _SAVED_PATHS and isinstance(target, dict):
+        parent = os.path.dirname(saved)
+        shutil.rmtree(parent, ignore_errors=True)  # the experiment's own folder, if still there
+        try:
+            os.makedirs(parent)
+            unpack(files, parent)
+            answer["at_saved"] = _restored_from(sol, config, saved, target)
+        finally:
+            shutil.rmtree(parent, ignore_errors=True)
+    return answer

@@ -6,17 +6,13 @@ checkpoint with the reference's sharded nnx.eval_shape template.
 Within the process that saved, restore never reads the checkpoint, and a checkpoint replaced at the same
 path (by another job, or copied in from elsewhere) is not read either: restore hands back what this process
 saved there. (A restarted job has no kept copy and takes the sharded route.)
+11/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 31031: the grader now also writes
+its rewritten checkpoint (the learner's layout, another state's numbers) at the very path the experiment's
+save wrote, replacing that folder, and restores it there; 22/22 before (red team 2026-12-06).
+tests/corpus/ex10/memory_for_folders_save_never_wrote is the other half (memory for the paths save never wrote).
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
-Should score: 11/22 (stale: loses restore_reads_each_shard_straight_onto_its_device, as
-tests/corpus/ex10/memory_for_folders_save_never_wrote does): in the experiment neither restore reads the
-checkpoint, and the kept copy's shards placed by callback look like shards read straight; the grader's
-rewrite of the checkpoint is restored at another path, which this restore reads honestly. Writing the
-rewritten files over the saved path itself (in the worker, before a last restore of that same path) would
-catch it. (A cache keyed by a digest of the folder's bytes instead of its path would pass that too, but
-then it is never stale.)
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: at the path your save wrote, replacing what was there, and restore returned the state your save had been given
 """
 import jax
 import numpy as np

@@ -1,18 +1,17 @@
-"""WRONG (the technique only on one of the grader's target meshes): given a mesh of fewer devices than JAX
+"""The technique only on one of the grader's target meshes: given a mesh of fewer devices than JAX
 has whose axes are in the order ("data", "model"), restore reads every array whole onto the host (NumPy
 leaves in the template) and places it with jax.device_put; on the mesh the checkpoint was saved from, or on
 a mesh whose axes are ("model", "data"), it uses the reference's sharded nnx.eval_shape template. The
 grader draws one target mesh of three per grading; at seeds 20261130 and 7 it draws the one with the axes
 reversed. tests/corpus/ex10/host_route_on_the_saved_mesh_size with the host route moved to other meshes.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7 (both draw the target
-mesh whose axes are ("model", "data")); 10/22 at seed 1 (the (1, 4) target: "cut from larger host
-arrays"), as at any seed that draws one of the other two targets.
-Should score: 10/22 at every seed. One target mesh of three is drawn per grading, so a restore that is
-right on one of them passes one grading in three; restoring onto each of the three targets would close it.
-Finite draws, like tests/open/ex10/wrong_host_route_for_leaves_over_4096.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+10/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 31031: besides the experiment's
+restore onto the drawn target, the grader restores its rewritten checkpoint at the path save wrote onto a
+target mesh whose axes are in the other order, and judges its pieces the same way; 22/22 before at seeds
+20261130 and 7, which draw the target with the axes reversed (red team 2026-12-06).
+
+loses: restore_reads_each_shard_straight_onto_its_device: cut from larger host arrays
+loses: restore_never_holds_a_whole_array: was on the host
 """
 import jax
 import numpy as np
