@@ -1001,6 +1001,12 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
                      "NamedSharding(mesh, spec)) places them so.")
             assert_close(values, host[k], what, "Hint: place the given values; do not re-initialise them.")
         check_specs(shape, config, got, f"after init_tp_state {where}")
+        for path, unset, total in got["unset_moments"]:
+            # NaN where copies of one block differ between the devices holding them (as for the
+            # params above): each "data" group would update its copy of the weights differently.
+            fail(f"init_tp_state's optimizer state opt_state{path} {where}: {unset} of {total} entries have no one "
+                 "value on every device holding them (the devices holding copies of the same block hold different "
+                 "values), or are NaN. Hint: opt_state = tx.init(placed_params) gives every copy the same zeros.")
         if got["called"] is not None:
             # What the learner's own call placed (the worker's report) can only take the points
             # away: code that places right only when traced places wrong where it is used.
@@ -1202,7 +1208,8 @@ def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
     init = decoded(reply.get("init"), "init_tp_state", shape, (len(PARAM_SPECS), 0), len(PARAM_SPECS) + len(paths))
     outs = evaluated(init, shape, [host[k] for k in sorted(PARAM_SPECS)][:len(init.invars)], "init_tp_state")
     params, state = dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):]
-    got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths)}
+    got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths),
+           "unset_moments": unset_moments(state, paths)}
     typed = {k: typed_placement(v, shape) for k, v in zip(sorted(PARAM_SPECS), init.outvars)}
     for i, k in enumerate(sorted(PARAM_SPECS)):
         if made_outside_the_trace(init, i):
@@ -1248,6 +1255,21 @@ def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
         return dict(placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], step_paths),
                     compiled=compiled)
     return got, stepped
+
+
+def unset_moments(state, paths) -> list:
+    """(path, NaN entries, entries) of every floating leaf of the optimizer state the judge's run of
+    init_tp_state made that holds NaN: where copies of one block differ between the devices holding
+    them, the program holds NaN (program.single_device_arrays_assembled, probes.placed_constants)."""
+    found = []
+    for path, leaf in zip(paths, state):
+        try:
+            values = np.asarray(leaf)
+        except Exception:  # noqa: BLE001 (not an array: its placement is the spec check's)
+            continue
+        if np.issubdtype(values.dtype, np.inexact) and np.isnan(values).any():
+            found.append((path, int(np.isnan(values).sum()), int(values.size)))
+    return found
 
 
 def configs_of(shape, host) -> tuple:
