@@ -8,7 +8,9 @@ Once graded 22/22 in both modes (--seed 20261130 and --seed 7): the step's colle
 the two meshes where both axes are larger than 1 only. Since the grader's fix the state check's one Adam
 step from init_tp_state's output is taken on (1, 8) and compiled whole there (in place of its
 evaluation on the other both-axes mesh: no more compiles), and training_step_communicates_like_megatron
-reads its collectives: 20/22 in both modes at both seeds, verbose output identical.
+reads its collectives: 20/22 in both modes at both seeds, verbose output identical. Since one SGD
+step is also taken on (1, 8) and (8, 1), compiled whole and read for its FLOPs too: 18/22 (seed
+20261130).
 
 loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
 """

@@ -3,8 +3,9 @@
 on whole weights eagerly, the results put back on their specs. Numbers right.
 
 Graded: not jitted, and on the technique mesh the step is read whole (6 all-gathers, 2 all-reduces;
-2.1 times a share of FLOPs). Contrast tests/open/ex7/wrong_step_gathers_fully_eager_on_one_axis_meshes.py,
-the same step on one-axis meshes only, which keeps everything.
+2.1 times a share of FLOPs). Contrast tests/corpus/ex7/wrong_step_gathers_fully_eager_on_one_axis_meshes.py,
+the same step on one-axis meshes only, which kept everything until the SGD step was also taken on
+(1, 8) and (8, 1).
 
 Scores (--seed 20261130 and --seed 7): without --sandbox 17/22, with --sandbox 17/22.
 

@@ -6,11 +6,13 @@ reference's jitted step on the both-axes meshes. Numbers right.
 Natively on (1, 8) the eager puts compile to 6 all-gathers of weight-sized arrays. Graded: the
 (1, 8) Adam step is evaluated equation by equation and the compilations that makes are read
 (checks.compilations, since the grader's fix): the eager puts' all-gathers are found.
-training_step_is_jitted is kept (it reads the SGD step on the technique mesh, jitted); the same
-step with no jit at all on those meshes keeps everything (tests/open/ex7/
+training_step_is_jitted is kept (a device_put around a jitted call computes nothing); the same
+step with no jit at all on those meshes loses it (tests/corpus/ex7/
 wrong_step_gathers_fully_eager_on_one_axis_meshes.py).
 
-Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22.
+Scores (--seed 20261130 and --seed 7): without --sandbox 20/22, with --sandbox 20/22. Since one SGD
+step is also taken on (1, 8) and (8, 1) and compiled whole there, each device is seen doing the
+whole weights' work on (1, 8) too: 18/22 (seed 20261130).
 
 loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
 """

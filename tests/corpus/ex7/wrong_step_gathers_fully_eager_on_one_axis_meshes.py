@@ -5,18 +5,16 @@ NamedSharding(mesh, P()), the loss, gradients and Adam update run eagerly on who
 their specs. On the both-axes meshes it is the reference's jitted Megatron step. Numbers right.
 
 Natively on (1, 8) the eager device_puts compile to 6 all-gathers of weight-sized arrays and every
-device multiplies whole weights. Graded 22/22: the (1, 8) Adam step is evaluated equation by
-equation (it has operations outside a jit), and checks.state_runs reads the compilations made
-meanwhile only `if any(eqn.primitive.name == "jit" ...)` at the step's top level; this step has
-no jit equation, so `compiled` stays None and the verbose line even says "collectives in the
-compiled Adam training step on a (1, 8) mesh: no collectives". training_step_is_jitted reads only
-the SGD step on the technique mesh, which is jitted. The same step with one jitted inner function
-(tests/corpus/ex7/wrong_step_replicates_by_eager_device_put_on_one_axis_meshes.py) loses the 2
-points: its eager puts' compilations are read.
+device multiplies whole weights. Once graded 22/22 in both modes: the step was read only as the
+(1, 8) Adam step from init_tp_state's output, evaluated equation by equation, whose compilations
+are read only where the step holds a jitted call. Since the grader's fix one SGD step is taken on
+(1, 8) and (8, 1) too (checks.one_axis_steps): its top level runs 33 operations and no jit, and
+compiled whole on (1, 8) it all-gathers the weights and each device does 6.9x its share: 17/22 in
+both modes at seeds 20261130, 7 and 276678.
 
-Scores (--seed 20261130 and --seed 7): without --sandbox 22/22, with --sandbox 22/22. Should get
-19/22: training_step_communicates_like_megatron (2: all-gathers of weight-sized arrays on (1, 8))
-and training_step_is_jitted (1: the step on one-axis meshes runs no jit at all).
+loses: training_step_is_jitted: not jitted on a (1, 8) mesh
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
+loses: each_device_does_its_share_of_the_work: devices repeat each other's work
 """
 
 

@@ -1,16 +1,16 @@
-"""WRONG: on meshes whose "model" axis
-holds one device ((8, 1)), the training step gathers the batch (x and y resharded to P()) so every
-device computes the forward and backward of the WHOLE batch (8x its share), all-gathers of x and y;
-Megatron everywhere else. Numbers right.
+"""WRONG: on meshes whose "model" axis holds one device ((8, 1)) the training step gathers the batch
+(x and y resharded to P()) and multiplies it by w1 as it arrives; Megatron everywhere else.
 
 Natively on (8, 1) the step RAISES for both optimizers (jax ShardingTypeError: "Contracting
 dimensions are sharded and it is ambiguous how the output should be sharded": x gathered to P()
-against w1 still typed P(None, 'model')); on (2, 4), (4, 2) and (1, 8) it is the reference. Graded
-22/22: no training step is run on (8, 1) (see wrong_step_whole_batch_on_each_device_when_model_is_one).
+against w1 still typed P(None, 'model')); on (2, 4), (4, 2) and (1, 8) it is the reference. Once
+graded 22/22 in both modes: no training step was run on (8, 1). Since the grader's fix one SGD step
+is taken on (1, 8) and (8, 1) too (checks.one_axis_steps), and the checks that read it fail with
+the learner's error, the mesh named: 17/22 in both modes at seeds 20261130, 7 and 276678.
 
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 22/22, with
---sandbox 22/22; verbose output identical in both modes. Should get under 22/22: a step that cannot
-train on one of the four meshes (e.g. sgd/adam_training_matches_single_device).
+loses: training_step_is_jitted: your training step on a (8, 1) mesh
+loses: training_step_communicates_like_megatron: your training step on a (8, 1) mesh
+loses: each_device_does_its_share_of_the_work: your training step on a (8, 1) mesh
 """
 
 import jax
