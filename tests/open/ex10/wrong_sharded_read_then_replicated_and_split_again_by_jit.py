@@ -1,0 +1,48 @@
+"""Every split array whole on every device for a moment: restore reads the checkpoint with the
+reference's sharded nnx.eval_shape template, then puts the state through a jitted identity whose
+out_shardings replicate every leaf on the mesh (an all-gather: each device holds each whole kernel and its
+moments), and then through a second jitted identity whose out_shardings are shardings(leaf), which splits
+them again. What it returns is placed and valued right, but each device received the other devices' shards
+and held every split array whole, which the stub forbids ("nothing goes to other devices, nothing is moved
+afterwards, and no split array is ever whole on one device"); the moves run inside XLA programs, not
+through jax.device_put.
+
+Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
+Should score: 10/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device and
+restore_never_holds_a_whole_array: every split array whole on each device). The all-gather and the split
+after it run inside jitted programs, whose outputs the grader does not record: only batched_device_put,
+JAX's different-device-order reshard, Orbax's NumPy reads and whole copies to the host are.
+Grade: put this file as ex10_orbax_resume.py in a folder D;
+.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+"""
+import jax
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def save(path, model, optimizer, rngs):
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, pack(model, optimizer, rngs))
+    checkpointer.wait_until_finished()
+
+
+def restore(path, make_state, mesh, shardings):
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    abstract = pack(model, optimizer, rngs)
+    wanted = jax.tree.map(lambda leaf: shardings(leaf), abstract)
+    template = jax.tree.map(lambda leaf, s: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=s), abstract, wanted)
+    read = ocp.StandardCheckpointer().restore(path, template)
+    everywhere = jax.tree.map(lambda s: NamedSharding(mesh, P()), wanted)
+    whole = jax.jit(lambda tree: tree, out_shardings=everywhere)(read)
+    state = jax.jit(lambda tree: tree, out_shardings=wanted)(whole)
+    nnx.update(model, state["params"], state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs

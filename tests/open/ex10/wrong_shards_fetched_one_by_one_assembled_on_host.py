@@ -1,0 +1,53 @@
+"""The whole model through host memory, fetched shard by shard: restore reads the checkpoint with the
+reference's sharded nnx.eval_shape template, then copies every restored array to the host one
+addressable shard at a time (np.asarray(shard.data): each copy is a shard, never a whole array), assembles
+the whole array there (np.zeros, then each shard written at its index), and places each device's shard of
+that host array again with jax.make_array_from_callback (a fresh copy per shard). What it returns is placed
+and valued right, yet every split array was whole on the host while restore ran and the shards on the
+devices came from there. tests/corpus/ex10/sharded_read_then_gathered_to_host_and_placed_again with the
+gather done per shard instead of by jax.device_get.
+
+Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
+Should score: 10/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device and
+restore_never_holds_a_whole_array), as tests/corpus/ex10/sharded_read_then_gathered_to_host_and_placed_again
+does. The grader records a restored array copied whole onto the host (ArrayImpl._value); np.asarray of each
+shard's data is a copy of a shard-sized array, never of a split array's whole shape, so neither the whole
+array on the host nor the shards placed from it afterwards are seen.
+Grade: put this file as ex10_orbax_resume.py in a folder D;
+.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+"""
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def save(path, model, optimizer, rngs):
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, pack(model, optimizer, rngs))
+    checkpointer.wait_until_finished()
+
+
+def _through_host(array):
+    if jax.dtypes.issubdtype(array.dtype, jax.dtypes.prng_key):
+        return array
+    whole = np.zeros(array.shape, array.dtype)
+    for shard in array.addressable_shards:
+        whole[shard.index] = np.asarray(shard.data)
+    return jax.make_array_from_callback(array.shape, array.sharding, lambda idx: np.array(whole[idx], copy=True))
+
+
+def restore(path, make_state, mesh, shardings):
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
+                            pack(model, optimizer, rngs))
+    state = jax.tree.map(_through_host, ocp.StandardCheckpointer().restore(path, template))
+    nnx.update(model, state["params"], state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs
