@@ -1,0 +1,88 @@
+"""RIGHT: gradient accumulation over micro-batches, per device, in a shard_map step: each device
+cuts its own rows into 2 micro-batches (1 where its row count is odd) and a lax.scan adds up the
+loss and the gradients of each (value_and_grad per micro-batch; shard_map adds the weights'
+gradients over "data"); the forward of each micro-batch adds its partial sums over "model" with
+one psum. The numbers are the single-device step's; the data moved is Megatron's (the partial
+sums of the batch, in two halves).
+
+training_step_communicates_like_megatron rejects the micro-batches' partial-sum all-reduces: each
+holds (B/data/2, D) values, a size the grader's own step has no all-reduce of, and is neither a
+scalar nor a vector. At seed 20261130: "Yours also moves all-reduces of arrays of shape (6, 16)"
+on (4, 2) (D=16, H=40, B=48). Natively on (4, 2), D=40, H=48, B=80: 3 all-reduces, (10, 40) over
+"model" in the loop, the gradient blocks (40, 24)/(24, 40) and the loss over "data".
+
+Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
+--sandbox 20/22 (seed 20261130). Expected: 22/22 (the same values moved, in more collectives).
+"""
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+W1_SPEC = P(None, "model")  # column split: each device owns H/model hidden units
+W2_SPEC = P("model", None)  # row split: the same hidden units' rows of w2
+X_SPEC = P("data", None)    # the batch split over "data"; also the output's spec
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+
+
+def tp_mlp(w1, w2, x):
+    h = jax.nn.relu(x @ w1)  # column parallel: each device's own hidden units
+    return jnp.matmul(h, w2, out_sharding=X_SPEC)  # row parallel: one all-reduce over "model"
+
+
+def _tp_mlp_local(w1_blk, w2_blk, x_blk):
+    return lax.psum(jax.nn.relu(x_blk @ w1_blk) @ w2_blk, "model")
+
+
+def make_tp_mlp_shard_map(mesh):
+    return jax.shard_map(_tp_mlp_local, mesh=mesh, in_specs=(W1_SPEC, W2_SPEC, X_SPEC), out_specs=X_SPEC)
+
+
+def _loss(params, x, y):
+    return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
+
+
+def init_tp_state(mesh, tx, params):
+    placed = {k: jax.device_put(v, NamedSharding(mesh, PARAM_SPECS[k])) for k, v in params.items()}
+    return placed, tx.init(placed)
+
+
+def _micro_batches(rows: int) -> int:
+    """How many micro-batches each device's rows are cut into: 2 where they split evenly."""
+    return 2 if rows % 2 == 0 else 1
+
+
+def make_tp_train_step(mesh, tx):
+    def local_grads(w1_blk, w2_blk, x_blk, y_blk, n):
+        k = _micro_batches(x_blk.shape[0])
+        xs = x_blk.reshape(k, -1, x_blk.shape[1])
+        ys = y_blk.reshape(k, -1, y_blk.shape[1])
+
+        def micro(carry, xy):
+            loss, g1, g2 = carry
+            xb, yb = xy
+
+            def local_loss(a, b):
+                return jnp.sum((_tp_mlp_local(a, b, xb) - yb) ** 2) / n
+
+            l, (d1, d2) = jax.value_and_grad(local_loss, argnums=(0, 1))(w1_blk, w2_blk)
+            return (loss + l, g1 + d1, g2 + d2), None
+
+        # The loss differs from row block to row block (varying over "data"); the gradients come back
+        # already added over "data" by shard_map.
+        zero = (lax.pcast(jnp.zeros((), jnp.float32), ("data",), to="varying"), jnp.zeros_like(w1_blk),
+                jnp.zeros_like(w2_blk))
+        (loss, g1, g2), _ = lax.scan(micro, zero, (xs, ys))
+        return lax.psum(loss, "data"), g1, g2
+
+    def step(params, opt_state, x, y):
+        grads_fn = jax.shard_map(lambda a, b, c, d: local_grads(a, b, c, d, y.size), mesh=mesh,
+                                 in_specs=(W1_SPEC, W2_SPEC, X_SPEC, X_SPEC), out_specs=(P(), W1_SPEC, W2_SPEC))
+        loss, g1, g2 = grads_fn(params["w1"], params["w2"], x, y)
+        updates, opt_state = tx.update({"w1": g1, "w2": g2}, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return jax.jit(step)
