@@ -1007,6 +1007,11 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
             fail(f"init_tp_state's optimizer state opt_state{path} {where}: {unset} of {total} entries have no one "
                  "value on every device holding them (the devices holding copies of the same block hold different "
                  "values), or are NaN. Hint: opt_state = tx.init(placed_params) gives every copy the same zeros.")
+        for path, entries, largest in got.get("moved_moments", []):
+            fail(f"init_tp_state's optimizer state opt_state{path} {where}: {entries} entries differ from what "
+                 f"tx.init(params) gives (largest difference {largest:.3g}), so training starts from another "
+                 "state than the single-device run's. Hint: opt_state = tx.init(placed_params), with nothing "
+                 "changed.")
         if got["called"] is not None:
             # What the learner's own call placed (the worker's report) can only take the points
             # away: code that places right only when traced places wrong where it is used.
@@ -1209,7 +1214,7 @@ def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
     outs = evaluated(init, shape, [host[k] for k in sorted(PARAM_SPECS)][:len(init.invars)], "init_tp_state")
     params, state = dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):]
     got = {"values": {k: np.asarray(v, np.float64) for k, v in params.items()}, **placement(params, state, paths),
-           "unset_moments": unset_moments(state, paths)}
+           "unset_moments": unset_moments(state, paths), "moved_moments": moved_moments(state, paths, host, opt)}
     typed = {k: typed_placement(v, shape) for k, v in zip(sorted(PARAM_SPECS), init.outvars)}
     for i, k in enumerate(sorted(PARAM_SPECS)):
         if made_outside_the_trace(init, i):
@@ -1255,6 +1260,31 @@ def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
         return dict(placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], step_paths),
                     compiled=compiled)
     return got, stepped
+
+
+def moved_moments(state, paths, host: dict, opt: str) -> list:
+    """(path, entries, largest difference) of every leaf of the optimizer state the judge's run of
+    init_tp_state made whose values are not tx.init's of the given params (zeros for the moments, 0
+    for Adam's count): a state that starts elsewhere trains differently from its first step, which
+    only the Adam step on (1, 8) would show, and no step is run from the momentum-SGD state. Read
+    only where the state has tx.init's leaves and shapes: another structure is the step's to refuse."""
+    expected = jax.tree.leaves(make_tx(OPTIMIZERS[opt]).init({k: jnp.asarray(v) for k, v in host.items()}))
+    if len(expected) != len(state):
+        return []
+    found = []
+    for path, leaf, want in zip(paths, state, expected):
+        try:
+            values = np.asarray(leaf, np.float64)
+        except Exception:  # noqa: BLE001 (not an array: its placement is the spec check's)
+            continue
+        want = np.asarray(want, np.float64)
+        if values.shape != want.shape:
+            continue
+        # NaN is unset_moments' to report; equal values otherwise (tx.init's are exact zeros).
+        differ = ~np.isnan(values) & (values != want)
+        if differ.any():
+            found.append((path, int(differ.sum()), float(np.max(np.abs(values - want)[differ]))))
+    return found
 
 
 def unset_moments(state, paths) -> list:
