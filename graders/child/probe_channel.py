@@ -96,8 +96,10 @@ class Local:
         try:
             value = self.call(name, args, kwargs)
         except Exception as exc:  # a Verdict (or Tampered) about the learner's code
+            error = exc  # `exc` itself is unbound once the except clause ends
+
             def raised():
-                raise exc
+                raise error
             return raised
         return lambda: value
 
