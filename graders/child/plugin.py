@@ -26,6 +26,7 @@ class _State:
     explanation = ""  # what the running check says when it passes (see the `explain` fixture)
     backend = None  # graders/child/probe_channel.py's Local or Remote, for an exercise with probes
     until: set | None = None  # the checks after whose verdicts the grading may end (session.run)
+    before_checks = None  # called once the checks are collected, before the first one (session.run)
 
 
 STATE = _State()
@@ -97,6 +98,11 @@ def explain():
 def note():
     """note(text): a line for the report, shown whether the check passes or not."""
     return lambda text: STATE.emit(event="note", text=str(text))
+
+
+def pytest_collection_finish(session):
+    if STATE.before_checks is not None:
+        STATE.before_checks()
 
 
 def check_name(item) -> str:
