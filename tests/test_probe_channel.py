@@ -1,6 +1,6 @@
 """Calls asked ahead (graders/child/probe_channel.py): without --sandbox each is made when asked, in
 order, and what it raised is raised when its reply is read; under --sandbox the replies are read in
-the order the calls were sent."""
+the order the calls were sent. A call asked to overlap is sent under --sandbox, and not made without it."""
 
 import socket
 import threading
@@ -34,6 +34,7 @@ def test_without_sandbox_a_call_asked_ahead_is_made_when_asked_and_raises_when_r
     with pytest.raises(verdicts.Verdict, match=r"double\(-2\) is negative"):
         reads[1]()
     assert reads[2]() == 6
+    assert local.overlapped("double", (5,), {}) is None and made == [1, -2, 3]  # no call made
 
 
 def test_under_sandbox_replies_are_read_in_the_order_the_calls_were_sent():
@@ -58,7 +59,8 @@ def test_under_sandbox_replies_are_read_in_the_order_the_calls_were_sent():
             reads[1]()
         assert reads[0]() == 2
         assert remote.call("double", (4,), {}) == 8
-        assert made == [1, -2, 3, 4]
+        assert remote.overlapped("double", (5,), {})() == 10
+        assert made == [1, -2, 3, 4, 5]
     finally:
         remote.close()
         judge.close()

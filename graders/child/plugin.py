@@ -57,10 +57,20 @@ class _Ahead:
         return lambda *args, **kwargs: STATE.backend.ahead(name, args, kwargs)
 
 
+class _Overlapped:
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: STATE.backend.overlapped(name, args, kwargs)
+
+
 class _Probes:
     # `worker.ahead.name(*args)` sends the call and returns a function that reads its reply: under
     # --sandbox the worker runs it while the check works on what came before (probe_channel.Remote.ahead).
     ahead = _Ahead()
+    # `worker.overlapped.name(*args)`: the same under --sandbox; None without it, where no call is
+    # made (nothing would overlap it): the check makes the call when it needs its reply.
+    overlapped = _Overlapped()
 
     def __getattr__(self, name):
         if name.startswith("_"):
