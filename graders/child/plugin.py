@@ -26,6 +26,7 @@ class _State:
     explanation = ""  # what the running check says when it passes (see the `explain` fixture)
     backend = None  # graders/child/probe_channel.py's Local or Remote, for an exercise with probes
     until: set | None = None  # the checks after whose verdicts the grading may end (session.run)
+    before_checks = None  # called once the checks are collected, before the first one (session.run)
 
 
 STATE = _State()
@@ -56,10 +57,20 @@ class _Ahead:
         return lambda *args, **kwargs: STATE.backend.ahead(name, args, kwargs)
 
 
+class _Overlapped:
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: STATE.backend.overlapped(name, args, kwargs)
+
+
 class _Probes:
     # `worker.ahead.name(*args)` sends the call and returns a function that reads its reply: under
     # --sandbox the worker runs it while the check works on what came before (probe_channel.Remote.ahead).
     ahead = _Ahead()
+    # `worker.overlapped.name(*args)`: the same under --sandbox; None without it, where no call is
+    # made (nothing would overlap it): the check makes the call when it needs its reply.
+    overlapped = _Overlapped()
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -97,6 +108,11 @@ def explain():
 def note():
     """note(text): a line for the report, shown whether the check passes or not."""
     return lambda text: STATE.emit(event="note", text=str(text))
+
+
+def pytest_collection_finish(session):
+    if STATE.before_checks is not None:
+        STATE.before_checks()
 
 
 def check_name(item) -> str:

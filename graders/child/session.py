@@ -160,19 +160,6 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     before = guard.snapshot()  # after the probes' import, so that it covers them
     emit(event="importing")
     if remote is not None:
-        first = remote.start()
-        if "sandbox_error" in first:  # the autograder's fault: no learner code ran
-            remote.close()
-            emit(event="sandbox_error", message=first["sandbox_error"])
-            os._exit(0)
-        if "import_error" in first:
-            remote.close()
-            emit(event="import_error", message=first["import_error"])
-            os._exit(0)
-        if "tampered" in first:  # the worker's guard, at the learner's import
-            remote.close()
-            emit(event="tampered", names=first["tampered"])
-            os._exit(0)
         module = None
     elif data is not None:
         import types
@@ -209,6 +196,26 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     state.check_timeout = check_timeout
     if remote is not None:
         state.backend = remote
+
+        def worker_ready():
+            """The worker's first word, awaited once pytest has started and collected the checks
+            here: the worker imports the learner's module meanwhile (both take tens of ms). What
+            ends the grading ends it before any check starts, as it did before pytest started."""
+            first = remote.start()
+            if "sandbox_error" in first:  # the autograder's fault: no learner code ran
+                remote.close()
+                emit(event="sandbox_error", message=first["sandbox_error"])
+                os._exit(0)
+            if "import_error" in first:
+                remote.close()
+                emit(event="import_error", message=first["import_error"])
+                os._exit(0)
+            if "tampered" in first:  # the worker's guard, at the learner's import
+                remote.close()
+                emit(event="tampered", names=first["tampered"])
+                os._exit(0)
+
+        state.before_checks = worker_ready
     elif probes is not None:
         state.backend = probe_channel.Local(probes, module, solutions_dir, check_timeout)
     state.seed = settings.seed()

@@ -151,20 +151,49 @@ def problem_message(problem: dict, rebound: str) -> str:
 
 
 _REPLIES: dict = {}
+_PENDING: dict = {}  # (probe, n) -> the reader of a call sent before a check asked for it
 
 
-def ask(worker, name: str, n: int, *args, rebound: str = REBOUND_FACTORY):
+def ask(worker, name: str, n: int, *args, rebound: str = REBOUND_FACTORY, seed: int | None = None):
     """worker.name(n, *args): the probe `name` on an n-device mesh, asked once (several checks
     read one program; each probe and mesh size always gets the same inputs), failing the check
     with the problem's meaning if the probe met one. A reply is kept only if it came back: code
-    that raised is asked again by the next check, as it is run again."""
+    that raised is asked again by the next check, as it is run again. With the seed, a reply that
+    came back sends the call after it in ASKED (send_next)."""
     if (name, n) not in _REPLIES:
         nonce()
-        _REPLIES[name, n] = handed_back(getattr(worker, name)(n, *args), name, n)
+        read = _PENDING.pop((name, n), None)
+        _REPLIES[name, n] = handed_back(read() if read is not None else getattr(worker, name)(n, *args), name, n)
+        if seed is not None:
+            send_next(worker, seed, (name, n))
     reply = _REPLIES[name, n]
     if isinstance(reply, dict) and "problem" in reply:
         fail(problem_message(reply["problem"], rebound))
     return reply
+
+
+def asked_in_order() -> tuple:
+    """(probe, n, inputs) of every probe call, in the order the checks first make them."""
+    return (*(("programs", n, READ_INPUTS) for n in MESH_SIZES), ("auto_gradient_program", 8, 8),
+            *(("fresh_program", n, 11) for n in MESH_SIZES))
+
+
+def send_next(worker, seed: int, done: tuple) -> None:
+    """Under --sandbox, the call after `done` in asked_in_order() sent now (worker.overlapped), so
+    the worker traces it while this process rebuilds, runs and reads the reply it just got; ask()
+    reads it when a check asks for it. One at a time, and only after a reply came back: the
+    learner's code sees its calls in the order the checks make them, whatever raises. Without
+    --sandbox no call is made ahead (nothing would run it meanwhile)."""
+    calls = asked_in_order()
+    after = [i for i, (name, n, _) in enumerate(calls) if (name, n) == done]
+    if not after or after[0] + 1 == len(calls):
+        return
+    name, n, inputs = calls[after[0] + 1]
+    if (name, n) in _REPLIES or (name, n) in _PENDING:
+        return
+    read = getattr(worker.overlapped, name)(n, *problem(seed, n, inputs))
+    if read is not None:
+        _PENDING[name, n] = read
 
 
 def nonce() -> str:
@@ -282,7 +311,7 @@ def decoded(worker, seed: int, n: int, kind: str, *, probe: str = "programs", in
     program itself: see handed_back); its inputs and outputs of the shapes asked."""
     key = ("decoded", probe, kind, n)
     if key not in _REPLIES:
-        reply = ask(worker, probe, n, *problem(seed, n, inputs), rebound=rebound)
+        reply = ask(worker, probe, n, *problem(seed, n, inputs), rebound=rebound, seed=seed)
         message = reply.get(kind) if isinstance(reply, dict) and kind else reply
         try:
             handed = _REPLIES.get(("handed", probe, kind, n))
@@ -776,7 +805,7 @@ def fresh_run(worker, seed: int, n: int) -> dict:
     makes its loss (the program's first output), and its loss and gradient run here at draw 11.
     Where it is the very program of make_fsdp_loss(mesh)'s value_and_grad (fsdp_loss =
     make_fsdp_loss(None)), the one rebuilt and compiled for that is run."""
-    fresh = ask(worker, "fresh_program", n, *problem(seed, n, 11), rebound=REBOUND_AT_IMPORT)
+    fresh = ask(worker, "fresh_program", n, *problem(seed, n, 11), rebound=REBOUND_AT_IMPORT, seed=seed)
     made = _REPLIES.get(("programs", n))
     if (isinstance(made, dict) and "value_and_grad" in made and ("value_and_grad", n) in _REPLIES
             and same_program(fresh, made["value_and_grad"])):
