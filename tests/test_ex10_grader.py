@@ -260,3 +260,27 @@ def test_the_rewrite_moves_the_counters_the_layout_keeps_outside_the_arrays():
         json.loads(meta), custom_metadata={"step": 12, "n": [47, 3]})
     assert json.loads(got["checkpoint/step_0012/meta/metadata"]) == {"step": 12, "flag": True}
     assert got["checkpoint/latest"] == "step_0012" and got["checkpoint/ocdbt.process_5x/f"] == b"x"
+
+
+def test_the_rewrite_moves_a_step_inside_a_folder_name_and_a_number_in_a_text_file():
+    # The step as a whole number inside a folder's name (not a part of a longer number or a word), and a
+    # small file holding one counter as text, move on; the folders inside an item keep their names.
+    saved = {"1/step/value": np.asarray(5, np.int32), "2/dropout/count/value": np.asarray(40, np.uint32)}
+    given = {"1/step/value": np.asarray(12, np.int32), "2/dropout/count/value": np.asarray(47, np.uint32)}
+    files = {"step_5.orbax/_METADATA": b"{}", "step_5.orbax/c/5/0": b"x", "ckpt-05-final/_METADATA": b"{}",
+             "run_15/step_5/x": b"y", "LATEST": b"5\n", "COUNT": b" 0040 ", "NOTE": b"5 steps", "link": "step_5.orbax"}
+    got = ex10.counted_on(files, saved, given)
+    assert sorted(got) == sorted(["step_12.orbax/_METADATA", "step_12.orbax/c/5/0", "ckpt-12-final/_METADATA",
+                                  "run_15/step_12/x", "LATEST", "COUNT", "NOTE", "link"])
+    assert got["LATEST"] == b"12\n" and got["COUNT"] == b" 0047 " and got["NOTE"] == b"5 steps"
+    assert got["link"] == "step_12.orbax"
+
+
+def test_saved_counters_never_equal_an_integer_of_the_configuration():
+    # The rewrite moves every integer equal to a saved counter: a model size equal to one would move too.
+    for seed in [0, 7, 31031, TEST_SEED, *range(1, 300)]:
+        d = ex10.draw(seed)
+        taken = ex10.configuration_integers(d["config"], d["k"], d["m"])
+        saved = {d["step0"] + d["k"], d["count0"] + d["k"]}
+        moved = {v + ex10.given_shift(seed) for v in saved}
+        assert not (saved | moved) & taken and not saved & moved and d["step0"] >= 1, seed

@@ -81,6 +81,10 @@ MAX_CHECKPOINT_ELEMENTS = 1 << 22
 # never counters), and the largest JSON file whose counters the rewrite moves on.
 ORBAX_OWN = ("_METADATA", "_sharding", "manifest.ocdbt", "commit_success.txt")
 MAX_JSON = 1 << 20
+# A number in a folder's name that may be the optimizer's step it is filed under: a whole run of
+# digits ending the name or followed by punctuation ("5", "step_0005", "step_5.orbax", "ckpt-5-final"),
+# not a part of a longer number or of a word ("process_5x").
+STEP_IN_A_NAME = re.compile(r"(?<!\d)\d+(?![\dA-Za-z])")
 
 
 # --- the draw --------------------------------------------------------------------------------
@@ -99,8 +103,22 @@ def draw(seed: int) -> dict:
               "peak": peak, "warmup": warmup, "decay_steps": warmup + int(r.integers(8, 20)), "end": peak / 10,
               "wd": float(r.choice([1e-3, 1e-2])), "init_seed": int(r.integers(1 << 16)),
               "key": [int(v) for v in r.integers(0, 2**32, size=2, dtype=np.uint64)]}
-    return {"config": config, "k": k, "m": m, "target": TARGETS[int(r.integers(len(TARGETS)))],
-            "step0": int(r.integers(1, 5)), "count0": int(r.integers(20, 60))}
+    target, step0, count0 = TARGETS[int(r.integers(len(TARGETS)))], int(r.integers(1, 5)), int(r.integers(20, 60))
+    # The counters saved after k steps (the step and counts at step0 + k, the dropout count at
+    # count0 + k) never equal a size of the model or another integer of the configuration, so that
+    # the rewrite (counted_on) can tell a counter the layout keeps outside the arrays from a shape
+    # recorded beside them: where the draw makes one equal, the nearest start that does not.
+    taken = configuration_integers(config, k, m)
+    step0 = min((s for s in range(1, 9) if s + k not in taken), key=lambda s: (abs(s - step0), s))
+    count0 = min((c for c in range(20, 80) if c + k not in taken), key=lambda c: (abs(c - count0), c))
+    return {"config": config, "k": k, "m": m, "target": target, "step0": step0, "count0": count0}
+
+
+def configuration_integers(config: dict, k: int, m: int) -> set:
+    """Every integer of a grading's configuration: the model's sizes, the batch, the schedule's
+    steps, k and m, the seeds and key."""
+    return {config["din"], config["dh"], config["dout"], config["batch"], config["warmup"], config["decay_steps"],
+            config["init_seed"], *config["key"], k, m}
 
 
 _ABSTRACT: dict = {}  # configuration -> its abstract leaves (one draw per grading)
@@ -172,18 +190,27 @@ def second_values(seed: int) -> dict:
 GIVEN_SHIFT = 7
 
 
+def given_shift(seed: int) -> int:
+    """GIVEN_SHIFT, or the next number above it where a counter moved on by it would equal an
+    integer of the configuration or a saved counter (draw keeps the saved ones apart)."""
+    d = draw(seed)
+    saved = {d["step0"] + d["k"], d["count0"] + d["k"]}
+    taken = configuration_integers(d["config"], d["k"], d["m"]) | saved
+    return next(s for s in range(GIVEN_SHIFT, GIVEN_SHIFT + 100) if not {v + s for v in saved} & taken)
+
+
 @functools.cache
 def given_values(seed: int) -> dict:
     """The state the grader writes into the learner's checkpoint at another path (rewritten):
-    second_values' numbers, every counter moved on by GIVEN_SHIFT and another dropout key, so that
+    second_values' numbers, every counter moved on by given_shift and another dropout key, so that
     every leaf (floating-point or not) differs from the state saved."""
     values = dict(second_values(seed))
-    r = rng(seed * 10 + SEEDS["given"])
+    r, shift = rng(seed * 10 + SEEDS["given"]), given_shift(seed)
     for name, value in values.items():
         if name.endswith("dropout/key/value"):
             values[name] = r.integers(0, 2**32, size=value.shape, dtype=np.uint64).astype(value.dtype)
         elif np.issubdtype(value.dtype, np.integer):
-            values[name] = (value + GIVEN_SHIFT).astype(value.dtype)
+            values[name] = (value + shift).astype(value.dtype)
     return values
 
 
@@ -609,18 +636,19 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
 def counted_on(files: dict, saved: dict, given: dict) -> dict:
     """The rewritten folder's files with the counters the layout holds outside the arrays moved on
     as the arrays' were: a folder named by the optimizer's step (a CheckpointManager's step folder,
-    "5" or "step_0005") and the links to it, the integers of the checkpoint's custom_metadata and of
-    a JSON item (JsonSave) that equal a saved counter. A checkpoint filed under its step number then
+    "5" or "step_0005", or the step as a number inside its name, "step_5.orbax") and the links to it,
+    the integers of the checkpoint's custom_metadata, of a JSON item (JsonSave) and of a small file
+    holding one number as text (a LATEST pointer) that equal a saved counter. A checkpoint filed under its step number then
     stays one consistent state, as a restarted job finds it."""
     moved = {int(saved[n]): int(given[n]) for n in saved
              if np.ndim(saved[n]) == 0 and np.issubdtype(saved[n].dtype, np.integer) and not same(saved[n], given[n])}
     step = int(saved["1/step/value"]) if "1/step/value" in saved else None
 
     def folder_name(part: str) -> str:
-        match = re.fullmatch(r"(\D*?)(\d+)", part)
-        if step is None or match is None or int(match.group(2)) != step or step not in moved:
+        if step is None or step not in moved:
             return part
-        return match.group(1) + str(moved[step]).zfill(len(match.group(2)))
+        return STEP_IN_A_NAME.sub(lambda m: str(moved[step]).zfill(len(m.group(0))) if int(m.group(0)) == step
+                                  else m.group(0), part)
 
     def numbers(value, nested: bool = True):
         if isinstance(value, bool):
@@ -645,13 +673,20 @@ def counted_on(files: dict, saved: dict, given: dict) -> dict:
                 text = json.loads(data)
             except ValueError:
                 text = None
-            if name == "_CHECKPOINT_METADATA" and isinstance(text, dict) and "custom_metadata" in text:
+            bare = re.fullmatch(rb"(\s*)(\d+)(\s*)", data)
+            if bare and name != "_CHECKPOINT_METADATA":  # a pointer file holding one number, as text
+                number = str(numbers(int(bare.group(2)))).zfill(len(bare.group(2)))
+                data = bare.group(1) + number.encode() + bare.group(3)
+            elif name == "_CHECKPOINT_METADATA" and isinstance(text, dict) and "custom_metadata" in text:
                 data = json.dumps(dict(text, custom_metadata=numbers(text["custom_metadata"]))).encode()
             elif name != "_CHECKPOINT_METADATA" and isinstance(text, (dict, list)):
                 data = json.dumps(numbers(text)).encode()
         if isinstance(data, str):  # a link inside the folder: to the step folder's new name
             data = "/".join(folder_name(part) for part in data.split("/"))
-        out["/".join([*(folder_name(part) for part in parts[:-1]), name])] = data
+        # The folders the item's own files sit in (an OCDBT process folder, Zarr's chunk folders) keep their names.
+        folders = [part if any(str(PurePosixPath(*parts[:j])) in items for j in range(1, i + 1)) else folder_name(part)
+                   for i, part in enumerate(parts[:-1])]
+        out["/".join([*folders, name])] = data
     return out
 
 

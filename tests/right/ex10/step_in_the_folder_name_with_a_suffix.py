@@ -7,15 +7,11 @@ with the reference's sharded nnx.eval_shape template, and sets optimizer.step to
 where shardings says. tests/right/ex10/manager_step_number_is_the_optimizer_step with a folder name of its
 own instead of a CheckpointManager's.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: loses
-restore_reads_each_shard_straight_onto_its_device ("restore from there handed back 1 leaves (e.g.
-optimizer.step) as they were saved before").
-Should score: 22/22, as tests/right/ex10/manager_step_number_is_the_optimizer_step does. The rewrite renames a
-folder named by the step only when its whole name is non-digits then the number (checks.counted_on's
-folder_name); step_4.orbax has a suffix, so it keeps its name and the restored step comes back as saved while the rewritten arrays' counts
-moved on 7: again the rewrite made an inconsistent checkpoint, not the restore a wrong read.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+22/22 in both modes (seeds 20261130, 7, 31031). 11/22 before the grader's fix (losing
+restore_reads_each_shard_straight_onto_its_device: "restore from there handed back 1 leaves (e.g.
+optimizer.step) as they were saved before"): the grader's rewrite of the checkpoint renamed a step folder only
+when its name ended in the number, so step_4.orbax kept its name while the counts in the arrays moved on; it
+now moves the step wherever a folder's name holds it as a whole number, keeping the rest of the name.
 """
 import os
 import re

@@ -5,15 +5,11 @@ number as text (the pointer file a job reads to find where to resume, as TensorF
 a save the manager would skip (a step it already has) raises. restore reads the step number from LATEST and
 restores that step with the reference's sharded nnx.eval_shape template.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: loses
-restore_reads_each_shard_straight_onto_its_device ("restore from there raised: ... Must provide args of type
-Composite ..." at the path save never wrote: Orbax's error for a step folder that is not there).
-Should score: 22/22. The grader's rewrite moves the step folder's number (4 -> 11 at seed 20261130) and the
-integers of JSON dicts and lists, but LATEST holds "4" as plain text (json.loads gives a bare int, which
-checks.counted_on leaves alone), so the rewritten folder names a step it no longer has: the rewrite, not the
-restore, made the checkpoint inconsistent. A restarted job finds LATEST and the step folder agreeing.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+22/22 in both modes (seeds 20261130, 7, 31031). 11/22 before the grader's fix (losing
+restore_reads_each_shard_straight_onto_its_device: Orbax's error for a step folder that is not there): the
+grader's rewrite of the checkpoint moved the step folder's number but left LATEST's plain-text number, so the
+rewritten checkpoint named a step it no longer had; it now moves a small file's number when the file holds
+nothing else and the number is a saved counter, as it moves a JSON item's.
 """
 import os
 

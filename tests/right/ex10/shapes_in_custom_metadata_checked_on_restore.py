@@ -5,16 +5,12 @@ reading a byte, compares each leaf of its nnx.eval_shape template with the shape
 ValueError that names the leaf when the checkpoint was written for a model of other sizes (a clear message
 instead of Orbax's shape error deep in TensorStore). Then the reference's sharded read.
 
-Scored 11/22 in both modes (with and without --sandbox) at seed 0, the grader's default (GRADERS_SEED unset):
-loses restore_reads_each_shard_straight_onto_its_device ("restore from there raised: ... holds
-['optimizer']['opt_state'][0]['mu']['l2']['bias'].value of shape [12], the model to restore has [5]").
-22/22 at seeds 20261130 and 7 (both modes).
-Should score: 22/22 at every seed. checks.counted_on moves every integer of custom_metadata equal to a saved
-counter, whatever it means: at seed 0 the optimizer's step is 5 (moved to 12) and dout is 5, so every
-recorded dimension of 5 becomes 12 in the rewritten checkpoint. A dimension equals the step or the dropout
-count at 30% of seeds 0..1999 (2 among din, dh, dout, step, count collide), seed 0 included.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 0 [--sandbox]
+22/22 in both modes (seeds 0, 20261130, 7, 31031). 11/22 at seed 0 before the grader's fix (losing
+restore_reads_each_shard_straight_onto_its_device: "... holds ['optimizer']['opt_state'][0]['mu']['l2']['bias']
+.value of shape [12], the model to restore has [5]"): the grader's rewrite moves every integer of
+custom_metadata equal to a saved counter, and at seed 0 the saved step (5) equalled dout, so the recorded
+shapes moved too. The grader now draws its counters (and the values the rewrite moves them to) apart from
+every size and integer of its configuration.
 """
 import jax
 import orbax.checkpoint as ocp
