@@ -1,0 +1,57 @@
+"""A LATEST pointer file that names the step folder, not the number: save writes the whole state (the
+reference's pack) with ocp.StandardCheckpointer into `path`/step_<int(optimizer.step)>, waits for it, then writes
+LATEST beside it holding that folder's name as text ("step_4"), the pointer a job reads to find where to
+resume (as TensorFlow's `checkpoint` file names ckpt-4); a second save to a path that has a LATEST raises.
+restore reads the folder name from LATEST and reads that folder with the reference's sharded nnx.eval_shape
+template.
+
+Graded 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7, 0 and 31031; should be 22/22.
+It loses restore_reads_each_shard_straight_onto_its_device: "restore from there raised: ... FileNotFoundError:
+Checkpoint at .../checkpoint/step_4 not found". The grader's rewrite of the checkpoint renames the folder
+step_4 -> step_11 (the step moved on) but moves a small file's number only when the file holds nothing but
+one integer, so LATEST still says step_4 and the rewritten checkpoint names a folder it no longer has.
+tests/right/ex10/latest_step_named_in_a_text_file with a path in LATEST rather than a bare number.
+"""
+import os
+
+import jax
+import orbax.checkpoint as ocp
+from flax import nnx
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def _template(make_state, shardings):
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
+                            pack(model, optimizer, rngs))
+    return model, optimizer, rngs, template
+
+
+def _write(model, optimizer, rngs, state):
+    nnx.update(model, state["params"], state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs
+
+
+def save(path, model, optimizer, rngs):
+    if os.path.exists(os.path.join(path, "LATEST")):
+        raise FileExistsError(f"a checkpoint already exists at {path}")
+    name = f"step_{int(optimizer.step.get_value())}"
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(os.path.join(os.path.abspath(path), name), pack(model, optimizer, rngs))
+    checkpointer.wait_until_finished()
+    with open(os.path.join(path, "LATEST"), "w") as f:
+        f.write(name + "\n")
+
+
+def restore(path, make_state, mesh, shardings):
+    with open(os.path.join(path, "LATEST")) as f:
+        name = f.read().strip()
+    model, optimizer, rngs, template = _template(make_state, shardings)
+    state = ocp.StandardCheckpointer().restore(os.path.join(os.path.abspath(path), name), template)
+    return _write(model, optimizer, rngs, state)
