@@ -1264,27 +1264,25 @@ def moved_moments(state, paths, host: dict, opt: str) -> list:
     """(path, entries, largest difference) of every leaf of the optimizer state the judge's run of
     init_tp_state made whose values are not tx.init's of the given params (zeros for the moments, 0
     for Adam's count): a state that starts elsewhere trains differently from its first step, which
-    only the Adam step on (1, 8) would show, and no step is run from the momentum-SGD state. Read
-    only where the state has tx.init's leaves and shapes: another structure is the step's to refuse."""
-    # tx.init of momentum SGD and of Adam makes zeros only (moments and count): its shapes are
-    # enough, traced without running an operation.
+    only the Adam step on (1, 8) would show, and no step is run from the momentum-SGD state. A leaf
+    is read where its path ends with one of tx.init's (so also inside a container of the learner's
+    own) and it has that leaf's shape."""
+    # tx.init of momentum SGD and of Adam makes zeros only (moments and count): its paths and
+    # shapes are enough, traced without running an operation.
     shapes = {k: jax.ShapeDtypeStruct(np.shape(v), jnp.float32) for k, v in host.items()}
-    expected = jax.tree.leaves(jax.eval_shape(make_tx(OPTIMIZERS[opt]).init, shapes))
-    if len(expected) != len(state):
-        return []
+    init = jax.eval_shape(make_tx(OPTIMIZERS[opt]).init, shapes)
+    expected = {jax.tree_util.keystr(p): tuple(leaf.shape) for p, leaf in jax.tree_util.tree_flatten_with_path(init)[0]}
     found = []
-    for path, leaf, want in zip(paths, state, expected):
+    for path, leaf in zip(paths, state):
+        if not any(path.endswith(own) and np.shape(leaf) == shape for own, shape in expected.items()):
+            continue
         try:
             values = np.asarray(leaf, np.float64)
         except Exception:  # noqa: BLE001 (not an array: its placement is the spec check's)
             continue
-        if values.shape != tuple(want.shape):
-            continue
-        want = np.zeros(want.shape)
-        # NaN is unset_moments' to report; equal values otherwise.
-        differ = ~np.isnan(values) & (values != want)
+        differ = ~np.isnan(values) & (values != 0)  # NaN is unset_moments' to report
         if differ.any():
-            found.append((path, int(differ.sum()), float(np.max(np.abs(values - want)[differ]))))
+            found.append((path, int(differ.sum()), float(np.max(np.abs(values)[differ]))))
     return found
 
 
