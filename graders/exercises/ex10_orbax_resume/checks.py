@@ -788,30 +788,40 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
              "else inside its folder.")
     told = ("the grader wrote your checkpoint again with its own Orbax, in the same layout but holding another state's "
             "numbers, at a path your save never wrote to")
-    if answer["restore"] is not None:
-        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
-             f"{answer['restore']['message']} {hint}")
-    found, saved, other = answer["restored"] or {}, own_runs(seed)["saved"], given_values(seed)
-    belongs = GROUPS[0][1]
-    wrong = [n for n in saved if belongs(n) and (found.get(n) is None or found[n]["value"] is None
-                                                 or not same(found[n]["value"], other[n]))]
-    # The dropout key never changes while training: the saved one is the key make_state's fresh Rngs
-    # holds, so a restore that did not save the stream (a mistake of its own) hands it back too.
-    fresh_key = np.asarray(draw(seed)["config"]["key"], np.uint32)
-    kept = [n for n in saved if not same(saved[n], other[n]) and not (n.endswith("dropout/key/value") and
-                                                                      same(saved[n], fresh_key))
-            and found.get(n) is not None and found[n]["value"] is not None and same(found[n]["value"], saved[n])]
-    if kept:
-        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
-             f"{len(kept)} leaves (e.g. {show(kept[0])}) as they were saved before, which that checkpoint does not "
-             f"hold: they came from somewhere else than the checkpoint (kept in memory since save, or a copy of the state beside the Orbax checkpoint). {hint}")
-    if wrong:
-        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
-             f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
+    held_to_the_rewrite(seed, answer, what, told, hint, (own_runs(seed)["saved"],), lambda count, example: (
+        f"restore from there handed back {count} leaves (e.g. {example}) as they were saved before, which that "
+        "checkpoint does not hold: they came from somewhere else than the checkpoint (kept in memory since save, or a "
+        "copy of the state beside the Orbax checkpoint)."))
     if placements:  # where that restore put the data: the route a restarted job takes
         shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
                         [p for p in answer.get("pieces") or [] if len(p["shape"]) == 2])
         reads_the_saved_path_again(seed, answer, what)
+
+
+def held_to_the_rewrite(seed: int, at: dict, what: str, told: str, hint: str, earlier: tuple, kept_words) -> None:
+    """Fail `what` unless one restore of the grader's rewritten checkpoint (`at`: what the probe
+    reported of it) ran and handed back the rewritten state: no leaf as one of the `earlier` states
+    had it (where that differs from the rewrite; kept_words(count, example) says so), and the
+    parameters as the rewrite holds them."""
+    if at["restore"] is not None:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
+             f"{at['restore']['message']} {hint}")
+    found, saved, other = at["restored"] or {}, own_runs(seed)["saved"], given_values(seed)
+    # The dropout key never changes while training: the saved one is the key make_state's fresh Rngs
+    # holds, so a restore that did not save the stream (a mistake of its own) hands it back too.
+    fresh_key = np.asarray(draw(seed)["config"]["key"], np.uint32)
+    kept = [n for n in saved if found.get(n) is not None and found[n]["value"] is not None
+            and not (n.endswith("dropout/key/value") and same(saved[n], fresh_key))
+            and any(not same(e[n], other[n]) and same(found[n]["value"], e[n]) for e in earlier)]
+    if kept:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and "
+             f"{kept_words(len(kept), show(kept[0]))} {hint}")
+    belongs = GROUPS[0][1]
+    wrong = [n for n in saved if belongs(n) and (found.get(n) is None or found[n]["value"] is None
+                                                 or not same(found[n]["value"], other[n]))]
+    if wrong:
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
+             f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
 
 
 def at_saved_path(answer) -> dict | None:
@@ -838,25 +848,11 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str) -> None:
     if at is None:
         fail(f"{what} must read the checkpoint at the path it is given, and the grader's restore at the path your "
              f"save wrote did not run. {hint}")
-    if at["restore"] is not None:
-        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
-             f"{at['restore']['message']} {hint}")
-    found, saved, other = at["restored"] or {}, own_runs(seed)["saved"], given_values(seed)
-    fresh_key = np.asarray(draw(seed)["config"]["key"], np.uint32)
-    earlier = (saved, second_values(seed))  # what the experiment's first and second save were given
-    kept = [n for n in saved if found.get(n) is not None and found[n]["value"] is not None
-            and not (n.endswith("dropout/key/value") and same(saved[n], fresh_key))
-            and any(not same(e[n], other[n]) and same(found[n]["value"], e[n]) for e in earlier)]
-    if kept:
-        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore returned the state your "
-             f"save had been given: {len(kept)} leaves (e.g. {show(kept[0])}) as save had them, which the "
-             f"checkpoint there no longer holds (a copy kept since save, not the folder read). {hint}")
-    belongs = GROUPS[0][1]
-    wrong = [n for n in saved if belongs(n) and (found.get(n) is None or found[n]["value"] is None
-                                                 or not same(found[n]["value"], other[n]))]
-    if wrong:
-        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
-             f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
+    # what the experiment's first and second save were given
+    earlier = (own_runs(seed)["saved"], second_values(seed))
+    held_to_the_rewrite(seed, at, what, told, hint, earlier, lambda count, example: (
+        f"restore returned the state your save had been given: {count} leaves (e.g. {example}) as save had them, "
+        "which the checkpoint there no longer holds (a copy kept since save, not the folder read)."))
     shards_straight(draw(seed), saved_path_target(seed), saved_path_when(seed),
                     [p for p in at.get("pieces") or [] if len(p["shape"]) == 2])
 
