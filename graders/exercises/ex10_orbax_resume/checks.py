@@ -4,7 +4,8 @@ its shards, onto another mesh; resuming equals never stopping.
 The grader trains its own model (graders/exercises/ex10_orbax_resume/probes.py: BatchNorm, Dropout, AdamW
 with a warmup schedule, a dropout stream) from a starting state it draws, with non-zero counters.
 The worker trains it k steps on mesh A, calls the learner's save, then the learner's restore onto
-a target mesh, and trains m more steps from what came back; it sends back every number, what the
+a target mesh (from the learner's file imported afresh, as a job restarted after save has it), and
+trains m more steps from what came back; it sends back every number, what the
 checkpoint folder held, where each restored leaf lives and every piece of data placed on a device
 while restore ran. The expected numbers are the grader's own: the same steps trained straight
 through, and its own resume (the state moved to the target mesh by the grader). The checkpoint is
@@ -24,7 +25,8 @@ restore_never_holds_a_whole_array, save_returns_after_the_write_is_finished) als
 grader's own reading of an Orbax checkpoint holding the parameters after k steps
 (read_from_the_checkpoint). The first also needs the learner's restore to read the checkpoint at
 the path it is given (reads_the_given_checkpoint): the grader writes the learner's checkpoint again,
-in its layout, with another state's numbers, and the worker runs the learner's restore on its files
+in its layout, with another state's numbers (its counters and names as saved), and the worker runs
+the learner's restore, in the process that saved, on its files
 at a path the learner's save never wrote, then at the very path the experiment's save wrote (that
 folder replaced by them) onto a target mesh with the axes in the other order than the drawn one's;
 restore must hand back that state both times, not the one saved, and place it as the experiment's.
@@ -33,7 +35,6 @@ restore must hand back that state both times, not the one saved, and place it as
 import functools
 import json
 import os
-import re
 import shutil
 import tempfile
 from pathlib import PurePosixPath
@@ -77,14 +78,6 @@ FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
 SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
-# Files of a checkpoint folder that Orbax writes for itself (their numbers are shapes, sizes, times:
-# never counters), and the largest JSON file whose counters the rewrite moves on.
-ORBAX_OWN = ("_METADATA", "_sharding", "manifest.ocdbt", "commit_success.txt")
-MAX_JSON = 1 << 20
-# A number in a folder's name that may be the optimizer's step it is filed under: a whole run of
-# digits ending the name or followed by punctuation ("5", "step_0005", "step_5.orbax", "ckpt-5-final"),
-# not a part of a longer number or of a word ("process_5x").
-STEP_IN_A_NAME = re.compile(r"(?<!\d)\d+(?![\dA-Za-z])")
 
 
 # --- the draw --------------------------------------------------------------------------------
@@ -104,21 +97,7 @@ def draw(seed: int) -> dict:
               "wd": float(r.choice([1e-3, 1e-2])), "init_seed": int(r.integers(1 << 16)),
               "key": [int(v) for v in r.integers(0, 2**32, size=2, dtype=np.uint64)]}
     target, step0, count0 = TARGETS[int(r.integers(len(TARGETS)))], int(r.integers(1, 5)), int(r.integers(20, 60))
-    # The counters saved after k steps (the step and counts at step0 + k, the dropout count at
-    # count0 + k) never equal a size of the model or another integer of the configuration, so that
-    # the rewrite (counted_on) can tell a counter the layout keeps outside the arrays from a shape
-    # recorded beside them: where the draw makes one equal, the nearest start that does not.
-    taken = configuration_integers(config, k, m)
-    step0 = min((s for s in range(1, 9) if s + k not in taken), key=lambda s: (abs(s - step0), s))
-    count0 = min((c for c in range(20, 80) if c + k not in taken), key=lambda c: (abs(c - count0), c))
     return {"config": config, "k": k, "m": m, "target": target, "step0": step0, "count0": count0}
-
-
-def configuration_integers(config: dict, k: int, m: int) -> set:
-    """Every integer of a grading's configuration: the model's sizes, the batch, the schedule's
-    steps, k and m, the seeds and key."""
-    return {config["din"], config["dh"], config["dout"], config["batch"], config["warmup"], config["decay_steps"],
-            config["init_seed"], *config["key"], k, m}
 
 
 _ABSTRACT: dict = {}  # configuration -> its abstract leaves (one draw per grading)
@@ -184,33 +163,18 @@ def second_values(seed: int) -> dict:
     return start_values(later, seed * 10 + SEEDS["second"])
 
 
-# How far the state the grader writes into the learner's checkpoint (given_values) has its counters
-# moved from the saved state's: any non-zero number; the optimizer's step, the schedule's counts and
-# the dropout stream's count all move by it, so they stay one consistent state.
-GIVEN_SHIFT = 7
-
-
-def given_shift(seed: int) -> int:
-    """GIVEN_SHIFT, or the next number above it where a counter moved on by it would equal an
-    integer of the configuration or a saved counter (draw keeps the saved ones apart)."""
-    d = draw(seed)
-    saved = {d["step0"] + d["k"], d["count0"] + d["k"]}
-    taken = configuration_integers(d["config"], d["k"], d["m"]) | saved
-    return next(s for s in range(GIVEN_SHIFT, GIVEN_SHIFT + 100) if not {v + s for v in saved} & taken)
-
-
 @functools.cache
 def given_values(seed: int) -> dict:
-    """The state the grader writes into the learner's checkpoint at another path (rewritten):
-    second_values' numbers, every counter moved on by given_shift and another dropout key, so that
-    every leaf (floating-point or not) differs from the state saved."""
+    """The state the grader writes into the learner's checkpoint (rewritten): second_values' numbers
+    and another dropout key, the counters as saved. The counters stay, so that a layout filing the
+    checkpoint under its step (a step folder, a LATEST pointer, an index) stays one consistent
+    checkpoint: a restore that takes its counters from memory instead is one the experiment's
+    restores catch, as they run from the learner's file imported afresh (probes.restarted)."""
     values = dict(second_values(seed))
-    r, shift = rng(seed * 10 + SEEDS["given"]), given_shift(seed)
+    r = rng(seed * 10 + SEEDS["given"])
     for name, value in values.items():
         if name.endswith("dropout/key/value"):
             values[name] = r.integers(0, 2**32, size=value.shape, dtype=np.uint64).astype(value.dtype)
-        elif np.issubdtype(value.dtype, np.integer):
-            values[name] = (value + shift).astype(value.dtype)
     return values
 
 
@@ -586,12 +550,13 @@ def read_tree(item: str):
 def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
     """The checkpoint folder save wrote, with each of its items written again by the grader's own
     Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
-    `given`'s values wherever it held the saved state's (the floating-point numbers, the counters
-    and the dropout key alike; everything else as it was): a checkpoint in the learner's own layout,
+    `given`'s values wherever it held the saved state's (the floating-point numbers and the dropout
+    key; the counters and everything else as they were): a checkpoint in the learner's own layout,
     holding a state the learner's save never wrote. The item's own checkpoint metadata
     (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
-    does not write (another item inside it, a file, a symlink) are kept. As files (relative path ->
-    bytes, a symlink -> its target), or a text saying why the grader's Orbax could not write it."""
+    does not write (another item inside it, a file, a symlink, every name) are kept. As files
+    (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
+    not write it."""
     swap = {}
     for name, value in saved.items():
         if not same(value, given[name]):
@@ -630,64 +595,7 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
             os.rename(again, item)
         except Exception as exc:  # a layout the grader's Orbax does not write
             return f"{os.path.relpath(item, folder)}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    return counted_on(read_folder(folder, listing(folder)), saved, given)
-
-
-def counted_on(files: dict, saved: dict, given: dict) -> dict:
-    """The rewritten folder's files with the counters the layout holds outside the arrays moved on
-    as the arrays' were: a folder named by the optimizer's step (a CheckpointManager's step folder,
-    "5" or "step_0005", or the step as a number inside its name, "step_5.orbax") and the links to it,
-    the integers of the checkpoint's custom_metadata, of a JSON item (JsonSave) and of a small file
-    holding one number as text (a LATEST pointer) that equal a saved counter. A checkpoint filed under its step number then
-    stays one consistent state, as a restarted job finds it."""
-    moved = {int(saved[n]): int(given[n]) for n in saved
-             if np.ndim(saved[n]) == 0 and np.issubdtype(saved[n].dtype, np.integer) and not same(saved[n], given[n])}
-    step = int(saved["1/step/value"]) if "1/step/value" in saved else None
-
-    def folder_name(part: str) -> str:
-        if step is None or step not in moved:
-            return part
-        return STEP_IN_A_NAME.sub(lambda m: str(moved[step]).zfill(len(m.group(0))) if int(m.group(0)) == step
-                                  else m.group(0), part)
-
-    def numbers(value, nested: bool = True):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int):
-            return moved.get(value, value)
-        if isinstance(value, dict) and nested:
-            return {k: numbers(v) for k, v in value.items()}
-        if isinstance(value, list) and nested:
-            return [numbers(v) for v in value]
-        return value
-
-    items = {str(PurePosixPath(rel).parent) for rel in files if PurePosixPath(rel).name == "_METADATA"}
-    out = {}
-    for rel, data in files.items():
-        parts = PurePosixPath(rel).parts
-        name = PurePosixPath(rel).name
-        inside_item = any(str(PurePosixPath(*parts[:i])) in items for i in range(1, len(parts)))
-        if isinstance(data, bytes) and (name == "_CHECKPOINT_METADATA" or not inside_item) and name not in ORBAX_OWN \
-                and len(data) <= MAX_JSON:
-            try:
-                text = json.loads(data)
-            except ValueError:
-                text = None
-            bare = re.fullmatch(rb"(\s*)(\d+)(\s*)", data)
-            if bare and name != "_CHECKPOINT_METADATA":  # a pointer file holding one number, as text
-                number = str(numbers(int(bare.group(2)))).zfill(len(bare.group(2)))
-                data = bare.group(1) + number.encode() + bare.group(3)
-            elif name == "_CHECKPOINT_METADATA" and isinstance(text, dict) and "custom_metadata" in text:
-                data = json.dumps(dict(text, custom_metadata=numbers(text["custom_metadata"]))).encode()
-            elif name != "_CHECKPOINT_METADATA" and isinstance(text, (dict, list)):
-                data = json.dumps(numbers(text)).encode()
-        if isinstance(data, str):  # a link inside the folder: to the step folder's new name
-            data = "/".join(folder_name(part) for part in data.split("/"))
-        # The folders the item's own files sit in (an OCDBT process folder, Zarr's chunk folders) keep their names.
-        folders = [part if any(str(PurePosixPath(*parts[:j])) in items for j in range(1, i + 1)) else folder_name(part)
-                   for i, part in enumerate(parts[:-1])]
-        out["/".join([*folders, name])] = data
-    return out
+    return read_folder(folder, listing(folder))
 
 
 def missing_parts(stored: list, saved: dict) -> list[str]:
@@ -841,7 +749,7 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str) -> None:
     grader replaced that folder with the rewritten checkpoint, hands back the rewritten state (not
     what save had been given there, first or second), its pieces placed as the experiment's."""
     told = ("the grader wrote another state's checkpoint (yours written again in the same layout, holding other "
-            "numbers, the counters moved on) at the path your save wrote, replacing what was there")
+            "numbers and another dropout key) at the path your save wrote, replacing what was there")
     hint = ("Hint: read the checkpoint at `path` each time restore is called, also at a path this process saved: "
             "its files may have been replaced since (by another job, or a checkpoint copied in).")
     at = at_saved_path(answer)

@@ -7,7 +7,8 @@ them straight through to get the expected numbers. The judge draws the configura
 starting state and the batches, and sends them; one probe, `experiment`, hands back what the
 learner's code made of them, as plain data: k steps on mesh A and the learner's `save` (the
 checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
-changing); for each target mesh, the learner's `restore` (what `make_state` was asked for, every
+changing); for each target mesh, the learner's `restore`, from the learner's file imported afresh as a job
+restarted after the save has it (what `make_state` was asked for, every
 piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
 m more steps from what came back; then a second save to the same path, and what it did. A second
 probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
@@ -18,6 +19,7 @@ A stage that raised is reported as data ({"outcome", "message"}, classified as t
 so the checks that need only an earlier stage still judge it.
 """
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -598,8 +600,9 @@ def experiment(sol, config, values, batches, k, targets, second):
     """The whole experiment, once per arguments (every check reads it):
       * train k steps on mesh A from `values`, and save with the learner's save: the folder's
         listing the moment save returned, then every byte once it stops changing;
-      * for each target mesh in `targets`: restore with the learner's restore (what make_state was
-        asked for, every piece of data placed on a device meanwhile, each restored leaf), then
+      * for each target mesh in `targets`: restore with the learner's restore, from the learner's file
+        imported afresh as a restarted job has it (what make_state was asked for, every piece of
+        data placed on a device meanwhile, each restored leaf), then
         train on with the remaining batches (the losses and the final state);
       * save the state `second` (same step, other values) to the same path: what the learner's save
         raised, if anything; if nothing, what restore onto mesh A reads back.
@@ -644,18 +647,39 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
     return result
 
 
+def restarted(sol):
+    """The learner's file imported afresh, as a job restarted after the save has it: nothing the
+    module kept since save (a copy of the state, a counter, a manager's memory) is there."""
+    spec = importlib.util.spec_from_file_location(f"{sol.__name__}_restarted", sol.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def as_restarted(error: dict) -> dict:
+    """A failed restore of the experiment's, said as what it was: a restarted job's."""
+    if error["outcome"] == "not_attempted":
+        return error
+    return dict(error, message=(
+        "restore runs here as a job restarted after save runs it (your file imported afresh, so nothing your module "
+        f"kept since save is there), and {error['message']} Hint: read every leaf from the checkpoint at `path`: a "
+        "restarted job has nothing else."))
+
+
 def _resumed(sol, config, batches, target, path) -> dict:
-    """The learner's restore onto `target`, then the grader's steps on what it returned."""
+    """The learner's restore onto `target`, from a fresh import of the learner's file (restarted),
+    then the grader's steps on what it returned."""
     run = {"restore": None, "calls": [], "pieces": [], "restored": None, "train": None, "losses": None,
            "final": None}
     m_t = mesh(target)
     try:
+        job = restarted(sol)
         with Placements() as placed, Lowerings(run["calls"]):
-            out = sol.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
+            out = job.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
         run["pieces"] = placed.pieces
         restored = restored_objects(out)
     except Exception as exc:
-        run["restore"] = stage_error(sol, exc)
+        run["restore"] = as_restarted(stage_error(sol, exc))
         return run
     run["restored"] = describe(restored)
     try:

@@ -5,8 +5,11 @@ restore reads the checkpoint with the reference's sharded template, then replace
 leaf by the copy kept in memory (and raises KeyError when there is none, as in any restarted job).
 11/22 in both modes (seeds 20261130, 7); 22/22 while the grader's rewrite of the checkpoint changed its
 floating-point numbers only (red team 2026-12-06): it now moves the counters and the key on too.
+Now 4/22 (seed 20261130): the experiment's restores run from the learner's file imported afresh, as
+a job restarted after save has it, and the copy kept since save is not there.
 
-loses: restore_reads_each_shard_straight_onto_its_device: as they were saved before, which that checkpoint does not hold
+loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
 """
 import jax
 import numpy as np

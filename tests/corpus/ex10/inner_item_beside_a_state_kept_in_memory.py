@@ -5,9 +5,11 @@ small Orbax item saved inside the checkpoint's folder (path/"format", a Standard
 while the grader's rewrite of the checkpoint deleted the inner item with the outer one, failed, and then
 skipped the check; the rewrite now keeps what the item holds beside its own data (and a rewrite that fails
 fails the check) (red team 2026-12-06).
+Now 4/22 (seed 20261130): the experiment's restores run from the learner's file imported afresh, as
+a job restarted after save has it, and the copy kept since save is not there.
 
-technique: none
-loses: restore_reads_each_shard_straight_onto_its_device: must read the checkpoint at the path it is given
+loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
 """
 import os
 

@@ -4,8 +4,11 @@ save wrote reads it with the reference's sharded template, but a path it never s
 another job, copied in) is "not ours": it hands back the kept state, each device's shard placed with
 jax.make_array_from_callback.
 11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
+Now 4/22 (seed 20261130): the experiment's restores run from the learner's file imported afresh, as
+a job restarted after save has it, and the copy kept since save is not there.
 
-loses: restore_reads_each_shard_straight_onto_its_device: as they were saved before, which that checkpoint does not hold
+loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
 """
 import jax
 import numpy as np

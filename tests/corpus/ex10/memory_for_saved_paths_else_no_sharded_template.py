@@ -9,9 +9,11 @@ jax.device_put's it where shardings says (tests/corpus/ex10/orbax_without_sharde
 wrote at another path puts the data, as it does the experiment's; 22/22 before (red team 2026-12-06).
 (orbax_without_sharded_template alone also loses restore_never_holds_a_whole_array, which reads the
 experiment's restores only.)
+Now 10/22 (seed 20261130) from the experiment's own restores: they run from the learner's file imported
+afresh, as a job restarted after save has it, where nothing is kept and the route without a template is taken.
 
 technique: none
-loses: restore_reads_each_shard_straight_onto_its_device: on the checkpoint the grader wrote at another path
+loses: restore_reads_each_shard_straight_onto_its_device: which are not in the mesh restore was given
 """
 import jax
 import numpy as np

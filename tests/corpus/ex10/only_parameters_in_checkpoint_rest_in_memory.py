@@ -5,9 +5,12 @@ copies). A restarted job resumes with none of it. 10/22 in both modes (seeds 202
 the grader's fix. The value checks still hold restore's values to the judge's state (they pass: the kept copy is that
 state); the restore from the grader's checkpoint at another path is what shows the rest never came from a
 checkpoint.
+Now 3/22 (seed 20261130): the experiment's restores run from the learner's file imported afresh, as
+a job restarted after save has it, and the copy kept since save is not there.
 
 loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the BatchNorm statistics
-loses: restore_reads_each_shard_straight_onto_its_device: must read the checkpoint at the path it is given
+loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
 """
 import jax
 import jax.numpy as jnp

@@ -1,7 +1,10 @@
 """Writes the checkpoint, but restore hands back a copy of the arrays save kept in memory, moved
 onto the mesh: nothing is read from the checkpoint (a restarted job has no such copy).
+Now 4/22 (seed 20261130): the experiment's restores run from the learner's file imported afresh, as
+a job restarted after save has it, and the copy kept since save is not there.
 
-loses: restore_reads_each_shard_straight_onto_its_device: while restore ran
+loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
 """
 import jax
 from flax import nnx

@@ -4,9 +4,11 @@ nnx.eval_shape(make_state) and places each device's shard of the kept copy with 
 (a fresh copy per shard). A restarted job has no such copy. tests/corpus/ex10/state_kept_in_memory with the
 kept arrays on the host, placed shard by shard. Given the checkpoint the grader wrote at another path, restore
 fails (the copy is kept by path). 11/22 in both modes (seeds 20261130, 7); 22/22 before the grader's fix.
+Now 4/22 (seed 20261130): the experiment's restores run from the learner's file imported afresh, as
+a job restarted after save has it, and the copy kept since save is not there.
 
-technique: none
-loses: restore_reads_each_shard_straight_onto_its_device: must read the checkpoint at the path it is given
+loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
 """
 import jax
 import jax.numpy as jnp

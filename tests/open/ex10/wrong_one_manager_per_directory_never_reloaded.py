@@ -7,9 +7,10 @@ replaced at that directory since (by another job, or copied in) is not seen, and
 folder that is gone (Orbax's docs: call manager.reload() when the directory changed). With reload() before
 restoring it is right: tests/right/ex10/one_manager_per_directory_reloaded.
 
-11/22 in both modes (with and without --sandbox) at seeds 20261130 and 7 (red team 2026-12-06).
-
-loses: restore_reads_each_shard_straight_onto_its_device: at the path your save wrote, replacing what was there, and restore from there raised
+Graded 11/22 in both modes at seeds 20261130 and 7 while the grader's rewrite of the checkpoint moved the
+step folder on (the stale manager asked for the old one); 22/22 (seed 20261130) now that the rewrite keeps
+every name: the checkpoint the grader writes at the path save wrote has the step the manager lists, and
+its files are read afresh. Should be 11/22: a checkpoint of another step written there is not seen.
 """
 import jax
 import orbax.checkpoint as ocp

@@ -3,14 +3,13 @@ whole state) under int(optimizer.step), then a LATEST file holding that number, 
 state keyed by the step number. restore reads LATEST; for a step this process saved it never opens the
 checkpoint and places each device's shard of the kept copy with jax.make_array_from_callback (a fresh copy per
 shard); for any other step it reads the checkpoint with the reference's sharded nnx.eval_shape template.
-The grader's rewrite moves LATEST's number on with the counters (4 -> 11), so every checkpoint the grader
-writes (at another path, and at the path save wrote) names a step this process never saved and is read
-properly, while the experiment's own restores read nothing from the checkpoint.
+It scored 22/22 in both modes at seeds 20261130, 7, 0 and 31031 while the grader's rewrite moved LATEST's
+number on with the counters (4 -> 11), so every checkpoint the grader wrote named a step this process never
+saved. Now the rewrite leaves LATEST as it was, and the experiment's restores run from the learner's file
+imported afresh (a restarted job: nothing kept, the checkpoint read); the restore of the grader's checkpoint
+at another path, in the process that saved, hands back the kept copy: 11/22 (seed 20261130).
 
-Graded 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7, 0 and 31031; should be 11/22
-(restore_reads_each_shard_straight_onto_its_device lost, technique: none, as
-tests/corpus/ex10/memory_for_saved_paths_else_sharded_read). Another detector of the rewrite, like
-tests/open/ex10/wrong_memory_keyed_by_the_folder_digest: here the counter the rewrite moves is itself the key.
+loses: restore_reads_each_shard_straight_onto_its_device: as they were saved before, which that checkpoint does not hold
 """
 import os
 

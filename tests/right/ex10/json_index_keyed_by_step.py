@@ -4,11 +4,10 @@ ocp.StandardCheckpointer into `path`/ckpt_<step, six digits>, waits for it, then
 with an index raises. restore looks the latest step up in the index and reads its folder with the
 reference's sharded nnx.eval_shape template.
 
-Graded 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7, 0 and 31031; should be 22/22.
-It loses restore_reads_each_shard_straight_onto_its_device: "restore from there raised: ... KeyError: '11'".
-The grader's rewrite moves the integer "latest" (4 -> 11) and renames the folder ckpt_000004 -> ckpt_000011,
-but leaves the dict key "4" and the string value "ckpt_000004": the rewritten index points from a step it
-does not list to a folder that is gone. A step number held in a JSON key or inside a string is not moved.
+22/22 (seed 20261130, without --sandbox). It scored 11/22 in both modes at seeds 20261130, 7, 0 and
+31031 while the grader's rewrite of the checkpoint moved the step on where the layout names it (a
+folder's name, a number in a JSON or text file); the rewrite now changes the numbers inside the
+checkpoint's items only and leaves every counter, name and file beside them as save wrote them.
 """
 import json
 import os
