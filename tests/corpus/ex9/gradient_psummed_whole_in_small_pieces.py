@@ -66,6 +66,11 @@ def zero1_spec(shape, n):
     return P() if axis is None else P(*([None] * axis), "data")
 
 
+def piece_size(leaves, n):
+    """The largest piece smaller than every leaf ZeRO-1 splits on n devices: no piece is a whole gradient."""
+    return min(int(p.size) for p in leaves if split_axis(p.shape, n) is not None) - 1
+
+
 def init_zero1_state(params, mesh):
     n = mesh.shape["data"]
 
@@ -78,9 +83,11 @@ def init_zero1_state(params, mesh):
 
 def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
     n = mesh.shape["data"]
+    size = [1]  # piece_size of the params step is traced with
 
     @jax.jit
     def step(params, state, x, y):
+        size[0] = piece_size(jax.tree.leaves(params), n)
         axes = jax.tree.map(lambda p: split_axis(p.shape, n), params)
         specs = jax.tree.map(lambda p: zero1_spec(p.shape, n), params)
         state_specs = {"mu": specs, "nu": specs, "count": P()}
@@ -92,7 +99,7 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
 
             def reduce(g, axis):
                 flat = g.reshape(-1)
-                pieces = [flat[k:k + 8] for k in range(0, flat.size, 8)]
+                pieces = [flat[k:k + size[0]] for k in range(0, flat.size, size[0])]
                 whole = jnp.concatenate(lax.psum(pieces, "data")).reshape(g.shape) / n
                 if axis is None:
                     return whole

@@ -70,6 +70,11 @@ def zero1_spec(shape, n):
     return P() if axis is None else P(*([None] * axis), "data")
 
 
+def piece_size(leaves, n):
+    """The largest piece smaller than every leaf ZeRO-1 splits on n devices: no piece is a whole gradient."""
+    return min(int(p.size) for p in leaves if split_axis(p.shape, n) is not None) - 1
+
+
 def init_zero1_state(params, mesh):
     n = mesh.shape["data"]
 
@@ -82,15 +87,17 @@ def init_zero1_state(params, mesh):
 
 def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
     n = mesh.shape["data"]
+    size = [1]  # piece_size of the params step is traced with
 
     def summed(t):
         flat = t.reshape(-1)
-        pieces = [flat[k:k + 8] for k in range(0, flat.size, 8)]
+        pieces = [flat[k:k + size[0]] for k in range(0, flat.size, size[0])]
         return jnp.concatenate(lax.psum(pieces, "data")).reshape(t.shape)
 
     @jax.jit
     def step(params, state, x, y):
         leaves, treedef = jax.tree.flatten(params)
+        size[0] = piece_size(leaves, n)
         axes = [split_axis(p.shape, n) for p in leaves]
         specs = treedef.unflatten([zero1_spec(p.shape, n) for p in leaves])
         state_specs = {"mu": specs, "nu": specs, "count": P()}
