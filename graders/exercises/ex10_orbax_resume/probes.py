@@ -19,6 +19,7 @@ A stage that raised is reported as data ({"outcome", "message"}, classified as t
 so the checks that need only an earlier stage still judge it.
 """
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -647,23 +648,35 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
     return result
 
 
+@contextlib.contextmanager
 def restarted(sol):
     """The learner's file imported afresh, as a job restarted after the save has it: nothing the
-    module kept since save (a copy of the state, a counter, a manager's memory) is there."""
-    spec = importlib.util.spec_from_file_location(f"{sol.__name__}_restarted", sol.__file__)
+    module kept since save (a copy of the state, a counter, a manager's memory) is there. While it
+    is used it is the module of the learner's name in sys.modules, as in a restarted job, so that
+    what looks a module up by name (dataclasses, pickle) finds it; then the first import is again."""
+    name = sol.__name__
+    spec = importlib.util.spec_from_file_location(name, sol.__file__)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    before = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before
 
 
 def as_restarted(error: dict) -> dict:
     """A failed restore of the experiment's, said as what it was: a restarted job's."""
     if error["outcome"] == "not_attempted":
         return error
+    # The fact, not a hint: the error may have another cause than something kept in memory.
     return dict(error, message=(
         "restore runs here as a job restarted after save runs it (your file imported afresh, so nothing your module "
-        f"kept since save is there), and {error['message']} Hint: read every leaf from the checkpoint at `path`: a "
-        "restarted job has nothing else."))
+        f"kept since save is there), and {error['message']}"))
 
 
 def _resumed(sol, config, batches, target, path) -> dict:
@@ -673,11 +686,11 @@ def _resumed(sol, config, batches, target, path) -> dict:
            "final": None}
     m_t = mesh(target)
     try:
-        job = restarted(sol)
-        with Placements() as placed, Lowerings(run["calls"]):
-            out = job.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
-        run["pieces"] = placed.pieces
-        restored = restored_objects(out)
+        with restarted(sol) as job:
+            with Placements() as placed, Lowerings(run["calls"]):
+                out = job.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
+            run["pieces"] = placed.pieces
+            restored = restored_objects(out)
     except Exception as exc:
         run["restore"] = as_restarted(stage_error(sol, exc))
         return run
