@@ -140,6 +140,6 @@ def restore(path, make_state, mesh, shardings):
     into the abstract objects (nnx.update) or merge it with their graphdef (nnx.merge). Do not
     jax.device_put afterwards, and do not use jax.device_put_replicated (gone in JAX 0.12).
     Read everything from the checkpoint: the grader calls restore as a job restarted after save
-    would, from this file imported afresh, with nothing kept in memory since save.
+    would, in a process that never saved, with nothing kept in memory since save.
     """
     raise NotImplementedError

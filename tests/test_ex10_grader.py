@@ -269,3 +269,26 @@ def test_the_rewrite_changes_the_numbers_and_no_name_or_file_the_layout_keeps_be
     assert all(got[rel] == data for rel, data in beside.items())
     again = ex10.read_tree(str(item))
     assert int(again["step"]) == 5 and np.array_equal(again["w"], given["w"])
+
+
+def test_where_jax_has_made_its_devices_the_restores_import_the_learners_file_afresh_here(tmp_path):
+    # A process forked once JAX has made its devices cannot use them: before_solution forks none
+    # there, and the experiment's restores run from the learner's file imported afresh in this
+    # process instead, where nothing its first import kept is seen (and the failure says so).
+    import importlib.util
+
+    from graders.exercises.ex10_orbax_resume import probes
+
+    jax.devices()  # this process has made its devices
+    probes.before_solution()
+    assert not probes._RESTART
+    (tmp_path / "ex10_orbax_resume.py").write_text(
+        "_kept = {}\n\n\ndef restore(path, make_state, mesh, shardings):\n    return _kept[path]\n")
+    spec = importlib.util.spec_from_file_location("ex10_orbax_resume", tmp_path / "ex10_orbax_resume.py")
+    sol = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sol)
+    sol._kept["ckpt"] = "a state kept since save"
+    [run] = probes.restarted_runs(sol, ex10.draw(TEST_SEED)["config"], [], [probes.MESH_A], "ckpt")
+    assert run["restored"] is None and run["restore"]["outcome"] == "failed"
+    message = run["restore"]["message"]
+    assert "your file imported afresh" in message and "never saved" not in message and "KeyError" in message

@@ -30,6 +30,14 @@ def probe_module(ex_id: str):
     return importlib.import_module(catalog.probes_module(ex_id))
 
 
+def before_solution(probes) -> None:
+    """What an exercise's probes do before the learner's module is imported, if anything (ex10
+    forks the process its restores run in, one that never ran the learner's save)."""
+    hook = getattr(probes, "before_solution", None)
+    if callable(hook):
+        hook()
+
+
 def run_probe(probes, solution, solutions_dir: Path, check_timeout: float, request) -> bytes:
     """The encoded reply to one request: {"value": ...}, or {"outcome", "message"} when the
     probe (or the learner's code under it) raised, classified here, next to the traceback."""
@@ -234,6 +242,7 @@ def serve(sock: socket.socket, ex_id: str, solutions_dir: Path, check_timeout: f
     the learner's code shares this process, so what the judge believes of a reply must follow from
     something the judge computes itself (graders/kit/program.py)."""
     probes = probe_module(ex_id)
+    before_solution(probes)
     before = guard.snapshot()  # after the probes' import, so that it covers them
     try:
         solution = verdicts.load_module(catalog.module_name(ex_id), solutions_dir)

@@ -157,6 +157,8 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
 
     module_name = catalog.module_name(ex_id)
     probes = probe_channel.probe_module(ex_id) if remote is None and catalog.has_probes(ex_id) else None
+    if probes is not None:
+        probe_channel.before_solution(probes)
     before = guard.snapshot()  # after the probes' import, so that it covers them
     emit(event="importing")
     if remote is not None:

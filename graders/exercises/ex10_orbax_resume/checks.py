@@ -4,7 +4,8 @@ its shards, onto another mesh; resuming equals never stopping.
 The grader trains its own model (graders/exercises/ex10_orbax_resume/probes.py: BatchNorm, Dropout, AdamW
 with a warmup schedule, a dropout stream) from a starting state it draws, with non-zero counters.
 The worker trains it k steps on mesh A, calls the learner's save, then the learner's restore onto
-a target mesh (from the learner's file imported afresh, as a job restarted after save has it), and
+a target mesh (in a process forked before the learner's module was imported, which never saved, as a
+job restarted after save), and
 trains m more steps from what came back; it sends back every number, what the
 checkpoint folder held, where each restored leaf lives and every piece of data placed on a device
 while restore ran. The expected numbers are the grader's own: the same steps trained straight
@@ -169,7 +170,7 @@ def given_values(seed: int) -> dict:
     and another dropout key, the counters as saved. The counters stay, so that a layout filing the
     checkpoint under its step (a step folder, a LATEST pointer, an index) stays one consistent
     checkpoint: a restore that takes its counters from memory instead is one the experiment's
-    restores catch, as they run from the learner's file imported afresh (probes.restarted)."""
+    restores catch, as they run in a process that never saved (probes.before_solution)."""
     values = dict(second_values(seed))
     r = rng(seed * 10 + SEEDS["given"])
     for name, value in values.items():

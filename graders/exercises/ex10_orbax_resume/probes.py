@@ -23,6 +23,8 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import signal
+import socket
 import sys
 import tempfile
 import time
@@ -37,13 +39,14 @@ from jax._src import array as jax_array
 from jax._src import core as jax_core
 from jax._src import dispatch as jax_dispatch
 from jax._src import pjit as jax_pjit
+from jax._src import xla_bridge
 from jax._src.interpreters import pxla
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from orbax.checkpoint._src.serialization import type_handlers as ocp_type_handlers
 
 from graders import settings
-from graders.kit import verdicts
+from graders.kit import verdicts, wire
 from graders.kit.verdicts import fail
 # What Sharding.is_equivalent_to compares, as one string: ex7's, which both sides of ex10 use too.
 from graders.kit.placement import sharding_key
@@ -642,8 +645,7 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
         return result
     result["at_return"] = at_return
     result["folder"] = settled(folder)
-    for target in targets:
-        result["runs"].append(_resumed(sol, config, batches[k:], target, path))
+    result["runs"] = restarted_runs(sol, config, batches[k:], targets, path)
     result["twice"] = _saved_again(sol, config, second, path)
     return result
 
@@ -669,30 +671,109 @@ def restarted(sol):
             sys.modules[name] = before
 
 
-def as_restarted(error: dict) -> dict:
+# The process the experiment's restores run in: forked (before_solution) before the learner's module
+# was imported and before JAX made its devices, so it never saved, as a job restarted after the save
+# never did. Nothing the learner's code kept since save, in its module or anywhere else in the
+# process (builtins, os.environ, another module's attributes), is there. "sock" until it is used.
+_RESTART: dict = {}
+
+
+def before_solution() -> None:
+    """Run where the learner's code runs, after this module's import and before the learner's
+    module's: fork the restarted job's process. Not where JAX has made its devices already (a
+    process forked then cannot use them): the restores then import the learner's file afresh in
+    this process (restarted), which keeps out what its module kept, not what the process did."""
+    if _RESTART or xla_bridge.backends_are_initialized():
+        return
+    mine, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        mine.close()
+        try:
+            _restarted_job(theirs)
+        finally:
+            os._exit(0)
+    theirs.close()
+    _RESTART.update(pid=pid, sock=mine)
+
+
+def _restarted_job(sock) -> None:
+    """The forked process: one request (the learner's module and the experiment's restores), one reply."""
+    try:
+        request = wire.receive(sock)
+    except (EOFError, OSError, wire.WireError):
+        return  # the grading ended without asking
+    name, folder = request["name"], Path(request["dir"])
+    try:
+        sol = verdicts.load_module(name, folder)
+    except BaseException as exc:  # noqa: BLE001 (the learner's import, which ran once already)
+        error = as_restarted({"outcome": "failed", "message": verdicts.describe(exc, folder)}, True)
+        wire.send(sock, {"runs": [dict(NO_RUN, restore=error) for _ in request["targets"]]})
+        return
+    runs = [_resumed(sol, request["config"], request["batches"], target, request["path"], fresh=None)
+            for target in request["targets"]]
+    wire.send(sock, {"runs": runs})
+
+
+NO_RUN = {"restore": None, "calls": [], "pieces": [], "restored": None, "train": None, "losses": None, "final": None}
+
+
+def restarted_runs(sol, config, batches, targets, path) -> list:
+    """The experiment's restores onto each target and the grader's steps after each, as a job
+    restarted after save runs them: in the process before_solution forked, else from the learner's
+    file imported afresh here (restarted)."""
+    sock = _RESTART.pop("sock", None)
+    if sock is None:
+        return [_resumed(sol, config, batches, target, path) for target in targets]
+    try:
+        wire.send(sock, {"name": sol.__name__, "dir": str(Path(sol.__file__).resolve().parent), "config": config,
+                         "batches": batches, "targets": targets, "path": path})
+        reply = wire.receive(sock)
+    except (EOFError, OSError, wire.WireError):
+        error = as_restarted({"outcome": "failed", "message": (
+            "the process restore ran in ended without a result (os._exit, a crash, or a reply too large).")}, True)
+        return [dict(NO_RUN, restore=error) for _ in targets]
+    finally:
+        sock.close()
+        _end(_RESTART.pop("pid"))
+    return reply["runs"]
+
+
+def _end(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def as_restarted(error: dict, new_process: bool) -> dict:
     """A failed restore of the experiment's, said as what it was: a restarted job's."""
     if error["outcome"] == "not_attempted":
         return error
     # The fact, not a hint: the error may have another cause than something kept in memory.
-    return dict(error, message=(
-        "restore runs here as a job restarted after save runs it (your file imported afresh, so nothing your module "
-        f"kept since save is there), and {error['message']}"))
+    where = ("in a process that never saved, your file imported afresh: nothing your code kept since save is there"
+             if new_process else "your file imported afresh: nothing your module kept since save is there")
+    return dict(error, message=f"restore runs here as a job restarted after save runs it ({where}), and {error['message']}")
 
 
-def _resumed(sol, config, batches, target, path) -> dict:
-    """The learner's restore onto `target`, from a fresh import of the learner's file (restarted),
-    then the grader's steps on what it returned."""
-    run = {"restore": None, "calls": [], "pieces": [], "restored": None, "train": None, "losses": None,
-           "final": None}
+def _resumed(sol, config, batches, target, path, fresh=restarted) -> dict:
+    """The learner's restore onto `target`, from the module fresh(sol) gives (a fresh import of the
+    learner's file: restarted), or sol itself (fresh None: the process forked by before_solution
+    imported it), then the grader's steps on what it returned."""
+    run = dict(NO_RUN, calls=[], pieces=[])
     m_t = mesh(target)
     try:
-        with restarted(sol) as job:
+        with (contextlib.nullcontext(sol) if fresh is None else fresh(sol)) as job:
             with Placements() as placed, Lowerings(run["calls"]):
                 out = job.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
             run["pieces"] = placed.pieces
             restored = restored_objects(out)
     except Exception as exc:
-        run["restore"] = as_restarted(stage_error(sol, exc))
+        run["restore"] = as_restarted(stage_error(sol, exc), fresh is None)
         return run
     run["restored"] = describe(restored)
     try:

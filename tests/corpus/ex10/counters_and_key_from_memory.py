@@ -9,7 +9,7 @@ Now 4/22 (seed 20261130): the experiment's restores run from the learner's file 
 a job restarted after save has it, and the copy kept since save is not there.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
-loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your code kept since save is there
 """
 import jax
 import numpy as np

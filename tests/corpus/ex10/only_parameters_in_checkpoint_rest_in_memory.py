@@ -10,7 +10,7 @@ a job restarted after save has it, and the copy kept since save is not there.
 
 loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the BatchNorm statistics
 loses: resumed_on_the_same_mesh_equals_uninterrupted: restore runs here as a job restarted after save runs it
-loses: restore_reads_each_shard_straight_onto_its_device: nothing your module kept since save is there
+loses: restore_reads_each_shard_straight_onto_its_device: nothing your code kept since save is there
 """
 import jax
 import jax.numpy as jnp

@@ -10,6 +10,11 @@ checkpoint_is_an_orbax_folder_holding_the_whole_state fails). Should be 16/22, w
 builtins dict is out of reach as in a new process (the same module with the lookup missing: the resumes,
 the step, the statistics and the dropout stream fail). The experiment's restores run from the file imported
 afresh, but in the process that saved: builtins (like sys, os.environ, attributes of jax) is still there.
+16/22 (seed 20261130, without --sandbox) since the experiment's restores run in a process forked before the
+learner's module was imported, which never saved (probes.before_solution).
+
+loses: batchnorm_statistics_continue: These are BatchNorm's initial values
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the BatchNorm statistics
 """
 import builtins
 import os

@@ -13,6 +13,11 @@ copies out of reach (a new process) takes the host route and scores 10/22
 (restore_reads_each_shard_straight_onto_its_device and restore_never_holds_a_whole_array fail). The grader
 runs the first route (restore_from, in the module that saved) and the second (the experiment, a fresh import
 in the same process), never the third.
+10/22 (seed 20261130, without --sandbox) since the experiment's restores run in a process forked before the
+learner's module was imported, which never saved (probes.before_solution).
+
+loses: restore_reads_each_shard_straight_onto_its_device: cut from larger host arrays
+loses: restore_never_holds_a_whole_array: needs the whole model in host memory at once
 """
 import os
 import sys

@@ -9,6 +9,11 @@ checkpoint_is_an_orbax_folder_holding_the_whole_state fails). Should be 18/22, w
 variable (a new process): both resumes and dropout_stream_continues fail too. The restore at the saved path
 in the process that saved does not show it: the rewrite changes the dropout key only inside the Orbax items,
 which do not hold it, and the saved key is make_state's own; the count is a counter the rewrite keeps.
+18/22 (seed 20261130, without --sandbox) since the experiment's restores run in a process forked before the
+learner's module was imported, which never saved (probes.before_solution).
+
+loses: dropout_stream_continues: the masks after resuming diverge
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the dropout stream
 """
 import hashlib
 import json

@@ -10,6 +10,10 @@ checkpoint_is_an_orbax_folder_holding_the_whole_state fails). Should be 18/22, w
 dict (a new process): both resumes and step_and_schedule_continue fail too. Counters taken from memory at
 the saved path: the rewrite keeps every counter as saved, so the restores of the rewritten checkpoint cannot
 tell them from counters read; only the restarted restores could, and they still see the jax module.
+18/22 (seed 20261130, without --sandbox) since the experiment's restores run in a process forked before the
+learner's module was imported, which never saved (probes.before_solution).
+
+loses: step_and_schedule_continue: optimizer.step is 0
 """
 import os
 
