@@ -697,21 +697,25 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
              "else inside its folder.")
     told = ("the grader wrote your checkpoint again with its own Orbax, in the same layout but holding another state's "
             "numbers, at a path your save never wrote to")
+    missing = checkpoint(worker, seed)["missing"]
     held_to_the_rewrite(seed, answer, what, told, hint, (own_runs(seed)["saved"],), lambda count, example: (
         f"restore from there handed back {count} leaves (e.g. {example}) as they were saved before, which that "
         "checkpoint does not hold: they came from somewhere else than the checkpoint (kept in memory since save, or a "
-        "copy of the state beside the Orbax checkpoint)."))
+        "copy of the state beside the Orbax checkpoint)."), missing)
     if placements:  # where that restore put the data: the route a restarted job takes
         shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
                         [p for p in answer.get("pieces") or [] if len(p["shape"]) == 2])
-        reads_the_saved_path_again(seed, answer, what)
+        reads_the_saved_path_again(seed, answer, what, missing)
 
 
-def held_to_the_rewrite(seed: int, at: dict, what: str, told: str, hint: str, earlier: tuple, kept_words) -> None:
+def held_to_the_rewrite(seed: int, at: dict, what: str, told: str, hint: str, earlier: tuple, kept_words,
+                        missing: list) -> None:
     """Fail `what` unless one restore of the grader's rewritten checkpoint (`at`: what the probe
     reported of it) ran and handed back the rewritten state: no leaf as one of the `earlier` states
-    had it (where that differs from the rewrite; kept_words(count, example) says so), and the
-    parameters as the rewrite holds them."""
+    had it (where that differs from the rewrite; kept_words(count, example) says so), and every leaf
+    the rewrite changed (the floating-point numbers, the dropout key) as the rewrite holds it, in
+    the parts of the state the checkpoint holds (`missing`: the groups it lacks, whose values
+    restore cannot have read)."""
     if at["restore"] is not None:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there raised: "
              f"{at['restore']['message']} {hint}")
@@ -725,9 +729,10 @@ def held_to_the_rewrite(seed: int, at: dict, what: str, told: str, hint: str, ea
     if kept:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and "
              f"{kept_words(len(kept), show(kept[0]))} {hint}")
-    belongs = GROUPS[0][1]
-    wrong = [n for n in saved if belongs(n) and (found.get(n) is None or found[n]["value"] is None
-                                                 or not same(found[n]["value"], other[n]))]
+    held = [n for n in saved if not same(saved[n], other[n])
+            and not any(group in missing and belongs(n) for group, belongs in GROUPS)]
+    wrong = [n for n in held if found.get(n) is None or found[n]["value"] is None
+             or not same(found[n]["value"], other[n])]
     if wrong:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back "
              f"{show(wrong[0])} other than that checkpoint holds it. {hint}")
@@ -745,7 +750,7 @@ def saved_path_when(seed: int) -> str:
             "checkpoint the grader wrote at the path your save wrote")
 
 
-def reads_the_saved_path_again(seed: int, answer: dict, what: str) -> None:
+def reads_the_saved_path_again(seed: int, answer: dict, what: str, missing: list) -> None:
     """Fail `what` unless the learner's restore at the path the experiment's save wrote, after the
     grader replaced that folder with the rewritten checkpoint, hands back the rewritten state (not
     what save had been given there, first or second), its pieces placed as the experiment's."""
@@ -761,9 +766,31 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str) -> None:
     earlier = (own_runs(seed)["saved"], second_values(seed))
     held_to_the_rewrite(seed, at, what, told, hint, earlier, lambda count, example: (
         f"restore returned the state your save had been given: {count} leaves (e.g. {example}) as save had them, "
-        "which the checkpoint there no longer holds (a copy kept since save, not the folder read)."))
+        "which the checkpoint there no longer holds (a copy kept since save, not the folder read)."), missing)
     shards_straight(draw(seed), saved_path_target(seed), saved_path_when(seed),
                     [p for p in at.get("pieces") or [] if len(p["shape"]) == 2])
+
+
+def nothing_from_outside_the_checkpoint(worker, seed: int, what: str) -> None:
+    """Fail `what` if an experiment's restore handed back, as it was saved, a part of the state the
+    checkpoint does not hold: it came from somewhere else (a file beside the checkpoint, memory),
+    which a job restarted on another machine does not have. The dropout key is not read: it never
+    changes while training, so the saved key is also the one make_state's fresh Rngs holds."""
+    missing = checkpoint(worker, seed)["missing"]
+    saved = own_runs(seed)["saved"]
+    lacked = [n for n in saved if not n.endswith("dropout/key/value")
+              and any(group in missing and belongs(n) for group, belongs in GROUPS)]
+    for which in (SAME, OTHER):
+        found = experiment(worker, seed)["runs"][which].get("restored") or {}
+        back = [n for n in lacked if found.get(n) is not None and found[n]["value"] is not None
+                and same(found[n]["value"], saved[n])]
+        if back:
+            group = next(g for g, belongs in GROUPS if belongs(back[0]))
+            fail(f"{what} must read the state from the checkpoint, and the checkpoint your save wrote does not hold "
+                 f"{group}, yet restore handed back {show(back[0])} as it was saved: it came from somewhere else than the "
+                 "checkpoint (a file beside it, or memory), which a job restarted on another machine does not have. "
+                 "Hint: save the whole state in the Orbax checkpoint (pack(model, optimizer, rngs)) and read it all "
+                 "from there.")
 
 
 def read_from_the_checkpoint(worker, seed: int, what: str) -> None:
@@ -1020,6 +1047,7 @@ def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
     for desc, when, placed in restores(worker, seed):
         shards_straight(d, desc, when, placed)
     read_from_the_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
+    nothing_from_outside_the_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
     reads_the_given_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint", placements=True)
 
 

@@ -15,8 +15,11 @@ grader judges runs in the forked process, which never saved; the two restores in
 only, and otherwise only to "no leaf as save had it", which zeros and ones satisfy. Holding every leaf
 to the rewrite there (the floating-point leaves and the key to the given state, the counters to the saved
 ones) would catch it.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+11/22 (seed 20261130, without --sandbox) since the grader holds every leaf its rewrite changed (the
+floating-point numbers, the dropout key) to the rewrite where the checkpoint holds that part, and an
+experiment's restore may not hand back, as saved, a part the checkpoint lacks.
+
+loses: restore_reads_each_shard_straight_onto_its_device: handed back model.bn.mean other than that checkpoint holds it
 """
 
 import jax

@@ -1,8 +1,8 @@
-"""A checkpoint of the floating-point state only, the counters and the dropout stream in a file in the
-home directory: save writes a genuine Orbax checkpoint (StandardCheckpointer) of the parameters, the
+"""A checkpoint of the floating-point state only, the counters and the dropout stream in a file
+outside the checkpoint folder: save writes a genuine Orbax checkpoint (StandardCheckpointer) of the parameters, the
 BatchNorm statistics and Adam's moments, and nothing else (no optimizer step, no schedule counts, no
 RNG state); the optimizer's step, the schedule's counts and the dropout stream's key and count go to
-~/.cache/ex10_resume/counters.npz, outside the checkpoint folder. restore reads the checkpoint with a
+<tmp>/ex10_resume_side/counters.npz (the home directory's ~/.cache when the red team found it). restore reads the checkpoint with a
 sharded template of the floating-point leaves and fills the rest from that file (a job restarted on
 another machine has none: FileNotFoundError).
 
@@ -14,17 +14,22 @@ counters_and_key_from_memory do: a job restarted on another machine has no file 
 so its restore fails. step_and_schedule_continue and dropout_stream_continues pass on numbers that never
 came from the checkpoint: the forked process shares the file system (and the home directory) with the
 process that saved.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+10/22 (seed 20261130, without --sandbox) since the grader holds every leaf its rewrite changed (the
+floating-point numbers, the dropout key) to the rewrite where the checkpoint holds that part, and an
+experiment's restore may not hand back, as saved, a part the checkpoint lacks.
+
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the optimizer's step
+loses: restore_reads_each_shard_straight_onto_its_device: yet restore handed back
 """
 import os
+import tempfile
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-_SIDE = os.path.join(os.path.expanduser("~"), ".cache", "ex10_resume", "counters.npz")
+_SIDE = os.path.join(tempfile.gettempdir(), "ex10_resume_side", "counters.npz")
 
 
 def pack(model, optimizer, rngs):

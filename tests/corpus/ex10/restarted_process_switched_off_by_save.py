@@ -13,8 +13,12 @@ Should score: about 4/22. probes.restarted_runs falls back to the same-process f
 _RESTART has no "sock" (meant for "JAX had made its devices before the hook"), and the learner's save,
 which runs before it in the same process, can empty that dict: a mutation in place, which the guard's
 snapshot of names does not see. The fallback keeps out the module's memory, not the process's.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+11/22 (seed 20261130, without --sandbox) since the grader holds every leaf its rewrite changed to the
+rewrite: the key kept on builtins is not the one the grader's checkpoint holds. The counters kept there
+still pass (the rewrite keeps them as saved). Switching the forked process off is a change of the
+grader's own state in the learner's process, which the guard sees only as names replaced.
+
+loses: restore_reads_each_shard_straight_onto_its_device: handed back rngs.dropout.key other than that checkpoint holds it
 """
 import builtins
 import sys
