@@ -292,3 +292,18 @@ def test_where_jax_has_made_its_devices_the_restores_import_the_learners_file_af
     assert run["restored"] is None and run["restore"]["outcome"] == "failed"
     message = run["restore"]["message"]
     assert "your file imported afresh" in message and "never saved" not in message and "KeyError" in message
+
+
+def test_numbers_written_outside_the_arrays_are_read_where_the_learner_writes_them():
+    # absent_parts counts a counter as held where the learner wrote it (a name outside Orbax's items,
+    # a JSON item, a text pointer, an item's custom_metadata), never in Orbax's own shapes, sizes or hashes.
+    import json
+
+    meta = json.dumps({"item_handlers": {}, "init_timestamp_nsecs": 5, "custom_metadata": {"step": 7}})
+    files = {"checkpoint/step_11/state/_METADATA": b'{"shape": [12, 13]}',
+             "checkpoint/step_11/state/_CHECKPOINT_METADATA": meta.encode(),
+             "checkpoint/step_11/state/d/3fa14": b"\x00\x95\xff 14",
+             "checkpoint/step_11/meta/metadata": b'{"count": "15", "ok": true}', "checkpoint/LATEST": b"16\n"}
+    assert ex10.numbers_in(files) == {7, 11, 15, 16}
+    assert ex10.inside(np.asarray([2.0, 3.0]), [("packed", np.asarray([1.0, 2.0, 3.0, 4.0], np.float32))])
+    assert not ex10.inside(np.asarray([3.0, 2.0]), [("packed", np.asarray([1.0, 2.0, 3.0, 4.0], np.float32))])

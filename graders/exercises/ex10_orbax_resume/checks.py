@@ -36,6 +36,7 @@ restore must hand back that state both times, not the one saved, and place it as
 import functools
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import PurePosixPath
@@ -79,6 +80,8 @@ FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
 SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
+# Files of a checkpoint folder read for numbers written outside its arrays (metadata, JSON items, pointers).
+MAX_TEXT = 1 << 20
 
 
 # --- the draw --------------------------------------------------------------------------------
@@ -614,6 +617,84 @@ def missing_parts(stored: list, saved: dict) -> list[str]:
     return wrong
 
 
+def numbers_in(files: dict) -> set:
+    """Every whole number the learner wrote in a checkpoint folder outside its arrays: in the names
+    of folders and files outside Orbax's items, in a small file's JSON (a JSON item) or text, numbers
+    as strings too, and in an item's custom_metadata."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, bool):
+            return
+        if isinstance(value, (int, float)) and float(value).is_integer():
+            found.add(int(value))
+        elif isinstance(value, str):
+            found.update(int(t) for t in re.findall(r"\d+", value))
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    # Inside an Orbax item its own files hold shapes, sizes and hashes, never the learner's numbers:
+    # only its _CHECKPOINT_METADATA's custom_metadata is read there.
+    items = {str(PurePosixPath(rel).parent) for rel in files if PurePosixPath(rel).name == "_METADATA"}
+    for rel, data in files.items():
+        parts = PurePosixPath(rel).parts
+        within = next((i for i in range(1, len(parts)) if str(PurePosixPath(*parts[:i])) in items), None)
+        walk("/".join(parts[:within]) if within is not None else rel)
+        if not isinstance(data, bytes) or len(data) > MAX_TEXT:
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:  # not text
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if within is None:
+            walk(value)
+        elif parts[-1] == "_CHECKPOINT_METADATA" and isinstance(value, dict):
+            walk(value.get("custom_metadata"))
+    return found
+
+
+def inside(value: np.ndarray, stored: list) -> bool:
+    """Whether value's numbers stand, in order, as a run inside one of the stored arrays (a leaf
+    packed with others into one array)."""
+    flat = np.asarray(value, np.float64).reshape(-1)
+    for _, array in stored:
+        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+            continue
+        other = np.asarray(array, np.float64).reshape(-1)
+        if flat.size == 0 or other.size < flat.size:
+            continue
+        starts = np.flatnonzero(other[:other.size - flat.size + 1] == flat[0])
+        if any(np.array_equal(other[i:i + flat.size], flat) for i in starts):
+            return True
+    return False
+
+
+def absent_parts(missing: list, stored: list, files: dict, saved: dict) -> list[str]:
+    """The parts of the saved state (of those missing_parts names) that the checkpoint folder holds
+    in no form: no leaf's numbers inside a stored array, no counter written as a number anywhere in
+    its files or names. A restore cannot have read such a part from the checkpoint."""
+    numbers = numbers_in(files) if missing else set()
+    absent = []
+    for group, belongs in GROUPS:
+        if group not in missing:
+            continue
+        names = [n for n in saved if belongs(n) and not n.endswith("dropout/key/value")]
+        found = [(np.ndim(saved[n]) == 0 and np.issubdtype(saved[n].dtype, np.integer) and int(saved[n]) in numbers)
+                 or inside(saved[n], stored) for n in names]
+        if names and not any(found):
+            absent.append(group)
+    return absent
+
+
 _CHECKPOINTS: dict = {}  # seed -> what the grader read in the folder save wrote
 
 
@@ -649,7 +730,8 @@ def checkpoint(worker, seed: int) -> dict:
                     break
             if error is None:
                 missing = missing_parts(stored, saved)
-        _CHECKPOINTS[seed] = {"error": error, "missing": missing, "files": files, "trees": trees,
+        _CHECKPOINTS[seed] = {"error": error, "missing": missing, "absent": absent_parts(missing, stored, files, saved),
+                              "files": files, "trees": trees,
                               "items": [os.path.relpath(item, folder) for item in items]}
     return _CHECKPOINTS[seed]
 
@@ -773,13 +855,13 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str, missing: list
 
 def nothing_from_outside_the_checkpoint(worker, seed: int, what: str) -> None:
     """Fail `what` if an experiment's restore handed back, as it was saved, a part of the state the
-    checkpoint does not hold: it came from somewhere else (a file beside the checkpoint, memory),
+    checkpoint holds in no form (absent_parts): it came from somewhere else (a file beside the checkpoint, memory),
     which a job restarted on another machine does not have. The dropout key is not read: it never
     changes while training, so the saved key is also the one make_state's fresh Rngs holds."""
-    missing = checkpoint(worker, seed)["missing"]
+    absent = checkpoint(worker, seed)["absent"]
     saved = own_runs(seed)["saved"]
     lacked = [n for n in saved if not n.endswith("dropout/key/value")
-              and any(group in missing and belongs(n) for group, belongs in GROUPS)]
+              and any(group in absent and belongs(n) for group, belongs in GROUPS)]
     for which in (SAME, OTHER):
         found = experiment(worker, seed)["runs"][which].get("restored") or {}
         back = [n for n in lacked if found.get(n) is not None and found[n]["value"] is not None
