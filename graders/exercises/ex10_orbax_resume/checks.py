@@ -304,6 +304,11 @@ GROUPS = (("the parameters", lambda n: n.startswith("0/") and "/bn/mean" not in 
           ("the dropout stream (key and count)", lambda n: n.startswith("2/")))
 
 
+def in_parts(name: str, groups: list) -> bool:
+    """Whether a leaf belongs to one of these GROUPS (by their names)."""
+    return any(group in groups and belongs(name) for group, belongs in GROUPS)
+
+
 def restored_differences(found: dict, saved: dict) -> list[str]:
     """Which parts of the saved state came back other than they were saved."""
     wrong = []
@@ -811,8 +816,7 @@ def held_to_the_rewrite(seed: int, at: dict, what: str, told: str, hint: str, ea
     if kept:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and "
              f"{kept_words(len(kept), show(kept[0]))} {hint}")
-    held = [n for n in saved if not same(saved[n], other[n])
-            and not any(group in missing and belongs(n) for group, belongs in GROUPS)]
+    held = [n for n in saved if not same(saved[n], other[n]) and not in_parts(n, missing)]
     wrong = [n for n in held if found.get(n) is None or found[n]["value"] is None
              or not same(found[n]["value"], other[n])]
     if wrong:
@@ -860,8 +864,7 @@ def nothing_from_outside_the_checkpoint(worker, seed: int, what: str) -> None:
     changes while training, so the saved key is also the one make_state's fresh Rngs holds."""
     absent = checkpoint(worker, seed)["absent"]
     saved = own_runs(seed)["saved"]
-    lacked = [n for n in saved if not n.endswith("dropout/key/value")
-              and any(group in absent and belongs(n) for group, belongs in GROUPS)]
+    lacked = [n for n in saved if not n.endswith("dropout/key/value") and in_parts(n, absent)]
     for which in (SAME, OTHER):
         found = experiment(worker, seed)["runs"][which].get("restored") or {}
         back = [n for n in lacked if found.get(n) is not None and found[n]["value"] is not None

@@ -7,8 +7,8 @@ them straight through to get the expected numbers. The judge draws the configura
 starting state and the batches, and sends them; one probe, `experiment`, hands back what the
 learner's code made of them, as plain data: k steps on mesh A and the learner's `save` (the
 checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
-changing); for each target mesh, the learner's `restore`, from the learner's file imported afresh as a job
-restarted after the save has it (what `make_state` was asked for, every
+changing); for each target mesh, the learner's `restore`, run as a job restarted after the save runs it
+(in a process forked before the learner's module was imported: before_solution) (what `make_state` was asked for, every
 piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
 m more steps from what came back; then a second save to the same path, and what it did. A second
 probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
@@ -604,8 +604,8 @@ def experiment(sol, config, values, batches, k, targets, second):
     """The whole experiment, once per arguments (every check reads it):
       * train k steps on mesh A from `values`, and save with the learner's save: the folder's
         listing the moment save returned, then every byte once it stops changing;
-      * for each target mesh in `targets`: restore with the learner's restore, from the learner's file
-        imported afresh as a restarted job has it (what make_state was asked for, every piece of
+      * for each target mesh in `targets`: restore with the learner's restore, as a job restarted
+        after the save runs it (restarted_runs: what make_state was asked for, every piece of
         data placed on a device meanwhile, each restored leaf), then
         train on with the remaining batches (the losses and the final state);
       * save the state `second` (same step, other values) to the same path: what the learner's save
@@ -730,13 +730,16 @@ def restarted_runs(sol, config, batches, targets, path) -> list:
                          "batches": batches, "targets": targets, "path": path})
         reply = wire.receive(sock)
     except (EOFError, OSError, wire.WireError):
-        error = as_restarted({"outcome": "failed", "message": (
-            "the process restore ran in ended without a result (os._exit, a crash, or a reply too large).")}, True)
-        return [dict(NO_RUN, restore=error) for _ in targets]
+        reply = None
     finally:
         sock.close()
         _end(_RESTART.pop("pid"))
-    return reply["runs"]
+    runs = reply.get("runs") if isinstance(reply, dict) else None
+    if not (isinstance(runs, list) and len(runs) == len(targets) and all(isinstance(r, dict) for r in runs)):
+        error = as_restarted({"outcome": "failed", "message": (
+            "the process restore ran in ended without a result (os._exit, a crash, or a reply too large).")}, True)
+        return [dict(NO_RUN, restore=error) for _ in targets]
+    return [dict(NO_RUN, **run) for run in runs]
 
 
 def _end(pid: int) -> None:
