@@ -307,3 +307,27 @@ def test_numbers_written_outside_the_arrays_are_read_where_the_learner_writes_th
     assert ex10.numbers_in(files) == {7, 11, 15, 16}
     assert ex10.inside(np.asarray([2.0, 3.0]), [("packed", np.asarray([1.0, 2.0, 3.0, 4.0], np.float32))])
     assert not ex10.inside(np.asarray([3.0, 2.0]), [("packed", np.asarray([1.0, 2.0, 3.0, 4.0], np.float32))])
+
+
+def test_counters_orbax_writes_as_metadata_are_held_by_the_checkpoint(tmp_path):
+    # The step and the counts saved in a checkpoint's custom_metadata, or in a JsonSave item of a
+    # CheckpointManager step, are part of the Orbax checkpoint (checkpoint_is_an_orbax_folder_holding_the_whole_state);
+    # the same numbers in a text file of the learner's own are not.
+    import orbax.checkpoint as ocp
+
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "plain", {"w": np.ones(3)}, custom_metadata={"counters": {"step": 17}})
+    checkpointer.wait_until_finished()
+    manager = ocp.CheckpointManager(tmp_path / "managed")
+    manager.save(4, args=ocp.args.Composite(state=ocp.args.StandardSave({"w": np.ones(3)}),
+                                            counters=ocp.args.JsonSave({"step": 19, "count": "23"})))
+    manager.wait_until_finished()
+    (tmp_path / "managed" / "4" / "mine.json").write_text('{"step": 29}')
+    files = {str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    found = ex10.orbax_numbers(files)
+    assert {17, 19, 23} <= found and 29 not in found
+    saved = {"1/step/value": np.asarray(19, np.int32), "1/opt_state/0/count/value": np.asarray(29, np.int32)}
+    step_part = "the optimizer's step and the schedule's counts"
+    assert step_part in ex10.missing_parts([], saved, found)
+    saved["1/opt_state/0/count/value"] = np.asarray(23, np.int32)
+    assert step_part not in ex10.missing_parts([], saved, found)

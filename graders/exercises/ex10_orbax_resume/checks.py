@@ -607,9 +607,13 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
     return read_folder(folder, listing(folder))
 
 
-def missing_parts(stored: list, saved: dict) -> list[str]:
-    """The parts of the saved state whose values the checkpoint does not hold."""
+def missing_parts(stored: list, saved: dict, counters: set = frozenset()) -> list[str]:
+    """The parts of the saved state whose values the checkpoint does not hold: in its arrays, or for a
+    counter (a whole number: the step, a count) among `counters`, the numbers Orbax wrote as its
+    metadata (orbax_numbers)."""
     def holds(value) -> bool:
+        if np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.integer) and int(value) in counters:
+            return True
         return any(same(v, value) for _, v in stored)
 
     wrong = []
@@ -622,27 +626,65 @@ def missing_parts(stored: list, saved: dict) -> list[str]:
     return wrong
 
 
+def whole_numbers(value, found: set) -> None:
+    """Add every whole number in a JSON value to found: numbers, digits in strings, keys too."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)) and float(value).is_integer():
+        found.add(int(value))
+    elif isinstance(value, str):
+        found.update(int(t) for t in re.findall(r"\d+", value))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            whole_numbers(k, found)
+            whole_numbers(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            whole_numbers(v, found)
+
+
+def _json(data):
+    """A small file's JSON value, or None."""
+    if not isinstance(data, bytes) or len(data) > MAX_TEXT:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def orbax_numbers(files: dict) -> set:
+    """Every whole number Orbax itself wrote as the learner's metadata in a checkpoint folder: a
+    checkpoint's custom_metadata (in its _CHECKPOINT_METADATA), and the JSON items a
+    CheckpointManager step holds beside its arrays (ocp.args.JsonSave: items its
+    _CHECKPOINT_METADATA names a JsonCheckpointHandler for). Counters saved there are part of the
+    Orbax checkpoint as much as an integer array is; a text file of the learner's own is not."""
+    found = set()
+    json_items = set()
+    for rel, data in files.items():
+        if PurePosixPath(rel).name != "_CHECKPOINT_METADATA":
+            continue
+        value = _json(data)
+        if not isinstance(value, dict):
+            continue
+        whole_numbers(value.get("custom_metadata"), found)
+        handlers = value.get("item_handlers")
+        if isinstance(handlers, dict):
+            step = PurePosixPath(rel).parent
+            json_items |= {str(step / name) for name, handler in handlers.items()
+                           if isinstance(handler, str) and handler.endswith("JsonCheckpointHandler")}
+    for rel, data in files.items():
+        if str(PurePosixPath(rel).parent) in json_items and PurePosixPath(rel).name != "commit_success.txt":
+            whole_numbers(_json(data), found)
+    return found
+
+
 def numbers_in(files: dict) -> set:
     """Every whole number the learner wrote in a checkpoint folder outside its arrays: in the names
     of folders and files outside Orbax's items, in a small file's JSON (a JSON item) or text, numbers
     as strings too, and in an item's custom_metadata."""
     found = set()
-
-    def walk(value):
-        if isinstance(value, bool):
-            return
-        if isinstance(value, (int, float)) and float(value).is_integer():
-            found.add(int(value))
-        elif isinstance(value, str):
-            found.update(int(t) for t in re.findall(r"\d+", value))
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(k)
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
+    walk = functools.partial(whole_numbers, found=found)
     # Inside an Orbax item its own files hold shapes, sizes and hashes, never the learner's numbers:
     # only its _CHECKPOINT_METADATA's custom_metadata is read there.
     items = {str(PurePosixPath(rel).parent) for rel in files if PurePosixPath(rel).name == "_METADATA"}
@@ -734,7 +776,7 @@ def checkpoint(worker, seed: int) -> dict:
                              "ocp.StandardCheckpointer or a CheckpointManager, and wait for the write to finish.")
                     break
             if error is None:
-                missing = missing_parts(stored, saved)
+                missing = missing_parts(stored, saved, orbax_numbers(files))
         _CHECKPOINTS[seed] = {"error": error, "missing": missing, "absent": absent_parts(missing, stored, files, saved),
                               "files": files, "trees": trees,
                               "items": [os.path.relpath(item, folder) for item in items]}

@@ -6,16 +6,7 @@ reads comes from the one Orbax checkpoint at `path`, as a job filing its counter
 metadata does; the floats are read with the sharded template, each 0-d counter placed where shardings
 says (replicated).
 
-Scored 10/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state (1; the grader's reading of the checkpoint
-ignores custom_metadata, so the counters, and with them the whole dropout group, are "missing") and
-then restore_reads_each_shard_straight_onto_its_device (11): nothing_from_outside_the_checkpoint says
-the counts "came from somewhere else than the checkpoint (a file beside it, or memory)", though they
-came from the checkpoint's own _CHECKPOINT_METADATA, which the grader's rewrite keeps.
-Should score: 21/22 or 22/22 (it scored 21/22 on main before the grader's change that added
-nothing_from_outside_the_checkpoint, losing only the checkpoint check). The groups the grader's
-StandardCheckpointer does not find in the tree are taken to be read from outside the checkpoint.
-"""
+Counters Orbax writes as metadata count as held by the checkpoint (checks.orbax_numbers)."""
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
