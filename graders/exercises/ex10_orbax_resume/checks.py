@@ -559,17 +559,29 @@ def read_tree(item: str):
 def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
     """The checkpoint folder save wrote, with each of its items written again by the grader's own
     Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
-    `given`'s values wherever it held the saved state's (the floating-point numbers and the dropout
-    key; the counters and everything else as they were): a checkpoint in the learner's own layout,
+    `given`'s values wherever it held the saved state's (the floating-point numbers, whole leaves or
+    leaves packed into a larger array, and the dropout key; the counters and everything else as they were): a checkpoint in the learner's own layout,
     holding a state the learner's save never wrote. The item's own checkpoint metadata
     (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
     does not write (another item inside it, a file, a symlink, every name) are kept. As files
     (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
     not write it."""
-    swap = {}
+    swap, runs = {}, []
     for name, value in saved.items():
         if not same(value, given[name]):
             swap[(value.shape, np.asarray(value, np.float64).tobytes())] = given[name]
+            if packable(value):  # a leaf packed with others into one stored array (see `inside`)
+                runs.append((np.asarray(value, np.float64).reshape(-1), np.asarray(given[name], np.float64).reshape(-1)))
+
+    def repacked(value: np.ndarray):
+        """A stored float array holding saved leaves' numbers as runs, with the given leaves' instead."""
+        flat = value.astype(np.float64).reshape(-1)
+        out = None
+        for old, new in runs:
+            for i in runs_at(flat, old) if old.size < flat.size else ():
+                out = flat.copy() if out is None else out
+                out[i:i + old.size] = new
+        return None if out is None else out.reshape(value.shape).astype(value.dtype)
 
     def replaced(leaf):
         if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
@@ -583,6 +595,8 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
             return leaf
         value = np.asarray(leaf)
         new = swap.get((value.shape, value.astype(np.float64).tobytes()))
+        if new is None and np.issubdtype(value.dtype, np.floating):
+            new = repacked(value)
         return leaf if new is None else np.asarray(new).astype(value.dtype)
 
     for item, tree in zip(items, trees):
@@ -608,13 +622,15 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
 
 
 def missing_parts(stored: list, saved: dict, counters: set = frozenset()) -> list[str]:
-    """The parts of the saved state whose values the checkpoint does not hold: in its arrays, or for a
+    """The parts of the saved state whose values the checkpoint does not hold: in its arrays (a leaf of
+    its own, or packed with others into one: `inside`), or for a
     counter (a whole number: the step, a count) among `counters`, the numbers Orbax wrote as its
     metadata (orbax_numbers)."""
     def holds(value) -> bool:
         if np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.integer) and int(value) in counters:
             return True
-        return any(same(v, value) for _, v in stored)
+        # A leaf packed with others into one stored array (packable: not told apart by chance).
+        return any(same(v, value) for _, v in stored) or (packable(value) and inside(value, stored))
 
     wrong = []
     for group, belongs in GROUPS:
@@ -709,20 +725,27 @@ def numbers_in(files: dict) -> set:
     return found
 
 
+def runs_at(flat: np.ndarray, run: np.ndarray) -> list[int]:
+    """Where run's numbers stand, in order, inside flat (both 1-d float64): the start of each."""
+    if run.size == 0 or flat.size < run.size:
+        return []
+    starts = np.flatnonzero(flat[:flat.size - run.size + 1] == run[0])
+    return [int(i) for i in starts if np.array_equal(flat[i:i + run.size], run)]
+
+
 def inside(value: np.ndarray, stored: list) -> bool:
     """Whether value's numbers stand, in order, as a run inside one of the stored arrays (a leaf
     packed with others into one array)."""
     flat = np.asarray(value, np.float64).reshape(-1)
-    for _, array in stored:
-        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-            continue
-        other = np.asarray(array, np.float64).reshape(-1)
-        if flat.size == 0 or other.size < flat.size:
-            continue
-        starts = np.flatnonzero(other[:other.size - flat.size + 1] == flat[0])
-        if any(np.array_equal(other[i:i + flat.size], flat) for i in starts):
-            return True
-    return False
+    return any(runs_at(np.asarray(array, np.float64).reshape(-1), flat) for _, array in stored
+               if np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer))
+
+
+def packable(value) -> bool:
+    """A leaf whose numbers, packed into a larger array, are still told from others' by where they
+    stand: floating point, not a scalar, not one number repeated (a zero moment stands anywhere)."""
+    value = np.asarray(value)
+    return value.ndim >= 1 and np.issubdtype(value.dtype, np.floating) and np.unique(value).size > 1
 
 
 def absent_parts(missing: list, stored: list, files: dict, saved: dict) -> list[str]:

