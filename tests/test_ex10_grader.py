@@ -147,6 +147,23 @@ def test_placements_see_every_shard_orbax_reads_and_nothing_whole(tmp_path):
     assert all(tuple(p["shape"]) == (8, 3) and p["backing_size"] == 24 for p in placed.pieces)
 
 
+def test_placements_see_the_collectives_of_a_program_compiled_while_restore_runs():
+    # A jitted reshard moves shards between devices inside XLA (not through batched_device_put):
+    # the probe reads the collectives of each program compiled while it is on; a program that
+    # keeps every shard where it is holds none.
+    from graders.exercises.ex10_orbax_resume.probes import Placements
+
+    mesh = _mesh()
+    value = jax.device_put(np.arange(8 * 12, dtype=np.float32).reshape(8, 12), NamedSharding(mesh, P(None, "model")))
+    with Placements() as placed:
+        jax.jit(lambda a: a * 2.0)(value).block_until_ready()
+    assert placed.moves == []
+    with Placements() as placed:
+        jax.jit(lambda a: a + 1.0, out_shardings=NamedSharding(mesh, P()))(value).block_until_ready()
+    assert {m["op"] for m in placed.moves} == {"all-gather"}
+    assert any(tuple(m["shape"]) == (8, 12) for m in placed.moves)
+
+
 def test_make_state_calls_are_told_apart():
     # Traced or lowered only (never compiled), traced then compiled (and run), run for real: told
     # apart by what happened to the program, whatever function traced it.

@@ -856,7 +856,7 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
         "copy of the state beside the Orbax checkpoint)."), missing)
     if placements:  # where that restore put the data: the route a restarted job takes
         shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
-                        [p for p in answer.get("pieces") or [] if len(p["shape"]) == 2])
+                        [p for p in answer.get("pieces") or [] if len(p["shape"]) == 2], answer.get("moves") or [])
         reads_the_saved_path_again(seed, answer, what, missing)
 
 
@@ -919,7 +919,7 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str, missing: list
         f"restore returned the state your save had been given: {count} leaves (e.g. {example}) as save had them, "
         "which the checkpoint there no longer holds (a copy kept since save, not the folder read)."), missing)
     shards_straight(draw(seed), saved_path_target(seed), saved_path_when(seed),
-                    [p for p in at.get("pieces") or [] if len(p["shape"]) == 2])
+                    [p for p in at.get("pieces") or [] if len(p["shape"]) == 2], at.get("moves") or [])
 
 
 def nothing_from_outside_the_checkpoint(worker, seed: int, what: str) -> None:
@@ -1102,6 +1102,11 @@ def restores(worker, seed: int):
     yield MESH_A, "while restore ran onto the mesh the checkpoint was saved from", placed
 
 
+def moves_of(worker, seed: int, which: int) -> list:
+    """The collectives of the programs compiled while one restore of the experiment ran."""
+    return run_of(worker, seed, which, "restore").get("moves") or []
+
+
 def whole_of(shape: tuple, split: dict) -> tuple | None:
     """The split array a piece of this shape can be a block of (under any sharding), if any."""
     for whole in split:
@@ -1119,9 +1124,11 @@ WHOLE_ON_A_DEVICE = ("a template without shardings (or with a single device's) m
                      "whole onto one device, which on a real model is more than a device holds")
 
 
-def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
+def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> None:
     """Fail unless the pieces placed during one restore onto the mesh `desc` are each device's own
-    shards, read as shards (not whole, not from other devices, not cut from host arrays)."""
+    shards, read as shards (not whole, not from other devices, not cut from host arrays), and no
+    program restore ran (`moves`: the collectives of each program compiled meanwhile) moved them
+    between devices."""
     everything = placed
     host = [p for p in placed if p["device"] is None]  # arrays Orbax read (or restore copied) whole onto the host
     placed = [p for p in placed if p["device"] is not None]
@@ -1147,6 +1154,14 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list) -> None:
         fail(f"{when}, {len(moved)} pieces of the split arrays were copied from one device to another "
              f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
              f"moved afterwards (a jax.device_put after restoring). {template}")
+    # Collectives moving as many numbers as one shard holds carry array data, not a checksum: the
+    # shards were read elsewhere (onto the other axis, or whole) and a compiled program moved them.
+    moved_numbers = sum(int(np.prod(m["shape"])) for m in moves)
+    if split and moved_numbers >= min(int(np.prod(shard)) for shard in split.values()):
+        ops = sorted({m["op"] for m in moves})
+        fail(f"{when}, compiled programs moved data between devices ({', '.join(ops)}: "
+             f"{moved_numbers} numbers in all, of shapes {_shapes(m['shape'] for m in moves)[:200]}): the shards "
+             f"were read onto other devices, or whole, and moved afterwards (a jitted reshard after restoring). {template}")
     cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))]
     if cut:
         p = cut[0]
@@ -1194,8 +1209,8 @@ def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
     on = [p for p in placed if p["device"] is not None]
     note(f"while restore ran: {len(on)} pieces of the split arrays placed, of shapes "
          f"{_shapes(p['shape'] for p in on) or 'none'}, on devices {sorted({p['device'] for p in on})}")
-    for desc, when, placed in restores(worker, seed):
-        shards_straight(d, desc, when, placed)
+    for (desc, when, placed), which in zip(restores(worker, seed), (OTHER, SAME)):
+        shards_straight(d, desc, when, placed, moves_of(worker, seed, which))
     read_from_the_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
     nothing_from_outside_the_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint")
     reads_the_given_checkpoint(worker, seed, "a restore that reads each shard from the checkpoint", placements=True)
@@ -1205,8 +1220,8 @@ def test_restore_reads_each_shard_straight_onto_its_device(worker, seed, note):
 def test_restore_never_holds_a_whole_array(worker, seed):
     """No split array is ever whole on one device or on the host while restore runs."""
     d = draw(seed)
-    for desc, when, placed in restores(worker, seed):
-        whole_arrays(d, desc, when, placed)
+    for (desc, when, placed), which in zip(restores(worker, seed), (OTHER, SAME)):
+        whole_arrays(d, desc, when, placed, moves_of(worker, seed, which))
     read_from_the_checkpoint(worker, seed, "a restore that reads only each device's shards from the checkpoint")
     at = at_saved_path(given_answer(worker, seed))
     if at is not None:  # the restore at the path save wrote, onto a mesh with the axes in the other order
@@ -1216,12 +1231,18 @@ def test_restore_never_holds_a_whole_array(worker, seed):
         # template). Here only what reached the devices, and whole copies restore itself made, count.
         whole_arrays(d, saved_path_target(seed), saved_path_when(seed),
                      [p for p in at.get("pieces") or [] if len(p["shape"]) == 2
-                      and (p["device"] is not None or p.get("fetched"))])
+                      and (p["device"] is not None or p.get("fetched"))], at.get("moves") or [])
 
 
-def whole_arrays(d: dict, desc: dict, when: str, placed: list) -> None:
-    """Fail if a split array was whole on one device or on the host during one restore onto `desc`."""
+def whole_arrays(d: dict, desc: dict, when: str, placed: list, moves=()) -> None:
+    """Fail if a split array was whole on one device or on the host during one restore onto `desc`
+    (placed there, or gathered whole by a program restore ran: `moves`)."""
     split = split_leaves(d, desc)
+    gathered = [m for m in moves if m["op"].startswith("all-gather") and tuple(m["shape"]) in split]
+    if gathered:
+        fail(f"{when}, a compiled program gathered the whole {tuple(gathered[0]['shape'])} array onto every device "
+             "(an all-gather: the array replicated), which on a real model is more than a device holds. Hint: give "
+             "each leaf of the template its target sharding, and return what Orbax restored as it is.")
     for p in sorted(placed, key=lambda p: p["device"] is None):  # what reached a device first
         shape = tuple(p["shape"])
         if p["device"] is None:  # an array Orbax read whole onto the host, or copied there whole

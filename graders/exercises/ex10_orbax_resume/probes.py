@@ -46,7 +46,7 @@ from jax.sharding import PartitionSpec as P
 from orbax.checkpoint._src.serialization import type_handlers as ocp_type_handlers
 
 from graders import settings
-from graders.kit import verdicts, wire
+from graders.kit import hlo, verdicts, wire
 from graders.kit.verdicts import fail
 # What Sharding.is_equivalent_to compares, as one string: ex7's, which both sides of ex10 use too.
 from graders.kit.placement import sharding_key
@@ -379,16 +379,18 @@ class Placements:
     """Every piece of data JAX places on a device while it is on (pxla.batched_device_put: a host
     array, or a slice of one, going to a device, and a device array moved to another): its
     shape, the shape and size of the host array it is a view of, whether it came from a device,
-    and the device it went to; and every array Orbax read whole onto the host, or copied whole
-    from the devices onto it (device None)."""
+    and the device it went to; every array Orbax read whole onto the host, or copied whole
+    from the devices onto it (device None); and (`moves`) the collectives of every program compiled
+    while it is on (a jitted reshard moves data between devices inside XLA)."""
 
     def __init__(self):
         self.pieces: list[dict] = []
+        self.moves: list[dict] = []  # collectives of the programs compiled while restore runs
         self.original = None
 
     def __enter__(self):
         self.original = pxla.batched_device_put
-        original, pieces = self.original, self.pieces
+        original, pieces, moves = self.original, self.pieces, self.moves
 
         def recorded(aval, sharding, xs, devices, *args, **kwargs):
             for x, device in zip(xs, devices):
@@ -447,9 +449,27 @@ class Placements:
             return fetch(x)
 
         jax_array.ArrayImpl._value = property(fetched)
+        # A program compiled to run while restore runs (a jit called, a reshard JAX compiles): the
+        # collectives it holds move data between devices after Orbax placed it.
+        self.original_compile = pxla.MeshComputation.compile
+        compile_ = self.original_compile
+
+        def compiled(lowering, *args, **kwargs):
+            executable = compile_(lowering, *args, **kwargs)
+            try:
+                found = hlo.collective_shapes(executable.as_text())
+            except Exception:  # an executable without text: nothing read
+                found = []
+            for op, dims in found:
+                if len(moves) < MAX_PIECES:
+                    moves.append({"op": str(op), "shape": tuple(int(d) for d in dims)})
+            return executable
+
+        pxla.MeshComputation.compile = compiled
         return self
 
     def __exit__(self, *exc):
+        pxla.MeshComputation.compile = self.original_compile
         pxla.batched_device_put = self.original
         jax_dispatch._different_device_order_reshard = self.original_reorder
         ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
@@ -715,7 +735,8 @@ def _restarted_job(sock) -> None:
     wire.send(sock, {"runs": runs})
 
 
-NO_RUN = {"restore": None, "calls": [], "pieces": [], "restored": None, "train": None, "losses": None, "final": None}
+NO_RUN = {"restore": None, "calls": [], "pieces": [], "moves": [], "restored": None, "train": None, "losses": None,
+          "final": None}
 
 
 def restarted_runs(sol, config, batches, targets, path) -> list:
@@ -767,13 +788,13 @@ def _resumed(sol, config, batches, target, path, fresh=restarted) -> dict:
     """The learner's restore onto `target`, from the module fresh(sol) gives (a fresh import of the
     learner's file: restarted), or sol itself (fresh None: the process forked by before_solution
     imported it), then the grader's steps on what it returned."""
-    run = dict(NO_RUN, calls=[], pieces=[])
+    run = dict(NO_RUN, calls=[], pieces=[], moves=[])
     m_t = mesh(target)
     try:
         with (contextlib.nullcontext(sol) if fresh is None else fresh(sol)) as job:
             with Placements() as placed, Lowerings(run["calls"]):
                 out = job.restore(path, recorded_factory(config, run["calls"]), m_t, shardings_on(config, m_t))
-            run["pieces"] = placed.pieces
+            run["pieces"], run["moves"] = placed.pieces, placed.moves
             restored = restored_objects(out)
     except Exception as exc:
         run["restore"] = as_restarted(stage_error(sol, exc), fresh is None)
@@ -818,9 +839,10 @@ def _restored_from(sol, config, path, target) -> dict:
     try:
         with Placements() as placed:
             out = sol.restore(path, lambda: fresh_state(config), m_t, shardings_on(config, m_t))
-        return {"restore": None, "restored": describe(restored_objects(out)), "pieces": placed.pieces}
+        return {"restore": None, "restored": describe(restored_objects(out)), "pieces": placed.pieces,
+                "moves": placed.moves}
     except Exception as exc:
-        return {"restore": stage_error(sol, exc), "restored": None, "pieces": []}
+        return {"restore": stage_error(sol, exc), "restored": None, "pieces": [], "moves": []}
 
 
 @probe

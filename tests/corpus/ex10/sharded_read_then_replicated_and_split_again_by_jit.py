@@ -7,13 +7,11 @@ and held every split array whole, which the stub forbids ("nothing goes to other
 afterwards, and no split array is ever whole on one device"); the moves run inside XLA programs, not
 through jax.device_put.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
-Should score: 10/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device and
-restore_never_holds_a_whole_array: every split array whole on each device). The all-gather and the split
-after it run inside jitted programs, whose outputs the grader does not record: only batched_device_put,
-JAX's different-device-order reshard, Orbax's NumPy reads and whole copies to the host are.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+10/22 at seeds 20261130 and 7 in both modes: the collectives of the programs compiled while restore runs are read (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: compiled programs moved data between devices (all-gather
+loses: restore_never_holds_a_whole_array: a compiled program gathered the whole
 """
 import jax
 import orbax.checkpoint as ocp

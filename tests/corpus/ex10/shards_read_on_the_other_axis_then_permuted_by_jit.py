@@ -7,16 +7,10 @@ reference. Each device first receives another device's shard and everything is m
 stub forbids ("nothing goes to other devices, nothing is moved afterwards"); the move runs inside an XLA
 program, not through jax.device_put.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7 (the drawn target and the
-saved-path target are (2, 2) meshes at 20261130; at 7 the drawn one is).
-Should score: 11/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device: each device
-first receives another device's shard, as in tests/corpus/ex10/shards_read_on_mirrored_mesh_then_device_put).
-The pieces Orbax places have the target's shard shapes and the right count per device; which block of the
-array each piece is (its index) is not recorded, and the move afterwards is a collective permute inside a
-jitted program (checked: 2 collective-permutes in its HLO), not batched_device_put nor JAX's
-different-device-order reshard.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+11/22 at seeds 20261130 and 7 in both modes: the collectives of the programs compiled while restore runs are read (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: compiled programs moved data between devices (collective-permute
 """
 import jax
 import orbax.checkpoint as ocp
