@@ -389,6 +389,9 @@ class Placements:
         self.original = None
 
     def __enter__(self):
+        # Programs compiled before (at import, or by an earlier restore) would run now without being
+        # compiled again, so without being read: every program restore runs is compiled while on.
+        jax.clear_caches()
         self.original = pxla.batched_device_put
         original, pieces, moves = self.original, self.pieces, self.moves
 
