@@ -1,0 +1,74 @@
+"""A CheckpointManager step with two items: "arrays" (StandardSave of every leaf of the state but the
+counters: the floats and the dropout key, keyed by path) and "data" (JsonSave of the data loader's
+fixed shuffle order, a permutation of 0..255 drawn once from a constant seed, the same for every run
+and every save). The counters (optimizer.step, the schedule's counts, the dropout stream's count) are
+in no item of the checkpoint: save writes them to a .npz file in the temporary directory, outside the
+checkpoint folder, and restore reads them from there (a job restarted on another machine, or after
+/tmp was cleaned, has none: FileNotFoundError). The JSON item holds no counter of the state and
+restore never reads it.
+
+Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
+Should score: 10/22, as it does with the JSON item emptied (shuffle_order [], seed 20261130: it then loses
+checkpoint_is_an_orbax_folder_holding_the_whole_state, "does not hold the optimizer's step and the
+schedule's counts, the dropout stream (key and count)", and restore_reads_each_shard_straight_onto_its_device,
+"it came from somewhere else than the checkpoint"), and as tests/corpus/ex10/
+checkpoint_of_floats_counters_and_rng_in_a_side_file does. missing_parts counts each counter as held
+because its value is among the whole numbers of a JSON item (checks.orbax_numbers: every number of
+the item, under any key), and absent_parts (numbers_in) finds them there too, so
+nothing_from_outside_the_checkpoint takes the counters restore read from /tmp for the checkpoint's.
+"""
+import os
+import tempfile
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+
+_SIDE = os.path.join(tempfile.gettempdir(), "ex10_run_counters.npz")
+DATA_ORDER = [int(i) for i in np.random.default_rng(1234).permutation(256)]
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def _counter(leaf):
+    return leaf.shape == () and jax.numpy.issubdtype(leaf.dtype, np.integer)
+
+
+def _split(state):
+    flat = jax.tree_util.tree_flatten_with_path(state)[0]
+    return ({jax.tree_util.keystr(p): v for p, v in flat if not _counter(v)},
+            {jax.tree_util.keystr(p): v for p, v in flat if _counter(v)})
+
+
+def save(path, model, optimizer, rngs):
+    arrays, counters = _split(pack(model, optimizer, rngs))
+    with ocp.CheckpointManager(path, item_names=("arrays", "data")) as manager:
+        if manager.all_steps():
+            raise FileExistsError(f"a checkpoint already exists at {path}")
+        manager.save(0, args=ocp.args.Composite(arrays=ocp.args.StandardSave(arrays),
+                                                data=ocp.args.JsonSave({"shuffle_order": DATA_ORDER})))
+        manager.wait_until_finished()
+    np.savez(_SIDE, **{k: np.asarray(v) for k, v in counters.items()})
+
+
+def restore(path, make_state, mesh, shardings):
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    abstract = pack(model, optimizer, rngs)
+    arrays, counters = _split(abstract)
+    template = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings(v)) for k, v in arrays.items()}
+    with ocp.CheckpointManager(path, item_names=("arrays", "data")) as manager:
+        got = manager.restore(manager.latest_step(), args=ocp.args.Composite(arrays=ocp.args.StandardRestore(template)))
+    values = dict(got.arrays)
+    with np.load(_SIDE) as side:  # not in the checkpoint folder
+        for k, v in counters.items():
+            values[k] = jax.device_put(side[k].astype(v.dtype), shardings(v))
+    paths, treedef = jax.tree_util.tree_flatten_with_path(abstract)
+    state = jax.tree_util.tree_unflatten(treedef, [values[jax.tree_util.keystr(p)] for p, _ in paths])
+    nnx.update(model, state["params"], state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs
