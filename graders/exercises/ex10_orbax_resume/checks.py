@@ -659,6 +659,38 @@ def whole_numbers(value, found: set) -> None:
             whole_numbers(v, found)
 
 
+# Whole numbers in one JSON document of bookkeeping (a step, counts, a version, a few sizes). A
+# document holding more is a table or data (a planned schedule keyed by step, a shuffle order), in
+# which any small counter stands by chance: it attests no counter.
+MAX_BOOKKEEPING = 32
+
+
+def bookkeeping(value) -> set:
+    """The whole numbers of a JSON document (whole_numbers), or none if it holds more than
+    MAX_BOOKKEEPING numbers (counting every number and string of digits, keys too)."""
+    found: set = set()
+    whole_numbers(value, found)
+    count = [0]
+
+    def counted(v):
+        if isinstance(v, bool):
+            return
+        if isinstance(v, (int, float)):
+            count[0] += 1
+        elif isinstance(v, str):
+            count[0] += len(re.findall(r"\d+", v))
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                counted(k)
+                counted(x)
+        elif isinstance(v, list):
+            for x in v:
+                counted(x)
+
+    counted(value)
+    return found if count[0] <= MAX_BOOKKEEPING else set()
+
+
 def _json(data):
     """A small file's JSON value, or None."""
     if not isinstance(data, bytes) or len(data) > MAX_TEXT:
@@ -673,8 +705,9 @@ def orbax_numbers(files: dict) -> set:
     """Every whole number Orbax itself wrote as the learner's metadata in a checkpoint folder: a
     checkpoint's custom_metadata (in its _CHECKPOINT_METADATA), and the JSON items a
     CheckpointManager step holds beside its arrays (ocp.args.JsonSave: items its
-    _CHECKPOINT_METADATA names a JsonCheckpointHandler for). Counters saved there are part of the
-    Orbax checkpoint as much as an integer array is; a text file of the learner's own is not."""
+    _CHECKPOINT_METADATA names a JsonCheckpointHandler for), each of at most MAX_BOOKKEEPING numbers
+    (`bookkeeping`). Counters saved there are part of the Orbax checkpoint as much as an integer array
+    is; a text file of the learner's own is not."""
     found = set()
     json_items = set()
     for rel, data in files.items():
@@ -683,7 +716,7 @@ def orbax_numbers(files: dict) -> set:
         value = _json(data)
         if not isinstance(value, dict):
             continue
-        whole_numbers(value.get("custom_metadata"), found)
+        found |= bookkeeping(value.get("custom_metadata"))
         handlers = value.get("item_handlers")
         if isinstance(handlers, dict):
             step = PurePosixPath(rel).parent
@@ -691,14 +724,15 @@ def orbax_numbers(files: dict) -> set:
                            if isinstance(handler, str) and handler.endswith("JsonCheckpointHandler")}
     for rel, data in files.items():
         if str(PurePosixPath(rel).parent) in json_items and PurePosixPath(rel).name != "commit_success.txt":
-            whole_numbers(_json(data), found)
+            found |= bookkeeping(_json(data))
     return found
 
 
 def numbers_in(files: dict) -> set:
     """Every whole number the learner wrote in a checkpoint folder outside its arrays: in the names
     of folders and files outside Orbax's items, in a small file's JSON (a JSON item) or text, numbers
-    as strings too, and in an item's custom_metadata."""
+    as strings too, and in an item's custom_metadata; a file or metadata holding more numbers than
+    bookkeeping does (a table, data) attests none (`bookkeeping`)."""
     found = set()
     walk = functools.partial(whole_numbers, found=found)
     # Inside an Orbax item its own files hold shapes, sizes and hashes, never the learner's numbers:
@@ -719,9 +753,9 @@ def numbers_in(files: dict) -> set:
         except ValueError:
             value = text
         if within is None:
-            walk(value)
+            found.update(bookkeeping(value))
         elif parts[-1] == "_CHECKPOINT_METADATA" and isinstance(value, dict):
-            walk(value.get("custom_metadata"))
+            found.update(bookkeeping(value.get("custom_metadata")))
     return found
 
 

@@ -6,14 +6,11 @@ table kept for dashboards). The optimizer's step and the schedule's counts are s
 sets them to 0, so the warmup restarts (its learning rate at step 0 is 0) while Adam's moments carry
 on. The JSON item holds no counter of the state and restore never reads it.
 
-Scored 19/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses the two
-resume checks and step_and_schedule_continue, and keeps checkpoint_is_an_orbax_folder_holding_the_whole_state.
-Should score: 18/22, as it does with the table emptied (seed 20261130) and as
-tests/corpus/ex10/optimizer_counters_dropped_moments_kept (the same module without the JSON item) does,
-losing the checkpoint check with "does not hold the optimizer's step and the schedule's counts".
-The table's keys are the step numbers 0..99, written as strings: checks.whole_numbers reads the digits
-of every key and string, so the schedule's counts (3..7 at any draw) are among "the numbers Orbax wrote
-as metadata" and count as held.
+18/22 at seeds 20261130 and 7 since a document of more than MAX_BOOKKEEPING numbers (the planned schedule) attests no counter
+(checks.bookkeeping); 19/22 before.
+
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the optimizer's step and the schedule's counts
+loses: step_and_schedule_continue: optimizer.step is 0
 """
 import jax
 import numpy as np

@@ -7,15 +7,12 @@ checkpoint folder, and restore reads them from there (a job restarted on another
 /tmp was cleaned, has none: FileNotFoundError). The JSON item holds no counter of the state and
 restore never reads it.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
-Should score: 10/22, as it does with the JSON item emptied (shuffle_order [], seed 20261130: it then loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state, "does not hold the optimizer's step and the
-schedule's counts, the dropout stream (key and count)", and restore_reads_each_shard_straight_onto_its_device,
-"it came from somewhere else than the checkpoint"), and as tests/corpus/ex10/
-checkpoint_of_floats_counters_and_rng_in_a_side_file does. missing_parts counts each counter as held
-because its value is among the whole numbers of a JSON item (checks.orbax_numbers: every number of
-the item, under any key), and absent_parts (numbers_in) finds them there too, so
-nothing_from_outside_the_checkpoint takes the counters restore read from /tmp for the checkpoint's.
+10/22 at seeds 20261130 and 7 since a document of more than MAX_BOOKKEEPING numbers (the shuffle order) attests no counter
+(checks.bookkeeping); 22/22 before.
+
+technique: none
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the optimizer's step
+loses: restore_reads_each_shard_straight_onto_its_device: came from somewhere else than the checkpoint
 """
 import os
 import tempfile

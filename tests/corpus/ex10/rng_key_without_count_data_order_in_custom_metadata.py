@@ -4,13 +4,11 @@ of 0..255 drawn once from a constant seed, filed in the checkpoint's custom_meta
 their input pipeline's settings there). The order is the same for every run and every save: it holds
 no counter of the state, and restore never reads it.
 
-Scored 19/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses the two
-resume checks and dropout_stream_continues, and keeps checkpoint_is_an_orbax_folder_holding_the_whole_state.
-Should score: 18/22, as tests/corpus/ex10/rng_key_without_count does (its checkpoint does not hold the
-dropout stream's count). missing_parts counts a 0-d integer leaf as held when its value is any whole
-number among those Orbax wrote as metadata (checks.orbax_numbers), whatever it is filed under: the
-shuffle order holds every number from 0 to 255, so the dropout count (22..62 at any draw) is "held".
-With an empty shuffle order the module scores 18/22 (seed 20261130).
+18/22 at seeds 20261130 and 7 since a document of more than MAX_BOOKKEEPING numbers (the shuffle order) attests no counter
+(checks.bookkeeping); 19/22 before.
+
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the dropout stream
+loses: dropout_stream_continues: the dropout stream's count is
 """
 import jax
 import numpy as np
