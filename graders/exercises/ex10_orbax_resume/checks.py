@@ -542,7 +542,22 @@ def read_checkpoint_of(tree) -> list:
 
 def read_tree(item: str):
     """The tree of the checkpoint in item, read with the grader's own StandardCheckpointer onto the
-    host (NumPy) where a leaf has a NumPy form."""
+    host (NumPy) where a leaf has a NumPy form; an item of one array (ocp.args.ArraySave, and the
+    array of an ocp.args.JaxRandomKeySave item: its key data), which the PyTree reader cannot read,
+    as that array alone, read with Orbax's ArrayCheckpointHandler."""
+    try:
+        return _read_pytree(item)
+    except Exception as exc:  # an item of another handler, or none Orbax reads
+        try:
+            value = np.asarray(ocp.Checkpointer(ocp.ArrayCheckpointHandler()).restore(item))
+        except Exception:  # not one array either: the PyTree reader's error says why
+            raise exc from None
+        if value.size > MAX_CHECKPOINT_ELEMENTS:
+            fail("the checkpoint holds far more numbers than the training state has.")
+        return value
+
+
+def _read_pytree(item: str):
     reader = ocp.StandardCheckpointer()
     metadata = reader.metadata(item)
     tree = getattr(metadata, "item_metadata", metadata)
@@ -604,8 +619,11 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
             with open(os.path.join(item, "_METADATA")) as f:
                 layout = json.load(f)
             again = item + ".grader"
-            handler = ocp.PyTreeCheckpointHandler(use_ocdbt=bool(layout.get("use_ocdbt", True)),
-                                                  use_zarr3=bool(layout.get("use_zarr3", False)))
+            if isinstance(tree, np.ndarray):  # an item of one array (read_tree): written as Orbax writes one
+                handler = ocp.ArrayCheckpointHandler()
+            else:
+                handler = ocp.PyTreeCheckpointHandler(use_ocdbt=bool(layout.get("use_ocdbt", True)),
+                                                      use_zarr3=bool(layout.get("use_zarr3", False)))
             ocp.Checkpointer(handler).save(again, jax.tree.map(replaced, tree))
             # The item's own metadata, and what else it holds, as the learner's save left them.
             own = os.path.join(again, "_CHECKPOINT_METADATA")
