@@ -1,0 +1,70 @@
+"""BatchNorm's running statistics restored from a NumPy file in /tmp that save writes first, before the
+Orbax checkpoint, while the checkpoint holds them too, packed: mean and var end to end in one vector
+beside the state, which restore reads and never uses. Everything else is the reference's: parameters,
+optimizer state and RNG state read from the checkpoint with a sharded template. A job restarted on
+another machine, or after /tmp was cleaned, has no such file.
+
+Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (21/22 at seed
+20261130 before the grader found leaves packed into a larger stored array: the statistics then counted as
+missing from the checkpoint).
+Should score: 11/22, as tests/corpus/ex10/batch_stats_from_a_file_in_tmp_beside_a_packed_copy (the same
+module with the file written after the checkpoint) does: restore_reads_each_shard_straight_onto_its_device
+lost, "as they were saved before".
+Why it is graded wrongly: the state the grader writes into the learner's checkpoint for its rewrite
+(checks.given_values) has the floating-point numbers of second_values, the very state the experiment's
+second save to the same path was given. That save writes the file before Orbax refuses the existing path,
+so when the restores of the rewritten checkpoint run, the file holds the rewritten checkpoint's
+statistics, and restore hands them back "as that checkpoint holds them"; the experiment's own restores
+run before the second save and get the first save's, which are right. The packing is not needed: the
+same file read beside a whole reference checkpoint scores 22/22 too (seed 20261130, both modes; before
+the packing change as well).
+"""
+import os
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+_SIDE = os.path.join(tempfile.gettempdir(), "ex10_batch_stats_beside_a_packed_copy_before.npz")
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def save(path, model, optimizer, rngs):
+    stats = nnx.state(model, nnx.BatchStat)
+    leaves = jax.tree.leaves(stats)
+    np.savez(_SIDE, *[np.asarray(v) for v in leaves])
+    # the statistics also in the checkpoint, end to end in one vector: never read back
+    tree = dict(pack(model, optimizer, rngs), stats=jnp.concatenate([jnp.ravel(v) for v in leaves]))
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, tree)
+    checkpointer.wait_until_finished()
+
+
+def restore(path, make_state, mesh, shardings):
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
+                            pack(model, optimizer, rngs))
+    reader = ocp.StandardCheckpointer()
+    stored = reader.metadata(path)
+    stored = getattr(stored, "item_metadata", stored)["stats"]
+    template["stats"] = jax.ShapeDtypeStruct(stored.shape, stored.dtype, sharding=NamedSharding(mesh, P()))
+    state = reader.restore(path, template)  # the packed statistics read, and not used
+    abstract = nnx.state(model, nnx.BatchStat)
+    side = np.load(_SIDE)
+    values = []
+    for i, leaf in enumerate(jax.tree.leaves(abstract)):
+        v = np.array(side[f"arr_{i}"], leaf.dtype)
+        values.append(jax.device_put(v, shardings(leaf)))
+    stats = jax.tree.unflatten(jax.tree.structure(abstract), values)
+    nnx.update(model, state["params"], stats)
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs
