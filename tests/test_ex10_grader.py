@@ -379,3 +379,15 @@ def test_moments_packed_end_to_end_are_held_and_rewritten_in_place(tmp_path):
     again = ex10.read_tree(str(item))
     np.testing.assert_array_equal(again["packed"], np.concatenate([mu + 1, nu + 1]))
     np.testing.assert_array_equal(again["other"], [9.0, 8.0])
+
+
+def test_only_vectors_count_packed_and_counters_only_in_a_small_integer_array():
+    # A kernel packed into a larger array would be read whole wherever the pack is: it is held as a
+    # leaf of its own only. A counter is held inside a small array of counters, not inside any array.
+    kernel = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    assert ex10.packable(kernel[0]) and not ex10.packable(kernel)
+    assert "the parameters" in ex10.missing_parts([("packed", kernel.reshape(-1))], {"0/w/kernel/value": kernel})
+    counters = {"1/opt_state/0/count/value": np.asarray(5, np.int32)}
+    step_part = "the optimizer's step and the schedule's counts"
+    assert step_part not in ex10.missing_parts([("counters", np.asarray([4, 5, 5], np.int32))], counters)
+    assert step_part in ex10.missing_parts([("order", np.arange(256, dtype=np.int32))], counters)

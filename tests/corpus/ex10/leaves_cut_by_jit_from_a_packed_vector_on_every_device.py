@@ -6,16 +6,11 @@ dropout key, and cuts every floating-point leaf out of the vector with a jitted 
 are shardings(leaf). What it returns is valued and placed right, yet each device held every kernel and
 moment whole while restore ran.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (11/22 at seed 20261130
-before the grader's change that finds a leaf packed into a larger stored array and rewrites its run: the
-rewrite then changed only the unpacked leaves, and the leaves restore took from the vector came back as
-saved).
-Should score: 10/22 (loses restore_reads_each_shard_straight_onto_its_device and
-restore_never_holds_a_whole_array).
-Why it is graded wrongly: the pieces placed are judged only where they are 2-d (the packed vector's whole
-copies on every device are 1-d), the per-device count of shards is met by the state read and thrown away,
-and the grader's rewrite now writes the other state's numbers into the vector too, so the values restore
-cuts from it are the rewritten checkpoint's.
+11/22 at seeds 20261130 and 7: the collectives of the programs compiled while restore runs are read, and only vectors count as
+held inside a larger stored array (22/22 before both).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: compiled programs moved data between devices
 """
 import jax
 import jax.numpy as jnp

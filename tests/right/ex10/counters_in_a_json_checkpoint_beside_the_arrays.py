@@ -6,15 +6,7 @@ ints). Restore reads both with Orbax (the sharded template for the arrays, ocp.a
 the counters) and places each counter where shardings says: everything comes from the folder at
 `path`. A second save to the same path raises (StandardCheckpointer: the destination exists).
 
-Scored 21/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state ("does not hold the optimizer's step and the
-schedule's counts, the dropout stream (key and count)").
-Should score: 22/22, as tests/right/ex10/counters_in_a_json_item_of_the_manager_step does with the same
-JSON inside a CheckpointManager step. checks.orbax_numbers reads a JSON item only where a
-_CHECKPOINT_METADATA's item_handlers is a dict naming it (a Composite's items); a checkpoint written by
-a Checkpointer of JsonCheckpointHandler itself has item_handlers as one string, so its counters are
-not read (absent_parts, which reads every small file outside the PyTree items, does find them).
-"""
+A JSON checkpoint of its own beside the arrays counts as Orbax's metadata (checks.orbax_numbers)."""
 import os
 
 import jax

@@ -6,16 +6,7 @@ of its latest step: StandardRestore with the sharded template, and JaxRandomKeyR
 ArrayRestoreArgs placing the key where shardings says (replicated). Everything comes from the one
 Orbax checkpoint at `path`. A second save to a path that already holds a step raises FileExistsError.
 
-Scored 8/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state ("the grader's StandardCheckpointer cannot read the
-checkpoint in .../dropout_key/jax_random_key (IsADirectoryError ...)"), and with it
-save_returns_after_the_write_is_finished, restore_reads_each_shard_straight_onto_its_device and
-restore_never_holds_a_whole_array (read_from_the_checkpoint).
-Should score: 22/22. JaxRandomKeyCheckpointHandler writes the key's data as an ArrayCheckpointHandler
-item (a _METADATA and a Zarr folder named "checkpoint") beside a JSON of its implementation;
-item_folders takes the folder with the _METADATA for a PyTree item and the grader's StandardCheckpointer
-cannot read it, so the whole checkpoint counts as unreadable.
-"""
+The key item's array is read and written again with Orbax's ArrayCheckpointHandler (checks.read_tree)."""
 import jax
 import orbax.checkpoint as ocp
 from flax import nnx
