@@ -166,6 +166,18 @@ def test_placements_see_the_collectives_of_a_program_compiled_while_restore_runs
     assert any(tuple(m["shape"]) == (8, 12) for m in placed.moves)
 
 
+def test_placements_see_a_shard_taken_out_to_the_host():
+    # NumPy copies a single-device array through the buffer protocol, past ArrayImpl._value: a shard
+    # taken out (shard.data) is recorded as such, on no device, and a whole copy still as fetched.
+    from graders.exercises.ex10_orbax_resume.probes import Placements
+
+    value = jax.device_put(np.ones((8, 12), np.float32), NamedSharding(_mesh(), P(None, "model")))
+    with Placements() as placed:
+        parts = [np.asarray(shard.data) for shard in value.addressable_shards]
+    assert len(parts) == 8 and all(p.get("shard_read") and p["device"] is None and tuple(p["shape"]) == (8, 3)
+                                   for p in placed.pieces) and len(placed.pieces) == 8
+
+
 def test_make_state_calls_are_told_apart():
     # Traced or lowered only (never compiled), traced then compiled (and run), run for real: told
     # apart by what happened to the program, whatever function traced it.

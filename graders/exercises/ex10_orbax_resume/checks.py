@@ -1195,7 +1195,8 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
     program restore ran (`moves`: the collectives of each program compiled meanwhile) moved them
     between devices."""
     everything = placed
-    host = [p for p in placed if p["device"] is None]  # arrays Orbax read (or restore copied) whole onto the host
+    # arrays Orbax read (or restore copied) whole onto the host; a shard taken out is judged below
+    host = [p for p in placed if p["device"] is None and not p.get("shard_read")]
     placed = [p for p in placed if p["device"] is not None]
     split = split_leaves(d, desc)
     devices = set(desc["devices"])
@@ -1242,6 +1243,19 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
              f"({FETCHED}), and shards were placed on the devices after that, from the host: the whole model passes "
              "through host memory. Hint: return the arrays Orbax restored with the sharded template as they are; "
              "each device then only ever holds its shard.")
+    # The same shard by shard: shards of split arrays copied from the devices onto the host (np.asarray
+    # of shard.data), and shards placed on the devices again after that: the restored arrays were
+    # taken apart on the host and placed again.
+    shard_shapes = set(split.values())
+    first = next((i for i, p in enumerate(everything) if tuple(p["shape"]) in shard_shapes and (
+        p.get("shard_read") or (p.get("fetched") and tuple(p["shape"]) not in split))), None)
+    if first is not None and any(p["device"] is not None and tuple(p["shape"]) in shard_shapes
+                                 for p in everything[first + 1:]):
+        fail(f"{when}, shards of the restored arrays were copied from the devices onto the host (np.asarray of "
+             f"shard.data, of shapes {_shapes(p['shape'] for p in everything if p.get('fetched') or p.get('shard_read'))}), "
+             "and shards were placed on "
+             "the devices again after that, from the host: the model passes through host memory. Hint: return the "
+             "arrays Orbax restored with the sharded template as they are.")
     read_whole = [p for p in host if tuple(p["shape"]) in split and not p.get("fetched")]
     if read_whole:
         fail(f"{when}, Orbax read the whole {tuple(read_whole[0]['shape'])} array onto the host (a template leaf that is "
@@ -1309,6 +1323,8 @@ def whole_arrays(d: dict, desc: dict, when: str, placed: list, moves=()) -> None
              "(an all-gather: the array replicated), which on a real model is more than a device holds. Hint: give "
              "each leaf of the template its target sharding, and return what Orbax restored as it is.")
     for p in sorted(placed, key=lambda p: p["device"] is None):  # what reached a device first
+        if p.get("shard_read"):  # one shard taken out: never a whole array
+            continue
         shape = tuple(p["shape"])
         if p["device"] is None:  # an array Orbax read whole onto the host, or copied there whole
             if shape in split and p.get("fetched"):

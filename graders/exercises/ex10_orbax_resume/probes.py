@@ -452,6 +452,20 @@ class Placements:
             return fetch(x)
 
         jax_array.ArrayImpl._value = property(fetched)
+        # One device's shard of a restored array taken out (shard.data: NumPy copies a single-device
+        # array through the buffer protocol, past ArrayImpl._value): as a piece on no device, read from
+        # a shard ("shard_read").
+        self.original_shard_data = jax_array.Shard.__dict__["data"]
+        shard_data = getattr(self.original_shard_data, "func", getattr(self.original_shard_data, "fget", None))
+
+        def read_shard(shard):
+            data = shard_data(shard)
+            if len(pieces) < MAX_PIECES and hasattr(data, "shape"):
+                pieces.append({"shape": tuple(int(d) for d in data.shape), "dtype": str(data.dtype), "backing": None,
+                               "backing_size": None, "from_device": True, "device": None, "shard_read": True})
+            return data
+
+        jax_array.Shard.data = property(read_shard)
         # A program compiled to run while restore runs (a jit called, a reshard JAX compiles): the
         # collectives it holds move data between devices after Orbax placed it.
         self.original_compile = pxla.MeshComputation.compile
@@ -477,6 +491,7 @@ class Placements:
         jax_dispatch._different_device_order_reshard = self.original_reorder
         ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
         jax_array.ArrayImpl._value = self.original_value
+        jax_array.Shard.data = self.original_shard_data
         return False
 
 

@@ -7,14 +7,11 @@ and valued right, yet every split array was whole on the host while restore ran 
 devices came from there. tests/corpus/ex10/sharded_read_then_gathered_to_host_and_placed_again with the
 gather done per shard instead of by jax.device_get.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
-Should score: 10/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device and
-restore_never_holds_a_whole_array), as tests/corpus/ex10/sharded_read_then_gathered_to_host_and_placed_again
-does. The grader records a restored array copied whole onto the host (ArrayImpl._value); np.asarray of each
-shard's data is a copy of a shard-sized array, never of a split array's whole shape, so neither the whole
-array on the host nor the shards placed from it afterwards are seen.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+11/22 at seeds 20261130 and 7: a shard taken out to the host (shard.data) is recorded, and shards placed after that
+came from the host (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: shards of the restored arrays were copied from the devices onto the host
 """
 import jax
 import numpy as np
