@@ -80,6 +80,12 @@ FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
 SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
+# A part of the state the checkpoint lacks, handed back within this relative distance of its saved
+# value (about 800 float32 ulps), came from the saved value, nudged: the checks that hold the
+# resume to the uninterrupted run cannot tell such a copy from the value (tests/corpus/ex10/
+# batch_stats_from_a_file_in_tmp_one_ulp_off). A restore that builds the part afresh hands back
+# make_state's value, which is exempt (BatchNorm's variance starts at 1 and moves by about 1% a step).
+NEAR_SAVED = 1e-4
 # Files of a checkpoint folder read for numbers written outside its arrays (metadata, JSON items, pointers).
 MAX_TEXT = 1 << 20
 
@@ -987,6 +993,26 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str, missing: list
                     [p for p in at.get("pieces") or [] if len(p["shape"]) == 2], at.get("moves") or [])
 
 
+def near(got, saved) -> bool:
+    """Floating-point values within NEAR_SAVED (relative) of the saved ones, shape for shape."""
+    got, saved = np.asarray(got), np.asarray(saved)
+    if got.shape != saved.shape or not np.issubdtype(saved.dtype, np.floating) or not np.issubdtype(got.dtype, np.floating):
+        return False
+    got, saved = got.astype(np.float64), saved.astype(np.float64)
+    return bool(np.all(np.abs(got - saved) <= NEAR_SAVED * np.abs(saved)))
+
+
+_AFRESH: dict = {}
+
+
+def made_afresh(seed: int) -> dict:
+    """What make_state builds at this draw, leaf by leaf (the state a restore that reads a part from
+    nowhere hands back for it)."""
+    if seed not in _AFRESH:
+        _AFRESH[seed] = values_of(fresh_state(draw(seed)["config"]))
+    return _AFRESH[seed]
+
+
 def nothing_from_outside_the_checkpoint(worker, seed: int, what: str) -> None:
     """Fail `what` if an experiment's restore handed back, as it was saved, a part of the state the
     checkpoint holds in no form (absent_parts): it came from somewhere else (a file beside the checkpoint, memory),
@@ -998,11 +1024,14 @@ def nothing_from_outside_the_checkpoint(worker, seed: int, what: str) -> None:
     for which in (SAME, OTHER):
         found = experiment(worker, seed)["runs"][which].get("restored") or {}
         back = [n for n in lacked if found.get(n) is not None and found[n]["value"] is not None
-                and same(found[n]["value"], saved[n])]
+                and (same(found[n]["value"], saved[n])
+                     or (near(found[n]["value"], saved[n]) and not same(found[n]["value"], made_afresh(seed)[n])))]
         if back:
             group = next(g for g, belongs in GROUPS if belongs(back[0]))
             fail(f"{what} must read the state from the checkpoint, and the checkpoint your save wrote does not hold "
-                 f"{group}, yet restore handed back {show(back[0])} as it was saved: it came from somewhere else than the "
+                 f"{group}, yet restore handed back {show(back[0])} as it was saved"
+                 f"{'' if same(found[back[0]]['value'], saved[back[0]]) else ' (to within a few hundred ulps)'}: "
+                 "it came from somewhere else than the "
                  "checkpoint (a file beside it, or memory), which a job restarted on another machine does not have. "
                  "Hint: save the whole state in the Orbax checkpoint (pack(model, optimizer, rngs)) and read it all "
                  "from there.")
