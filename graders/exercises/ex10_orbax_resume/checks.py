@@ -175,13 +175,16 @@ def second_values(seed: int) -> dict:
 
 @functools.cache
 def given_values(seed: int) -> dict:
-    """The state the grader writes into the learner's checkpoint (rewritten): second_values' numbers
-    and another dropout key, the counters as saved. The counters stay, so that a layout filing the
-    checkpoint under its step (a step folder, a LATEST pointer, an index) stays one consistent
-    checkpoint: a restore that takes its counters from memory instead is one the experiment's
-    restores catch, as they run in a process that never saved (probes.before_solution)."""
-    values = dict(second_values(seed))
-    r = rng(seed * 10 + SEEDS["given"])
+    """The state the grader writes into the learner's checkpoint (rewritten): numbers of a third draw
+    (neither save's: a file the refused second save still wrote beside the checkpoint holds the
+    second's) and another dropout key, the counters as saved. The counters stay, so that a layout
+    filing the checkpoint under its step (a step folder, a LATEST pointer, an index) stays one
+    consistent checkpoint: a restore that takes its counters from memory instead is one the
+    experiment's restores catch, as they run in a process that never saved (probes.before_solution)."""
+    d = draw(seed)
+    values = dict(start_values(dict(d, step0=d["step0"] + d["k"], count0=d["count0"] + d["k"]),
+                               seed * 10 + SEEDS["given"]))
+    r = rng(seed * 10 + SEEDS["given"] + 1)
     for name, value in values.items():
         if name.endswith("dropout/key/value"):
             values[name] = r.integers(0, 2**32, size=value.shape, dtype=np.uint64).astype(value.dtype)

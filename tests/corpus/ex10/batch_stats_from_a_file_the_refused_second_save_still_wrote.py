@@ -4,20 +4,10 @@ beside the state, which restore reads and never uses. Everything else is the ref
 optimizer state and RNG state read from the checkpoint with a sharded template. A job restarted on
 another machine, or after /tmp was cleaned, has no such file.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (21/22 at seed
-20261130 before the grader found leaves packed into a larger stored array: the statistics then counted as
-missing from the checkpoint).
-Should score: 11/22, as tests/corpus/ex10/batch_stats_from_a_file_in_tmp_beside_a_packed_copy (the same
-module with the file written after the checkpoint) does: restore_reads_each_shard_straight_onto_its_device
-lost, "as they were saved before".
-Why it is graded wrongly: the state the grader writes into the learner's checkpoint for its rewrite
-(checks.given_values) has the floating-point numbers of second_values, the very state the experiment's
-second save to the same path was given. That save writes the file before Orbax refuses the existing path,
-so when the restores of the rewritten checkpoint run, the file holds the rewritten checkpoint's
-statistics, and restore hands them back "as that checkpoint holds them"; the experiment's own restores
-run before the second save and get the first save's, which are right. The packing is not needed: the
-same file read beside a whole reference checkpoint scores 22/22 too (seed 20261130, both modes; before
-the packing change as well).
+11/22 at seeds 20261130 and 7: the grader's rewrite holds numbers of neither save (22/22 while it held the second's).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: restore from there handed back model.bn
 """
 import os
 import tempfile
