@@ -80,6 +80,9 @@ FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
 SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
+# Collectives of a program restore runs that carry data from one device to another as it is (an
+# all-reduce or a reduce-scatter adds it up: a checksum, a norm, a forward pass over the restored model).
+CARRYING = ("all-gather", "collective-permute", "all-to-all", "collective-broadcast")
 # A part of the state the checkpoint lacks, handed back within this relative distance of its saved
 # value (about 800 float32 ulps), came from the saved value, nudged: the checks that hold the
 # resume to the uninterrupted run cannot tell such a copy from the value (tests/corpus/ex10/
@@ -687,36 +690,35 @@ def whole_numbers(value, found: set) -> None:
             whole_numbers(v, found)
 
 
-# Whole numbers in one JSON document of bookkeeping (a step, counts, a version, a few sizes). A
-# document holding more is a table or data (a planned schedule keyed by step, a shuffle order), in
-# which any small counter stands by chance: it attests no counter.
+# Whole numbers in one dict or list of bookkeeping (a step, counts, a version, a few sizes). One
+# holding more is a table or data (a planned schedule keyed by step, a shuffle order), in which any
+# small counter stands by chance: it attests no counter.
 MAX_BOOKKEEPING = 32
 
 
-def bookkeeping(value) -> set:
-    """The whole numbers of a JSON document (whole_numbers), or none if it holds more than
-    MAX_BOOKKEEPING numbers (counting every number and string of digits, keys too)."""
-    found: set = set()
-    whole_numbers(value, found)
-    count = [0]
-
-    def counted(v):
-        if isinstance(v, bool):
-            return
-        if isinstance(v, (int, float)):
-            count[0] += 1
-        elif isinstance(v, str):
-            count[0] += len(re.findall(r"\d+", v))
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                counted(k)
-                counted(x)
-        elif isinstance(v, list):
-            for x in v:
-                counted(x)
-
-    counted(value)
-    return found if count[0] <= MAX_BOOKKEEPING else set()
+def bookkeeping(value, depth: int = 0) -> set:
+    """The whole numbers of a JSON document (as whole_numbers reads them), container by container:
+    a dict or list holding more than MAX_BOOKKEEPING numbers of its own (its keys, its values that
+    are numbers or strings; not those of the containers inside it) is a table or data, and none of
+    its own numbers count."""
+    if depth > 64:
+        return set()
+    if not isinstance(value, (dict, list)):
+        found: set = set()
+        whole_numbers(value, found)
+        return found
+    own = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+    scalars = [k for k, _ in own if k is not None] + [v for _, v in own if not isinstance(v, (dict, list))]
+    count = sum(len(re.findall(r"\d+", v)) if isinstance(v, str) else
+                int(isinstance(v, (int, float)) and not isinstance(v, bool)) for v in scalars)
+    found = set()
+    if count <= MAX_BOOKKEEPING:
+        for v in scalars:
+            whole_numbers(v, found)
+    for _, v in own:
+        if isinstance(v, (dict, list)):
+            found |= bookkeeping(v, depth + 1)
+    return found
 
 
 def _json(data):
@@ -1185,8 +1187,11 @@ def split_leaves(d: dict, desc: dict | None = None) -> dict:
 
 
 def pieces(worker, seed: int, which: int = OTHER) -> tuple[dict, list]:
+    """(the draw, the pieces of one restore of the experiment that may be the split arrays' data: of
+    two dims, and of one dim when copied from another device, a block flattened for the move)."""
     run = run_of(worker, seed, which, "restore")
-    return draw(seed), [p for p in run["pieces"] if len(p["shape"]) == 2]
+    return draw(seed), [p for p in run["pieces"] if len(p["shape"]) == 2
+                        or (len(p["shape"]) == 1 and p["from_device"] and p["device"] is not None)]
 
 
 def restores(worker, seed: int):
@@ -1226,6 +1231,8 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
     shards, read as shards (not whole, not from other devices, not cut from host arrays), and no
     program restore ran (`moves`: the collectives of each program compiled meanwhile) moved them
     between devices."""
+    flat = [p for p in placed if len(p["shape"]) != 2]  # copied between devices flattened (pieces)
+    placed = [p for p in placed if len(p["shape"]) == 2]
     everything = placed
     # arrays Orbax read (or restore copied) whole onto the host; a shard taken out is judged below
     host = [p for p in placed if p["device"] is None and not p.get("shard_read")]
@@ -1247,13 +1254,20 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
         fail(f"{when}, pieces of the split arrays ({shapes}) went to devices {outside}, which are not in "
              f"the mesh restore was given (devices {ids}): the checkpoint was read onto the devices it was saved "
              f"from, as happens when the template carries no shardings, and then moved. {template}")
-    moved = [p for p in placed if p["from_device"]]
+    # The split arrays' data copied from a device (a shard, a whole array, or a shard flattened): not
+    # another value a restore places for its own use (a batch for a smoke test of the restored model).
+    state = set(split.values()) | set(split)
+    sizes = {int(np.prod(shape)) for shape in split.values()}
+    moved = [p for p in placed if p["from_device"] and tuple(p["shape"]) in state] + [
+        p for p in flat if p["from_device"] and int(np.prod(p["shape"])) in sizes]
     if moved:
         fail(f"{when}, {len(moved)} pieces of the split arrays were copied from one device to another "
              f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
              f"moved afterwards (a jax.device_put after restoring). {template}")
-    # Collectives moving as many numbers as one shard holds carry array data, not a checksum: the
-    # shards were read elsewhere (onto the other axis, or whole) and a compiled program moved them.
+    # Collectives that carry data from device to device (not reductions: a checksum, a norm, a smoke
+    # test's forward pass sum), moving as many numbers as one shard holds: the shards were read
+    # elsewhere (onto the other axis, or whole) and a compiled program moved them.
+    moves = [m for m in moves if m["op"].startswith(CARRYING)]
     moved_numbers = sum(int(np.prod(m["shape"])) for m in moves)
     if split and moved_numbers >= min(int(np.prod(shard)) for shard in split.values()):
         ops = sorted({m["op"] for m in moves})
@@ -1294,7 +1308,9 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
              "a NumPy array, not a sharded jax.ShapeDtypeStruct), and the devices got their shards from there: the "
              f"whole model passes through host memory. {template}")
     wanted = set(split.values())
-    other = [p for p in placed if tuple(p["shape"]) not in wanted]
+    # Blocks of the split arrays in another layout (a value a restore places for its own use, a smoke
+    # test's batch, is no block of theirs).
+    other = [p for p in placed if tuple(p["shape"]) not in wanted and whole_of(tuple(p["shape"]), split) is not None]
     if other:
         fail(f"{when}, pieces of shape {_shapes(p['shape'] for p in other)} were placed, where this mesh "
              f"splits the arrays into {_shapes(wanted)} shards: the data was read in another layout than the "

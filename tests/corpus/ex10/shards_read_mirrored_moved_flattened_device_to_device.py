@@ -6,11 +6,10 @@ restore then flattens each block where it lies (an eager reshape on its device),
 block to the device that should hold it (jax.device_put(flat, device): a device-to-device copy),
 reshapes it back there and assembles the array with jax.make_array_from_single_device_arrays.
 
-22/22 (seeds 20261130, 7, 0; 20261130 and 7 with --sandbox too). Should be 11 (losing
-restore_reads_each_shard_straight_onto_its_device: "copied from one device to another", as
-tests/corpus/ex10/shards_read_on_mirrored_mesh_then_device_put does). The device-to-device copies go
-through pxla.batched_device_put and are recorded (from a device), but checks.pieces keeps only 2-d
-pieces, and these are 1-d: one reshape before the copy and one after hide the move.
+11/22 at seeds 20261130 and 7: a block copied between devices flattened to one dim is judged as the block (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: pieces of the split arrays were copied from one device to another
 """
 import jax
 import numpy as np

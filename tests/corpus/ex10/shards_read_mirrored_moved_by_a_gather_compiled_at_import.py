@@ -9,15 +9,10 @@ assembling the array with jax.make_array_from_single_device_arrays. Nothing is p
 batched_device_put from a device, and the only program with a collective was compiled before restore
 ran.
 
-22/22 (seeds 20261130, 7, 0; 20261130 and 7 with --sandbox too). Should be 11 (losing
-restore_reads_each_shard_straight_onto_its_device), or 10 (restore_never_holds_a_whole_array too: the
-gather leaves every block of every split leaf on every device). The judge reads the collectives of the
-programs compiled while restore runs (caches cleared as the record starts), but a Compiled object made
-at import is not compiled again: it runs unread. The same module compiling the gather inside restore
-(on first use) scores 11: "compiled programs moved data between devices (all-gather: 196608 numbers in
-all, of shapes (8, 4096))". Nothing else is recorded: the rows are built by eager ops on one device
-(no collective) and placed by jax.make_array_from_single_device_arrays (no batched_device_put); the zero
-rows for devices outside the target are 1-d host pieces, which the placement checks do not read.
+11/22 at seeds 20261130 and 7: a program compiled before restore and called while it runs (a Compiled object) is read too (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: compiled programs moved data between devices (all-gather
 """
 import jax
 import jax.numpy as jnp

@@ -7,13 +7,10 @@ then copies each block to the host (np.asarray(shard.data)), sends it to the dev
 No array is ever whole anywhere, but every block of every split leaf is read onto another device and
 moved afterwards, twice the traffic of a sharded read.
 
-22/22 (seeds 20261130, 7, 0; 20261130 and 7 with --sandbox too). Should be 11 (losing
-restore_reads_each_shard_straight_onto_its_device: every block read onto another device and moved). The
-host copies np.asarray(shard.data) are recorded (ArrayImpl._value) but are block-sized, not a split
-array's whole shape, so neither placement check reads them; the blocks then placed from the host are
-host pieces of a shard's shape, backed by nothing larger, on devices of the target: to the grader they
-look like a second sharded read (48 pieces where 24 are wanted; only too few per device fail).
-tests/open/ex10/wrong_shards_fetched_one_by_one_assembled_on_host is the whole-array cousin.
+11/22 at seeds 20261130 and 7: a shard taken out to the host (shard.data), then shards placed again, came from the host (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: shards of the restored arrays were copied from the devices onto the host
 """
 import jax
 import numpy as np
