@@ -393,6 +393,13 @@ def test_moments_packed_end_to_end_are_held_and_rewritten_in_place(tmp_path):
     again = ex10.read_tree(str(item))
     np.testing.assert_array_equal(again["packed"], np.concatenate([mu + 1, nu + 1]))
     np.testing.assert_array_equal(again["other"], [9.0, 8.0])
+    # Stacked side by side, one leaf per column: found column by column, and rewritten there.
+    columns = tmp_path / "columns"
+    checkpointer.save(columns, {"stack": np.stack([mu, nu], axis=1)})
+    checkpointer.wait_until_finished()
+    assert "Adam's moments" not in ex10.missing_parts([("stack", np.stack([mu, nu], axis=1))], saved)
+    assert isinstance(ex10.rewritten(str(tmp_path), [str(columns)], [ex10.read_tree(str(columns))], saved, given), dict)
+    np.testing.assert_array_equal(ex10.read_tree(str(columns))["stack"], np.stack([mu + 1, nu + 1], axis=1))
 
 
 def test_only_vectors_count_packed_and_counters_only_in_a_small_integer_array():

@@ -601,14 +601,17 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
                 runs.append((np.asarray(value, np.float64).reshape(-1), np.asarray(given[name], np.float64).reshape(-1)))
 
     def repacked(value: np.ndarray):
-        """A stored float array holding saved leaves' numbers as runs, with the given leaves' instead."""
-        flat = value.astype(np.float64).reshape(-1)
-        out = None
-        for old, new in runs:
-            for i in runs_at(flat, old) if old.size < flat.size else ():
-                out = flat.copy() if out is None else out
-                out[i:i + old.size] = new
-        return None if out is None else out.reshape(value.shape).astype(value.dtype)
+        """A stored float array holding saved leaves' numbers as runs (in either of its `orders`), with
+        the given leaves' instead."""
+        for transposed, flat in orders(value):
+            out = None
+            for old, new in runs:
+                for i in runs_at(flat, old) if old.size < flat.size else ():
+                    out = flat.copy() if out is None else out
+                    out[i:i + old.size] = new
+            if out is not None:
+                return (out.reshape(value.T.shape).T if transposed else out.reshape(value.shape)).astype(value.dtype)
+        return None
 
     def replaced(leaf):
         if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
@@ -690,6 +693,8 @@ def whole_numbers(value, found: set) -> None:
             whole_numbers(v, found)
 
 
+# Orbax's handlers of an item that records a few values as text (ocp.args.JsonSave, ocp.args.ProtoSave).
+RECORD_HANDLERS = ("JsonCheckpointHandler", "ProtoCheckpointHandler")
 # Whole numbers in one dict or list of bookkeeping (a step, counts, a version, a few sizes). One
 # holding more is a table or data (a planned schedule keyed by step, a shuffle order), in which any
 # small counter stands by chance: it attests no counter.
@@ -734,8 +739,8 @@ def _json(data):
 def orbax_numbers(files: dict) -> set:
     """Every whole number Orbax itself wrote as the learner's metadata in a checkpoint folder: a
     checkpoint's custom_metadata (in its _CHECKPOINT_METADATA), and the JSON items a
-    CheckpointManager step holds beside its arrays (ocp.args.JsonSave: items its
-    _CHECKPOINT_METADATA names a JsonCheckpointHandler for) or a JSON checkpoint of its own beside
+    CheckpointManager step holds beside its arrays (ocp.args.JsonSave or ProtoSave: items its
+    _CHECKPOINT_METADATA names a RECORD_HANDLERS handler for) or such a checkpoint of its own beside
     them, each of at most MAX_BOOKKEEPING numbers
     (`bookkeeping`). Counters saved there are part of the Orbax checkpoint as much as an integer array
     is; a text file of the learner's own is not."""
@@ -752,12 +757,15 @@ def orbax_numbers(files: dict) -> set:
         step = PurePosixPath(rel).parent
         if isinstance(handlers, dict):
             json_items |= {str(step / name) for name, handler in handlers.items()
-                           if isinstance(handler, str) and handler.endswith("JsonCheckpointHandler")}
-        elif isinstance(handlers, str) and handlers.endswith("JsonCheckpointHandler"):  # a JSON checkpoint of its own
+                           if isinstance(handler, str) and handler.endswith(RECORD_HANDLERS)}
+        elif isinstance(handlers, str) and handlers.endswith(RECORD_HANDLERS):  # a record checkpoint of its own
             json_items.add(str(step))
     for rel, data in files.items():
         if str(PurePosixPath(rel).parent) in json_items and PurePosixPath(rel).name != "commit_success.txt":
-            found |= bookkeeping(_json(data))
+            value = _json(data)
+            if value is None and isinstance(data, bytes) and len(data) <= MAX_TEXT:  # a protocol buffer as text
+                value = data.decode("utf-8", "replace")
+            found |= bookkeeping(value)
     return found
 
 
@@ -800,12 +808,22 @@ def runs_at(flat: np.ndarray, run: np.ndarray) -> list[int]:
     return [int(i) for i in starts if np.array_equal(flat[i:i + run.size], run)]
 
 
+def orders(array: np.ndarray) -> list[tuple[bool, np.ndarray]]:
+    """(transposed, the numbers in that order as float64) of a stored array: row by row, and for a
+    matrix column by column too (leaves stacked side by side, one per column)."""
+    found = [(False, np.asarray(array, np.float64).reshape(-1))]
+    if np.ndim(array) == 2:
+        found.append((True, np.asarray(array, np.float64).T.reshape(-1)))
+    return found
+
+
 def inside(value: np.ndarray, stored: list) -> bool:
     """Whether value's numbers stand, in order, as a run inside one of the stored arrays (a leaf
-    packed with others into one array)."""
+    packed with others into one array, end to end or as a row or column of a stack)."""
     flat = np.asarray(value, np.float64).reshape(-1)
-    return any(runs_at(np.asarray(array, np.float64).reshape(-1), flat) for _, array in stored
-               if np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer))
+    return any(runs_at(order, flat) for _, array in stored
+               if np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
+               for _, order in orders(array))
 
 
 def packable(value) -> bool:

@@ -7,17 +7,7 @@ that hold them (nothing moves between devices). Everything restored is bit for b
 from the checkpoint at `path`. tests/right/ex10/vector_moments_packed_end_to_end with the moments side by
 side instead of end to end.
 
-Scored 10/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (10/22 before the
-grader's change that finds a leaf packed into a larger stored array too); loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state ("does not hold Adam's moments") and
-restore_reads_each_shard_straight_onto_its_device ("pieces of shape (5, 2), (32, 2) were placed, where
-this mesh splits the arrays into (10, 16), (16, 5) shards").
-Should score: 22/22.
-Why it is graded wrongly: two things. The checkpoint finds a packed leaf only where its numbers stand as
-one run inside a stored array, and a last-axis stack interleaves mu and nu (a strided run), so the moments
-are not held (nor rewritten: the grader's rewrite leaves them as saved). And every 2-d piece placed
-while restore runs whose shape is not a shard of a split leaf fails as "read in another layout", though
-these (n, 2) arrays are replicated leaves of the learner's own layout, not pieces of a kernel.
+Full marks: a stored matrix is read column by column too (checks.orders), and the rewrite writes there.
 """
 import jax
 import jax.numpy as jnp

