@@ -412,3 +412,14 @@ def test_only_vectors_count_packed_and_counters_only_in_a_small_integer_array():
     step_part = "the optimizer's step and the schedule's counts"
     assert step_part not in ex10.missing_parts([("counters", np.asarray([4, 5, 5], np.int32))], counters)
     assert step_part in ex10.missing_parts([("order", np.arange(256, dtype=np.int32))], counters)
+
+
+def test_leaves_stacked_on_a_leading_axis_are_held_and_their_blocks_counted():
+    # jnp.stack([mu, nu]) of a kernel's moments, read by shards: each slice is held as the leaf, and a
+    # device's (2, rows, cols) block counts as a block of each.
+    mu = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    saved = {"1/opt_state/0/mu/w": mu, "1/opt_state/0/nu/w": mu * mu}
+    assert "Adam's moments" not in ex10.missing_parts([("stack", np.stack([mu, mu * mu]))], saved)
+    assert "Adam's moments" in ex10.missing_parts([("stack", np.stack([mu, mu + 1]))], saved)
+    piece = {"shape": (2, 3, 1), "device": 5, "from_device": False, "backing": (2, 3, 1), "backing_size": 6}
+    assert [(p["shape"], p["device"], p["backing_size"]) for p in ex10.blocks([piece])] == [((3, 1), 5, 3)] * 2

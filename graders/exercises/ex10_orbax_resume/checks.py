@@ -625,6 +625,11 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
             return leaf
         value = np.asarray(leaf)
         new = swap.get((value.shape, value.astype(np.float64).tobytes()))
+        if new is None and np.issubdtype(value.dtype, np.floating) and value.ndim >= 2:  # a stack of leaves
+            parts = [swap.get((part.shape, part.astype(np.float64).tobytes())) for part in value]
+            if any(part is not None for part in parts):
+                new = np.stack([part if got is None else np.asarray(got).astype(value.dtype)
+                                for part, got in zip(value, parts)])
         if new is None and np.issubdtype(value.dtype, np.floating):
             new = repacked(value)
         return leaf if new is None else np.asarray(new).astype(value.dtype)
@@ -664,7 +669,8 @@ def missing_parts(stored: list, saved: dict, counters: set = frozenset()) -> lis
                 int(value) in counters or counter_in_a_small_vector(value, stored)):
             return True
         # A leaf packed with others into one stored array (packable: not told apart by chance).
-        return any(same(v, value) for _, v in stored) or (packable(value) and inside(value, stored))
+        return (any(same(v, value) for _, v in stored) or (packable(value) and inside(value, stored))
+                or stacked_in(value, stored))
 
     wrong = []
     for group, belongs in GROUPS:
@@ -835,6 +841,14 @@ def packable(value) -> bool:
     return value.ndim == 1 and np.issubdtype(value.dtype, np.floating) and np.unique(value).size > 1
 
 
+def stacked_in(value, stored: list) -> bool:
+    """Whether a leaf is one slice, on the leading axis, of a stored stack of leaves of its shape
+    (jnp.stack([mu, nu]) of a kernel: read by shards, each device reads its block of every slice)."""
+    value = np.asarray(value)
+    return value.ndim >= 1 and any(np.ndim(array) == value.ndim + 1 and tuple(np.shape(array)[1:]) == value.shape
+                                   and any(same(part, value) for part in np.asarray(array)) for _, array in stored)
+
+
 def counter_in_a_small_vector(value, stored: list) -> bool:
     """A counter (a 0-d integer) held in a small integer array of counters packed together (at most
     MAX_BOOKKEEPING numbers: in a larger one any small number stands by chance)."""
@@ -950,7 +964,7 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
         "copy of the state beside the Orbax checkpoint)."), missing)
     if placements:  # where that restore put the data: the route a restarted job takes
         shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
-                        [p for p in answer.get("pieces") or [] if len(p["shape"]) == 2], answer.get("moves") or [])
+                        blocks(answer.get("pieces") or []), answer.get("moves") or [])
         reads_the_saved_path_again(seed, answer, what, missing)
 
 
@@ -1013,7 +1027,7 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str, missing: list
         f"restore returned the state your save had been given: {count} leaves (e.g. {example}) as save had them, "
         "which the checkpoint there no longer holds (a copy kept since save, not the folder read)."), missing)
     shards_straight(draw(seed), saved_path_target(seed), saved_path_when(seed),
-                    [p for p in at.get("pieces") or [] if len(p["shape"]) == 2], at.get("moves") or [])
+                    blocks(at.get("pieces") or []), at.get("moves") or [])
 
 
 def near(got, saved) -> bool:
@@ -1204,12 +1218,26 @@ def split_leaves(d: dict, desc: dict | None = None) -> dict:
     return found
 
 
+def blocks(placed: list) -> list:
+    """The pieces that may be the split arrays' data: of two dims; of three, a stack of such blocks
+    (leaves stacked on a leading axis, read by shards), one piece per block; and of one dim when
+    copied from another device (a block flattened for the move)."""
+    found = []
+    for p in placed:
+        shape = tuple(p["shape"])
+        if len(shape) == 2 or (len(shape) == 1 and p["from_device"] and p["device"] is not None):
+            found.append(p)
+        elif len(shape) == 3 and shape[0] > 0:
+            size = p.get("backing_size")
+            found += [dict(p, shape=shape[1:], backing=None if size is None else shape[1:],
+                           backing_size=None if size is None else size // shape[0])] * shape[0]
+    return found
+
+
 def pieces(worker, seed: int, which: int = OTHER) -> tuple[dict, list]:
-    """(the draw, the pieces of one restore of the experiment that may be the split arrays' data: of
-    two dims, and of one dim when copied from another device, a block flattened for the move)."""
+    """(the draw, the pieces of one restore of the experiment that may be the split arrays' data: blocks)."""
     run = run_of(worker, seed, which, "restore")
-    return draw(seed), [p for p in run["pieces"] if len(p["shape"]) == 2
-                        or (len(p["shape"]) == 1 and p["from_device"] and p["device"] is not None)]
+    return draw(seed), blocks(run["pieces"])
 
 
 def restores(worker, seed: int):
@@ -1376,7 +1404,7 @@ def test_restore_never_holds_a_whole_array(worker, seed):
         # learner's checkpoint onto the devices it was saved from (the experiment's restores judge that
         # template). Here only what reached the devices, and whole copies restore itself made, count.
         whole_arrays(d, saved_path_target(seed), saved_path_when(seed),
-                     [p for p in at.get("pieces") or [] if len(p["shape"]) == 2
+                     [p for p in blocks(at.get("pieces") or []) if len(p["shape"]) == 2
                       and (p["device"] is not None or p.get("fetched"))], at.get("moves") or [])
 
 

@@ -8,15 +8,8 @@ and nu apart where they lie (its compiled program has no collective: each device
 Everything restored is bit for bit the saved state, read from the checkpoint at `path`, each device
 reading only its own shards.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (10/22 at seed 20261130
-before the grader's change that finds a leaf packed into a larger stored array); loses
-restore_reads_each_shard_straight_onto_its_device: "device 1 received 1 shards of shape (10, 16); the 3
-split arrays of that shape (a kernel and its two Adam moments) each have one there".
-Should score: 22/22.
-Why it is graded wrongly: the checkpoint holds the moments (runs inside the stacked arrays, which the
-rewrite changes), but the pieces placed are judged only where they are 2-d: the stacked moments' blocks
-are 3-d, (2, rows, cols), so they are not seen, and each device is counted one shard of each split shape
-(the kernel's) where three are wanted.
+Full marks: a slice of a stored stack is held as the leaf (checks.stacked_in), each device's block of the stack
+counts as a block of each slice (checks.blocks), and the rewrite writes the slices.
 """
 import jax
 import jax.numpy as jnp
