@@ -1,0 +1,83 @@
+"""Each split array read onto the target's devices in the wrong blocks (the template's shardings on
+the target mesh with its devices in reverse order, so that every device reads a block another device
+needs), the single-device arrays relabelled as the target's blocks (make_array_from_single_device_arrays:
+nothing moves), and the blocks then moved to the devices that need them by a jitted shard_map: each
+device writes its block into zeros where it belongs, a psum over "model" (an all-reduce of
+zero-padded blocks: a gather spelled as a sum) hands every device the whole array, and each slices
+its own block. Every split array is moved between devices after restore read it, and is whole on
+every device meanwhile. The same with psum_scatter (a reduce-scatter of the zero-padded arrays) in
+place of the psum and the slice also scores 22/22 (seeds 20261130 and 7).
+
+Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: the pieces
+Orbax placed are each device's shards of the target's shapes, on the target's devices, and the one
+collective of restore's programs is an all-reduce (a reduce-scatter in the variant), which the judge
+reads as arithmetic on the restored state (a checksum, a norm), never as data carried.
+Should score: 10/22 (loses restore_reads_each_shard_straight_onto_its_device: the blocks moved after
+the read; and restore_never_holds_a_whole_array: the psum makes each split array whole on every device).
+"""
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param),
+            "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer),
+            "rngs": nnx.state(rngs)}
+
+
+def save(path, model, optimizer, rngs):
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(path, pack(model, optimizer, rngs))
+    checkpointer.wait_until_finished()
+
+
+def _reversed(mesh):
+    return Mesh(mesh.devices[::-1, ::-1], mesh.axis_names, axis_types=mesh.axis_types)
+
+
+def _fixed(x, sharding):
+    """x read onto the reversed mesh, handed back as `sharding` says (blocks moved by a psum)."""
+    on = {shard.device: (shard.data if x.sharding.is_fully_replicated else x.addressable_data(i))
+          for i, shard in enumerate(x.addressable_shards)}
+    buffers = [on[device] for device in sharding.addressable_devices_indices_map(x.shape)]
+    y = jax.make_array_from_single_device_arrays(x.shape, sharding, buffers)
+    spec = sharding.spec
+    if not any(spec):
+        return y
+    axis = next(i for i, name in enumerate(spec) if name is not None)
+    name = spec[axis]
+    n = sharding.mesh.shape[name]
+
+    @jax.jit
+    @partial(jax.shard_map, mesh=sharding.mesh, in_specs=spec, out_specs=spec)
+    def move(block):
+        j = jax.lax.axis_index(name)
+        size = block.shape[axis]
+        full = jnp.zeros(block.shape[:axis] + (size * n,) + block.shape[axis + 1:], block.dtype)
+        full = jax.lax.dynamic_update_slice_in_dim(full, block, (n - 1 - j) * size, axis)
+        full = jax.lax.psum(full, name)
+        return jax.lax.dynamic_slice_in_dim(full, j * size, size, axis)
+
+    return move(y)
+
+
+def restore(path, make_state, mesh, shardings):
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    abstract = pack(model, optimizer, rngs)
+    other = _reversed(mesh)
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(
+        leaf.shape, leaf.dtype, sharding=NamedSharding(other, shardings(leaf).spec)), abstract)
+    state = ocp.StandardCheckpointer().restore(path, template)
+    wanted = jax.tree.map(shardings, abstract)
+    state = jax.tree.map(_fixed, state, wanted)
+    nnx.update(model, state["params"], state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    return model, optimizer, rngs
