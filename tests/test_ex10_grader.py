@@ -176,6 +176,9 @@ def test_placements_see_a_shard_taken_out_to_the_host():
         parts = [np.asarray(shard.data) for shard in value.addressable_shards]
     assert len(parts) == 8 and all(p.get("shard_read") and p["device"] is None and tuple(p["shape"]) == (8, 3)
                                    for p in placed.pieces) and len(placed.pieces) == 8
+    with Placements() as placed:
+        parts = [np.from_dlpack(value.addressable_data(i)) for i in range(8)]
+    assert len(parts) == 8 and [p.get("shard_read") for p in placed.pieces] == [True] * 8
 
 
 def test_make_state_calls_are_told_apart():
@@ -363,6 +366,9 @@ def test_counters_orbax_writes_as_metadata_are_held_by_the_checkpoint(tmp_path):
     assert ex10.bookkeeping({str(i): 0.001 * i for i in range(100)}) == set()
     # Counted container by container: a record of many small entries beside the counters keeps them.
     assert 5 in ex10.bookkeeping({"counters": {"step": 5}, "shapes": {f"leaf{i}": [10, 16] for i in range(40)}})
+    # A plan of one record per step is a table however small each record; words with digits are names.
+    assert ex10.bookkeeping({"plan": [{"step": i} for i in range(200)]}) == set()
+    assert 5 in ex10.bookkeeping({"step": 5, **{f"opt_state/{i}/mu": "float32" for i in range(40)}})
     saved = {"1/step/value": np.asarray(19, np.int32), "1/opt_state/0/count/value": np.asarray(29, np.int32)}
     step_part = "the optimizer's step and the schedule's counts"
     assert step_part in ex10.missing_parts([], saved, found)

@@ -80,8 +80,11 @@ FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
 SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
-# Collectives of a program restore runs that carry data from one device to another as it is (an
-# all-reduce or a reduce-scatter adds it up: a checksum, a norm, a forward pass over the restored model).
+# Collectives of a program restore runs that carry data from one device to another as it is: moving
+# the numbers of the largest shard (a norm gathered over the mesh moves a few per array) is moving the
+# state. An all-reduce or a reduce-scatter adds numbers up (a checksum, a norm, a forward pass over
+# the restored model): only summing as many numbers as one device's share of the split state (a
+# psum of zero-padded blocks) is moving it.
 CARRYING = ("all-gather", "collective-permute", "all-to-all", "collective-broadcast")
 # A part of the state the checkpoint lacks, handed back within this relative distance of its saved
 # value (about 800 float32 ulps), came from the saved value, nudged: the checks that hold the
@@ -707,25 +710,36 @@ RECORD_HANDLERS = ("JsonCheckpointHandler", "ProtoCheckpointHandler")
 MAX_BOOKKEEPING = 32
 
 
+def _counted(v) -> int:
+    """1 for a number or a string of digits alone (a step written as "15"), else 0: the words of a
+    record (a dtype "float32", a path "opt_state/0/mu") are names, not numbers."""
+    if isinstance(v, bool):
+        return 0
+    if isinstance(v, (int, float)):
+        return 1
+    return int(isinstance(v, str) and v.strip().isdigit())
+
+
 def bookkeeping(value, depth: int = 0) -> set:
     """The whole numbers of a JSON document (as whole_numbers reads them), container by container:
-    a dict or list holding more than MAX_BOOKKEEPING numbers of its own (its keys, its values that
-    are numbers or strings; not those of the containers inside it) is a table or data, and none of
-    its own numbers count."""
+    a list of more than MAX_BOOKKEEPING items, or a dict holding more than MAX_BOOKKEEPING numbers of
+    its own (keys and values: `_counted`), is a table or data (a schedule, a shuffle order, a plan of
+    one record per step), and nothing in it counts."""
     if depth > 64:
         return set()
     if not isinstance(value, (dict, list)):
         found: set = set()
         whole_numbers(value, found)
         return found
+    if isinstance(value, list) and len(value) > MAX_BOOKKEEPING:
+        return set()
     own = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
     scalars = [k for k, _ in own if k is not None] + [v for _, v in own if not isinstance(v, (dict, list))]
-    count = sum(len(re.findall(r"\d+", v)) if isinstance(v, str) else
-                int(isinstance(v, (int, float)) and not isinstance(v, bool)) for v in scalars)
+    if sum(map(_counted, scalars)) > MAX_BOOKKEEPING:
+        return set()
     found = set()
-    if count <= MAX_BOOKKEEPING:
-        for v in scalars:
-            whole_numbers(v, found)
+    for v in scalars:
+        whole_numbers(v, found)
     for _, v in own:
         if isinstance(v, (dict, list)):
             found |= bookkeeping(v, depth + 1)
@@ -1313,14 +1327,23 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
     # Collectives that carry data from device to device (not reductions: a checksum, a norm, a smoke
     # test's forward pass sum), moving as many numbers as one shard holds: the shards were read
     # elsewhere (onto the other axis, or whole) and a compiled program moved them.
-    moves = [m for m in moves if m["op"].startswith(CARRYING)]
-    moved_numbers = sum(int(np.prod(m["shape"])) for m in moves)
-    if split and moved_numbers >= min(int(np.prod(shard)) for shard in split.values()):
+    moved_numbers = sum(int(np.prod(m["shape"])) for m in moves if m["op"].startswith(CARRYING))
+    summed = sum(int(np.prod(m["shape"])) for m in moves if not m["op"].startswith(CARRYING))
+    per_device = sum(int(np.prod(split[tuple(a.shape)])) for _, a in abstract_leaves(d["config"])
+                     if tuple(a.shape) in split)
+    moves = [m for m in moves if m["op"].startswith(CARRYING) or summed >= per_device]
+    if split and (moved_numbers >= max(int(np.prod(shard)) for shard in split.values()) or summed >= per_device):
         ops = sorted({m["op"] for m in moves})
         fail(f"{when}, compiled programs moved data between devices ({', '.join(ops)}: "
-             f"{moved_numbers} numbers in all, of shapes {_shapes(m['shape'] for m in moves)[:200]}): the shards "
+             f"{sum(int(np.prod(m['shape'])) for m in moves)} numbers in all, of shapes "
+             f"{_shapes(m['shape'] for m in moves)[:200]}): the shards "
              f"were read onto other devices, or whole, and moved afterwards (a jitted reshard after restoring). {template}")
-    cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))]
+    # A piece cut from a split array whole on the host, or a shard cut from a host array holding at least a
+    # whole split array's numbers (a buffer of the state): not a piece of a smaller host array a restore
+    # places for its own use (a smoke test's batch).
+    cut = [p for p in placed if p["backing_size"] is not None and p["backing_size"] > int(np.prod(p["shape"]))
+           and (tuple(p["backing"] or ()) in split or (tuple(p["shape"]) in set(split.values()) and p["backing_size"]
+                                                       >= min(int(np.prod(whole)) for whole in split)))]
     if cut:
         p = cut[0]
         fail(f"{when}, the pieces sent to the devices were cut from larger host arrays (a "
@@ -1344,7 +1367,7 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
     if first is not None and any(p["device"] is not None and tuple(p["shape"]) in shard_shapes
                                  for p in everything[first + 1:]):
         fail(f"{when}, shards of the restored arrays were copied from the devices onto the host (np.asarray of "
-             f"shard.data, of shapes {_shapes(p['shape'] for p in everything if p.get('fetched') or p.get('shard_read'))}), "
+             f"shard.data, np.from_dlpack, of shapes {_shapes(p['shape'] for p in everything if p.get('fetched') or p.get('shard_read'))}), "
              "and shards were placed on "
              "the devices again after that, from the host: the model passes through host memory. Hint: return the "
              "arrays Orbax restored with the sharded template as they are.")

@@ -467,6 +467,18 @@ class Placements:
             return data
 
         jax_array.Shard.data = property(read_shard)
+        # A device array handed to another library without a copy JAX makes (np.from_dlpack): one
+        # device's block taken out, as a shard.
+        self.original_dlpack = jax_array.ArrayImpl.__dlpack__
+        dlpack = self.original_dlpack
+
+        def handed_out(x, *args, **kwargs):
+            if len(pieces) < MAX_PIECES:
+                pieces.append({"shape": tuple(int(d) for d in x.shape), "dtype": str(x.dtype), "backing": None,
+                               "backing_size": None, "from_device": True, "device": None, "shard_read": True})
+            return dlpack(x, *args, **kwargs)
+
+        jax_array.ArrayImpl.__dlpack__ = handed_out
         # A program compiled to run while restore runs (a jit called, a reshard JAX compiles): the
         # collectives it holds move data between devices after Orbax placed it.
         self.original_compile = pxla.MeshComputation.compile
@@ -512,6 +524,7 @@ class Placements:
         ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
         jax_array.ArrayImpl._value = self.original_value
         jax_array.Shard.data = self.original_shard_data
+        jax_array.ArrayImpl.__dlpack__ = self.original_dlpack
         return False
 
 

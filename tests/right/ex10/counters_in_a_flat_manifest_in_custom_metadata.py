@@ -5,14 +5,7 @@ the schedule's counts, the dropout stream's count), "dtype:<path>" -> its dtype 
 restore reads the counters back from checkpointer.metadata(path).custom_metadata: everything comes
 from the one Orbax checkpoint at `path`.
 
-Scored 10/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0; loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state ("does not hold the optimizer's step and the
-schedule's counts, the dropout stream") and restore_reads_each_shard_straight_onto_its_device ("came
-from somewhere else than the checkpoint"): the manifest's keys hold the digits of the leaves' paths
-and its dtype strings ("float32"), so the one dict holds more than 32 numbers of its own and none of
-them, the counters included, count (tests/right/ex10/counters_in_the_checkpoints_custom_metadata, the
-counters in a dict of their own, gets 22/22).
-Should score: 22/22.
+Full marks: words with digits (a dtype, a path) are names, not numbers, in bookkeeping (checks._counted).
 """
 import jax
 import numpy as np

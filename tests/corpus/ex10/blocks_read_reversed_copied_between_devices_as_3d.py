@@ -5,11 +5,10 @@ jax.device_put, as a (1, rows, cols) array (reshaped on its device before the co
 2-d after it), and the array made from the copied blocks (make_array_from_single_device_arrays).
 Every split array's data is moved between devices after restore read it.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: the judge keeps
-only 2-d pieces (and 1-d ones copied from a device) of what was placed while restore ran, so the 3-d
-copies between devices are never looked at; the pieces Orbax placed are each device's shards.
-Should score: 11/22 (loses restore_reads_each_shard_straight_onto_its_device: blocks copied from one
-device to another after the read).
+Loses the restore's technique points at seeds 20261130 and 7 since a block copied between devices as a stack of one (3-D) is judged as the block (checks.blocks) (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: pieces of the split arrays were copied from one device to another
 """
 import jax
 import jax.numpy as jnp

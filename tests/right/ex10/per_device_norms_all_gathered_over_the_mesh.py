@@ -4,14 +4,7 @@ all-gathers those numbers over every axis of the mesh (one number per device, a 
 holds), printed with the global norm (the square root of their sum). The restored arrays are neither
 moved nor changed: one number per device and array travels.
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0; loses
-restore_reads_each_shard_straight_onto_its_device: "while restore ran onto the mesh the checkpoint
-was saved from, compiled programs moved data between devices (all-gather: 48 numbers in all, of
-shapes (8,))": the judge adds up every carrying collective of restore's programs and compares the sum
-with one shard's size (40 numbers on mesh A at these seeds), so six gathers of 8 scalars count as a
-shard moved. Gathered over "model" only (4 numbers per array) it keeps 22/22
-(tests/right/ex10/norms_of_the_blocks_all_gathered_and_logged).
-Should score: 22/22.
+Full marks: carrying collectives count only from the numbers of the largest shard on (checks.CARRYING).
 """
 from functools import partial
 

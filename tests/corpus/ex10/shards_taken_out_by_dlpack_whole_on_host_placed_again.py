@@ -5,11 +5,10 @@ its own, np.array of the slice) and placed again with jax.device_put before the 
 the blocks (make_array_from_single_device_arrays). The whole model passes through host memory and
 every shard is placed a second time, from the host, after restore read it.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: DLPack copies past
-ArrayImpl._value and Shard.data, which are what the judge records of copies to the host, and the
-blocks placed again are fresh host arrays of a shard's shape on the right devices.
-Should score: 10/22 (loses restore_reads_each_shard_straight_onto_its_device: shards placed from the
-host after the read; and restore_never_holds_a_whole_array: each split array whole on the host).
+Loses the restore's technique points at seeds 20261130 and 7 since a block handed out through DLPack is recorded as taken out to the host (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: shards of the restored arrays were copied from the devices onto the host
 """
 import jax
 import numpy as np
