@@ -176,9 +176,14 @@ def test_placements_see_a_shard_taken_out_to_the_host():
         parts = [np.asarray(shard.data) for shard in value.addressable_shards]
     assert len(parts) == 8 and all(p.get("shard_read") and p["device"] is None and tuple(p["shape"]) == (8, 3)
                                    for p in placed.pieces) and len(placed.pieces) == 8
+    # x.addressable_data(i) copied by the buffer protocol, and an array handed out through DLPack.
     with Placements() as placed:
-        parts = [np.from_dlpack(value.addressable_data(i)) for i in range(8)]
-    assert len(parts) == 8 and [p.get("shard_read") for p in placed.pieces] == [True] * 8
+        np.asarray(value.addressable_data(3))
+    assert [(p["shape"], p.get("shard_read")) for p in placed.pieces] == [((8, 3), True)]
+    one = jax.device_put(np.ones((2, 3), np.float32), jax.devices()[0])
+    with Placements() as placed:
+        np.from_dlpack(one)
+    assert placed.pieces and {(p["shape"], p.get("shard_read")) for p in placed.pieces} == {((2, 3), True)}
 
 
 def test_make_state_calls_are_told_apart():
@@ -428,4 +433,9 @@ def test_leaves_stacked_on_a_leading_axis_are_held_and_their_blocks_counted():
     assert "Adam's moments" not in ex10.missing_parts([("stack", np.stack([mu, mu * mu]))], saved)
     assert "Adam's moments" in ex10.missing_parts([("stack", np.stack([mu, mu + 1]))], saved)
     piece = {"shape": (2, 3, 1), "device": 5, "from_device": False, "backing": (2, 3, 1), "backing_size": 6}
-    assert [(p["shape"], p["device"], p["backing_size"]) for p in ex10.blocks([piece])] == [((3, 1), 5, 3)] * 2
+    split = {(3, 4): (3, 1)}  # the kernel's shape -> its shard's on the mesh
+    assert [(p["shape"], p["device"], p["backing_size"]) for p in ex10.blocks([piece], split)] == [((3, 1), 5, 3)] * 2
+    # Stacked on a trailing axis instead, (*kernel.shape, 2): the same leaves, the same blocks.
+    assert "Adam's moments" not in ex10.missing_parts([("stack", np.stack([mu, mu * mu], axis=-1))], saved)
+    trailing = dict(piece, shape=(3, 1, 2))
+    assert [p["shape"] for p in ex10.blocks([trailing], split)] == [(3, 1)] * 2

