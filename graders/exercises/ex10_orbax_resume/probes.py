@@ -495,8 +495,7 @@ class Placements:
         self.original_compile = pxla.MeshComputation.compile
         compile_ = self.original_compile
 
-        def compiled(lowering, *args, **kwargs):
-            executable = compile_(lowering, *args, **kwargs)
+        def collectives_of(executable) -> None:
             try:
                 found = hlo.collective_shapes(executable.as_text())
             except Exception:  # an executable without text: nothing read
@@ -504,6 +503,10 @@ class Placements:
             for op, dims in found:
                 if len(moves) < MAX_PIECES:
                     moves.append({"op": str(op), "shape": tuple(int(d) for d in dims)})
+
+        def compiled(lowering, *args, **kwargs):
+            executable = compile_(lowering, *args, **kwargs)
+            collectives_of(executable)
             return executable
 
         pxla.MeshComputation.compile = compiled
@@ -515,13 +518,7 @@ class Placements:
         def called(compiled_, *args, **kwargs):
             if id(compiled_) not in read:
                 read.add(id(compiled_))
-                try:
-                    found = hlo.collective_shapes(compiled_.as_text())
-                except Exception:  # an executable without text: nothing read
-                    found = []
-                for op, dims in found:
-                    if len(moves) < MAX_PIECES:
-                        moves.append({"op": str(op), "shape": tuple(int(d) for d in dims)})
+                collectives_of(compiled_)
             return call(compiled_, *args, **kwargs)
 
         jax_stages.Compiled.__call__ = called
