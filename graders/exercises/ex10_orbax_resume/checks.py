@@ -51,7 +51,7 @@ from jax.sharding import NamedSharding
 from graders.kit import figure_store
 from graders.kit.expected import expected
 from graders.kit.verdicts import Verdict, fail
-from graders.kit.numeric import fmt, rng
+from graders.kit.numeric import fmt, is_close, rng
 from graders.exercises.ex10_orbax_resume.probes import (
     AXES, MESH_A, build, fresh_state, is_key, leaves_of, listing, mesh, read_folder, sharding_key, spec_for, train,
     unpack, values_of,
@@ -83,9 +83,9 @@ MAX_CHECKPOINT_ELEMENTS = 1 << 22
 # Collectives of a program restore runs that carry data from one device to another as it is. An
 # all-reduce or a reduce-scatter adds numbers up (a checksum, a norm, an evaluation of the restored
 # model): it carries the state only where its result has a split array's shape, whole or a shard (a
-# psum of zero-padded blocks). Either moving the numbers of the largest shard is moving the state (a
-# norm gathered over the mesh moves a few numbers per array; a smoke test's output may have a
-# shard's shape by chance, and is smaller than the largest).
+# psum of zero-padded blocks). Such collectives moving as many numbers as the largest shard holds are
+# moving the state (a norm gathered over the mesh moves a few numbers per array; a smoke test's
+# output may have a shard's shape by chance, and holds fewer).
 CARRYING = ("all-gather", "collective-permute", "all-to-all", "collective-broadcast")
 # A part of the state the checkpoint lacks, handed back within this relative distance of its saved
 # value (about 800 float32 ulps), came from the saved value, nudged: the checks that hold the
@@ -590,9 +590,9 @@ def _read_pytree(item: str):
 def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
     """The checkpoint folder save wrote, with each of its items written again by the grader's own
     Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
-    `given`'s values wherever it held the saved state's (the floating-point numbers, whole leaves or
-    leaves packed into a larger array, and the dropout key; the counters and everything else as they were): a checkpoint in the learner's own layout,
-    holding a state the learner's save never wrote. The item's own checkpoint metadata
+    `given`'s values wherever it held the saved state's (the floating-point numbers: whole leaves,
+    slices of a stack, runs packed into a larger array; and the dropout key; the counters and everything
+    else as they were): a checkpoint in the learner's own layout, holding a state the learner's save never wrote. The item's own checkpoint metadata
     (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
     does not write (another item inside it, a file, a symlink, every name) are kept. As files
     (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
@@ -667,14 +667,13 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
 
 def missing_parts(stored: list, saved: dict, counters: set = frozenset()) -> list[str]:
     """The parts of the saved state whose values the checkpoint does not hold: in its arrays (a leaf of
-    its own, or packed with others into one: `inside`), or for a
-    counter (a whole number: the step, a count) among `counters`, the numbers Orbax wrote as its
-    metadata (orbax_numbers)."""
+    its own, a vector packed with others: `inside`, a slice of a stack: `stacked_in`), or for a counter
+    (a whole number: the step, a count) in a small array of counters or among `counters`, the numbers
+    Orbax wrote as its metadata (orbax_numbers)."""
     def holds(value) -> bool:
         if np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.integer) and (
                 int(value) in counters or counter_in_a_small_vector(value, stored)):
             return True
-        # A leaf packed with others into one stored array (packable: not told apart by chance).
         return (any(same(v, value) for _, v in stored) or (packable(value) and inside(value, stored))
                 or stacked_in(value, stored))
 
@@ -731,10 +730,10 @@ def bookkeeping(value, depth: int = 0) -> set:
     one record per step), and nothing in it counts."""
     if depth > 64:
         return set()
-    if not isinstance(value, (dict, list)):
+    if not isinstance(value, (dict, list)):  # a number, or a text (a pointer, a protocol buffer)
         found: set = set()
         whole_numbers(value, found)
-        return found
+        return found if len(found) <= MAX_BOOKKEEPING else set()
     if isinstance(value, list) and len(value) > MAX_BOOKKEEPING:
         return set()
     own = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
@@ -765,8 +764,7 @@ def orbax_numbers(files: dict) -> set:
     checkpoint's custom_metadata (in its _CHECKPOINT_METADATA), and the JSON items a
     CheckpointManager step holds beside its arrays (ocp.args.JsonSave or ProtoSave: items its
     _CHECKPOINT_METADATA names a RECORD_HANDLERS handler for) or such a checkpoint of its own beside
-    them, each of at most MAX_BOOKKEEPING numbers
-    (`bookkeeping`). Counters saved there are part of the Orbax checkpoint as much as an integer array
+    them, read by `bookkeeping`. Counters saved there are part of the Orbax checkpoint as much as an integer array
     is; a text file of the learner's own is not."""
     found = set()
     json_items = set()
@@ -1057,23 +1055,15 @@ def reads_the_saved_path_again(seed: int, answer: dict, what: str, missing: list
 
 
 def near(got, saved) -> bool:
-    """Floating-point values within NEAR_SAVED (relative) of the saved ones, shape for shape."""
-    got, saved = np.asarray(got), np.asarray(saved)
-    if got.shape != saved.shape or not np.issubdtype(saved.dtype, np.floating) or not np.issubdtype(got.dtype, np.floating):
-        return False
-    got, saved = got.astype(np.float64), saved.astype(np.float64)
-    return bool(np.all(np.abs(got - saved) <= NEAR_SAVED * np.abs(saved)))
+    """Floating-point values within NEAR_SAVED of the saved ones (relative to their largest)."""
+    return np.issubdtype(np.asarray(saved).dtype, np.floating) and is_close(got, saved, rtol=NEAR_SAVED, atol=0.0)
 
 
-_AFRESH: dict = {}
-
-
+@functools.cache
 def made_afresh(seed: int) -> dict:
     """What make_state builds at this draw, leaf by leaf (the state a restore that reads a part from
     nowhere hands back for it)."""
-    if seed not in _AFRESH:
-        _AFRESH[seed] = values_of(fresh_state(draw(seed)["config"]))
-    return _AFRESH[seed]
+    return values_of(fresh_state(draw(seed)["config"]))
 
 
 def nothing_from_outside_the_checkpoint(worker, seed: int, what: str) -> None:
@@ -1340,10 +1330,8 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
         fail(f"{when}, {len(moved)} pieces of the split arrays were copied from one device to another "
              f"(shapes {_shapes(p['shape'] for p in moved)}): the arrays were restored somewhere else first and "
              f"moved afterwards (a jax.device_put after restoring). {template}")
-    # Collectives that carry data from device to device (not reductions: a checksum, a norm, a smoke
-    # test's forward pass sum), moving as many numbers as one shard holds: the shards were read
-    # elsewhere (onto the other axis, or whole) and a compiled program moved them.
-    state = set(split.values()) | set(split)
+    # Collectives that carry the state (CARRYING): the shards were read elsewhere (onto the other axis,
+    # or whole) and a compiled program moved them.
     moves = [m for m in moves if m["op"].startswith(CARRYING) or tuple(m["shape"]) in state]
     moved_numbers = sum(int(np.prod(m["shape"])) for m in moves)
     if split and moved_numbers >= max(int(np.prod(shard)) for shard in split.values()):
@@ -1380,11 +1368,11 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
         p.get("shard_read") or (p.get("fetched") and tuple(p["shape"]) not in split))), None)
     if first is not None and any(p["device"] is not None and tuple(p["shape"]) in shard_shapes
                                  for p in everything[first + 1:]):
-        fail(f"{when}, shards of the restored arrays were copied from the devices onto the host (np.asarray of "
-             f"shard.data, np.from_dlpack, of shapes {_shapes(p['shape'] for p in everything if p.get('fetched') or p.get('shard_read'))}), "
-             "and shards were placed on "
-             "the devices again after that, from the host: the model passes through host memory. Hint: return the "
-             "arrays Orbax restored with the sharded template as they are.")
+        taken = _shapes(p["shape"] for p in everything if p.get("fetched") or p.get("shard_read"))
+        fail(f"{when}, shards of the restored arrays were copied from the devices onto the host (shard.data, "
+             f"x.addressable_data(i) or DLPack, of shapes {taken}), and shards were placed on the devices again after "
+             "that, from the host: the model passes through host memory. Hint: return the arrays Orbax restored with "
+             "the sharded template as they are.")
     read_whole = [p for p in host if tuple(p["shape"]) in split and not p.get("fetched")]
     if read_whole:
         fail(f"{when}, Orbax read the whole {tuple(read_whole[0]['shape'])} array onto the host (a template leaf that is "

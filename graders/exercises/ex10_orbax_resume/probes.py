@@ -381,12 +381,14 @@ class Placements:
     array, or a slice of one, going to a device, and a device array moved to another): its
     shape, the shape and size of the host array it is a view of, whether it came from a device,
     and the device it went to; every array Orbax read whole onto the host, or copied whole
-    from the devices onto it (device None); and (`moves`) the collectives of every program compiled
-    while it is on (a jitted reshard moves data between devices inside XLA)."""
+    from the devices onto it (device None); every block of a device array taken out to the host
+    (shard.data, x.addressable_data(i), DLPack: "shard_read"); and (`moves`) the collectives of every
+    program compiled, or compiled before and called, while it is on (a jitted reshard moves data
+    between devices inside XLA)."""
 
     def __init__(self):
         self.pieces: list[dict] = []
-        self.moves: list[dict] = []  # collectives of the programs compiled while restore runs
+        self.moves: list[dict] = []  # collectives of the programs run while restore runs
         self.original = None
 
     def __enter__(self):
@@ -459,12 +461,14 @@ class Placements:
         self.original_shard_data = jax_array.Shard.__dict__["data"]
         shard_data = getattr(self.original_shard_data, "func", getattr(self.original_shard_data, "fget", None))
 
-        def read_shard(shard):
-            data = shard_data(shard)
+        def taken_out(data):
             if len(pieces) < MAX_PIECES and hasattr(data, "shape"):
                 pieces.append({"shape": tuple(int(d) for d in data.shape), "dtype": str(data.dtype), "backing": None,
                                "backing_size": None, "from_device": True, "device": None, "shard_read": True})
             return data
+
+        def read_shard(shard):
+            return taken_out(shard_data(shard))
 
         jax_array.Shard.data = property(read_shard)
         # A device array handed to another library without a copy JAX makes (np.from_dlpack): one
@@ -473,9 +477,7 @@ class Placements:
         dlpack = self.original_dlpack
 
         def handed_out(x, *args, **kwargs):
-            if len(pieces) < MAX_PIECES:
-                pieces.append({"shape": tuple(int(d) for d in x.shape), "dtype": str(x.dtype), "backing": None,
-                               "backing_size": None, "from_device": True, "device": None, "shard_read": True})
+            taken_out(x)
             return dlpack(x, *args, **kwargs)
 
         jax_array.ArrayImpl.__dlpack__ = handed_out
@@ -483,11 +485,7 @@ class Placements:
         addressable = self.original_addressable
 
         def one_block(x, index):  # x.addressable_data(i): one device's block, as shard.data
-            data = addressable(x, index)
-            if len(pieces) < MAX_PIECES:
-                pieces.append({"shape": tuple(int(d) for d in data.shape), "dtype": str(data.dtype), "backing": None,
-                               "backing_size": None, "from_device": True, "device": None, "shard_read": True})
-            return data
+            return taken_out(addressable(x, index))
 
         jax_array.ArrayImpl.addressable_data = one_block
         # A program compiled to run while restore runs (a jit called, a reshard JAX compiles): the
