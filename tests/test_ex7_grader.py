@@ -61,7 +61,8 @@ def test_stale_state_is_named_for_both_optimizers(corpus):
 # by columns costs each device only 1.2-1.4x its share of the FLOPs, within the slack, so only the
 # compiled step's collectives, compared with the grader's own Megatron step, can tell.
 MOVES_TOO_MUCH = ["step_gathers_predictions", "step_gathers_gradients", "step_gathers_updates",
-                  "step_gathers_optimizer_state", "step_assembles_updates_by_flat_psum"]
+                  "step_gathers_optimizer_state", "step_assembles_updates_by_flat_psum",
+                  "step_gathers_gradients_by_block_sized_psums"]
 
 
 @pytest.mark.parametrize("case", MOVES_TOO_MUCH)
@@ -105,3 +106,54 @@ def test_sizes_are_drawn_with_their_edges():
         hs = [h for _, h, _ in cfg.values()]
         assert len(set(hs)) == len(hs), cfg  # a hidden size written as a number is right on one mesh at most
         assert any(h & (h - 1) == 0 for h in hs) and any(h & (h - 1) for h in hs), cfg
+
+
+# Megatron's own SGD step on (4, 2) at D=16, H=40, B=48: the partial sums over "model", the two
+# gradient blocks and the loss over "data" (op, dims, axis), as _own_step_collectives reads them.
+OWN_4_2 = [("all-reduce", (12, 16), "model"), ("all-reduce", (16, 20), "data"), ("all-reduce", (20, 16), "data"),
+           ("all-reduce", (), "data")]
+CONFIG = (16, 40, 48)
+
+
+def _unneeded(rows, recomputes=False):
+    from graders.exercises.ex7_megatron_tp.checks import unneeded_collectives
+    return unneeded_collectives([(op, dims, axis, times) for op, dims, axis, times in rows], OWN_4_2, CONFIG,
+                                (4, 2), recomputes)
+
+
+def test_megatrons_values_summed_in_other_pieces_move_nothing_more():
+    own = [(op, dims, axis, 1) for op, dims, axis in OWN_4_2]
+    assert _unneeded(own + own) == ([], {})  # repeated (recomputed) as they are
+    bucket = [("all-reduce", (12, 16), "model", 1), ("all-reduce", (640,), "data", 1)]
+    assert _unneeded(bucket) == ([], {})
+    halves = [("all-reduce", (12, 16), "model", 1), ("reduce-scatter", (4, 20), "data", 1),
+              ("reduce-scatter", (20, 4), "data", 1), ("all-gather", (16, 20), "data", 1),
+              ("all-gather", (20, 16), "data", 1)]
+    assert _unneeded(halves) == ([], {})
+    micro = [("all-reduce", (6, 16), "model", 2), ("all-reduce", (16, 20), "data", 1),
+             ("all-reduce", (20, 16), "data", 1)]
+    assert _unneeded(micro) == ([], {})
+    assert _unneeded([("all-reduce", (16, 20), "none", 1), *own]) == ([], {})  # groups of one device
+
+
+def test_sums_beyond_megatrons_on_an_axis_or_gathers_of_its_arrays_are_named():
+    own = [(op, dims, axis, 1) for op, dims, axis in OWN_4_2]
+    # The same bucket over "model" (a zero-padded gather of whole updates), or summed beside
+    # Megatron's own gradient sums (twice the traffic over "data").
+    extra, surplus = _unneeded([*own, ("all-reduce", (640,), "model", 1)])
+    assert extra == [] and set(surplus) == {"model"} and surplus["model"][1:] == (192 + 640, 192)
+    extra, surplus = _unneeded([*own, ("all-reduce", (640,), "data", 1)])
+    assert set(surplus) == {"data"}
+    # Micro-batches in a loop of more trips than the rows hold: more partial sums than Megatron's.
+    extra, surplus = _unneeded([("all-reduce", (6, 16), "model", 3), *own[1:]])
+    assert set(surplus) == {"model"}
+    # A batch, a whole weight or activations gathered over either axis; a permute; both axes at once.
+    for row in [("all-gather", (48, 16), "data", 1), ("all-gather", (16, 40), "model", 1),
+                ("all-gather", (12, 40), "model", 1), ("collective-permute", (16, 20), "model", 1),
+                ("all-reduce", (16, 20), "both", 1)]:
+        extra, surplus = _unneeded([*own, row])
+        assert extra == [row[:2]] and surplus == {}, row
+    # Under jax.checkpoint the forward's partial sums may be summed twice over "model", no more.
+    twice = [("all-reduce", (6, 16), "model", 4), *own[1:]]
+    assert _unneeded(twice, recomputes=True) == ([], {})
+    assert set(_unneeded(twice)[1]) == {"model"}

@@ -44,3 +44,45 @@ def test_collectives_counted_from_the_parse_are_those_the_text_holds():
     counts = hlo.collective_counts(text)
     assert any(counts.values()), counts
     assert hlo.parsed_collective_counts(hlo.hlo_computations(text)) == counts
+
+
+def test_collective_groups_read_every_form_xla_writes_and_the_trips_around_them():
+    # Listed, iota (with a transpose) and mesh forms name the same groups; a collective in a loop's
+    # body runs once per trip XLA knows of.
+    text = """HloModule m
+
+%body (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  %ar = f32[4]{0} all-reduce(%g), channel_id=2, replica_groups={{0,1},{2,3},{4,5},{6,7}}, to_apply=%add
+  ROOT %t = (s32[], f32[4]{0}) tuple(%i, %ar)
+}
+
+ENTRY %main (x: f32[20,40]) -> f32[20,40] {
+  %a = f32[20,40]{1,0} all-reduce(%x), channel_id=1, replica_groups=[4,2]<=[8], to_apply=%add
+  %b = (f32[40,24]{1,0}, f32[]) all-reduce(%d, %w), channel_id=3, replica_groups=[2,4]<=[4,2]T(1,0), to_apply=%add
+  %c = f32[8]{0} all-gather(%y), channel_id=4, replica_groups=mesh['data'=4,'model'=2] {'data'}, dimensions={0}
+  %e = f32[2]{0} all-reduce(%z), channel_id=5, replica_groups=mesh['data'=4,'model'=2] {'data','model'}, to_apply=%add
+  %w = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
+  ROOT %r = f32[20,40]{1,0} copy(%a)
+}
+"""
+    pairs, columns, everyone = ((0, 1), (2, 3), (4, 5), (6, 7)), ((0, 2, 4, 6), (1, 3, 5, 7)), ((*range(8),),)
+    assert hlo.collective_groups(text, 8) == [
+        ("all-reduce", (4,), pairs, 3),
+        ("all-reduce", (20, 40), pairs, 1),
+        ("all-reduce", (40, 24), columns, 1), ("all-reduce", (), columns, 1),
+        ("all-gather", (8,), columns, 1),
+        ("all-reduce", (2,), everyone, 1),
+    ]
+
+
+def test_collective_groups_of_a_compiled_program_name_the_mesh_axis_summed():
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    m = jax.make_mesh((4, 2), ("data", "model"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    x = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(m, P("data", "model")))
+    by_model = jax.jit(lambda v: jnp.sum(v, axis=1)).lower(x).compile().as_text()
+    groups = {g for op, _, g, _ in hlo.collective_groups(by_model, 8) if op == "all-reduce"}
+    assert groups == {((0, 1), (2, 3), (4, 5), (6, 7))}  # devices of one row of the mesh

