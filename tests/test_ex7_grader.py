@@ -157,3 +157,19 @@ def test_sums_beyond_megatrons_on_an_axis_or_gathers_of_its_arrays_are_named():
     twice = [("all-reduce", (6, 16), "model", 4), *own[1:]]
     assert _unneeded(twice, recomputes=True) == ([], {})
     assert set(_unneeded(twice)[1]) == {"model"}
+
+
+def test_micro_batches_partial_sums_are_no_activations_where_d_equals_h():
+    # On the Adam run's mesh D == H: a micro-batch's (B/data/2, D) partial sums hold an H too, but
+    # no second dim of B or B/data rows, so they are summed pieces, not gathered activations.
+    from graders.exercises.ex7_megatron_tp.checks import unneeded_collectives
+    own = [("all-reduce", (24, 48), "model"), ("all-reduce", (48, 12), "data"), ("all-reduce", (12, 48), "data"),
+           ("all-reduce", (), "data")]
+    micro = [("all-reduce", (12, 48), "model", 2), ("all-reduce", (48, 12), "data", 1),
+             ("all-reduce", (12, 48), "data", 1)]
+    assert unneeded_collectives(micro, own, (48, 48, 48), (2, 4), False) == ([], {})
+    # Gathered activations of B/data rows have the partial sums' very shape here: what is summed
+    # over "model" in all tells them apart.
+    gathered = [*micro, ("all-gather", (24, 48), "model", 1)]
+    extra, surplus = unneeded_collectives(gathered, own, (48, 48, 48), (2, 4), False)
+    assert extra == [] and surplus["model"][1:] == (2 * 12 * 48 + 24 * 48 / 2, 24 * 48)

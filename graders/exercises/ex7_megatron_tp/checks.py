@@ -801,7 +801,7 @@ def what_moves(op: str, dims: tuple, config, shape) -> str:
         return "batch"
     if found == sorted((d, h)):
         return "weight"
-    if h in dims and (b in dims or b // shape[0] in dims):
+    if holds_activations(dims, config, shape):
         return "activations"
     # Reshaped (e.g. flattened before a psum): told by how many numbers it holds.
     by_size = {d * h: "weight", b * d: "batch", b * h: "activations", b // shape[0] * h: "activations"}
@@ -820,6 +820,15 @@ MOVES = {
 }
 
 
+def holds_activations(dims, config, shape) -> bool:
+    """Whether an array's dims are relu(x @ w1)'s with every hidden unit: one dim H, another B or
+    B/data (two dims, not one read twice: where D == H a micro-batch's (rows, D) partial sums hold
+    an H as well)."""
+    d, h, b = config
+    return any(n == h and any(m in (b, b // shape[0]) for j, m in enumerate(dims) if j != i)
+               for i, n in enumerate(dims))
+
+
 def shaped_as(op: str, dims: tuple, config, shape) -> str:
     """what_moves told from the result's dims only: "other" for an array whose dims are no weight's,
     batch's or activations' (whatever its size)."""
@@ -831,7 +840,7 @@ def shaped_as(op: str, dims: tuple, config, shape) -> str:
         return "batch"
     if found == sorted((d, h)):
         return "weight"
-    if h in dims and (b in dims or b // shape[0] in dims):
+    if holds_activations(dims, config, shape):
         return "activations"
     return "other"
 
