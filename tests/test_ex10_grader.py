@@ -147,6 +147,24 @@ def test_placements_see_every_shard_orbax_reads_and_nothing_whole(tmp_path):
     assert all(tuple(p["shape"]) == (8, 3) and p["backing_size"] == 24 for p in placed.pieces)
 
 
+def test_placements_see_an_array_read_whole_with_tensorstore_outside_orbax():
+    # The library Orbax reads with, opened by restore's own code: a read of the whole domain (by
+    # .read() or np.asarray) is a whole array on the host. Orbax's own reads through it are not
+    # recorded here (the test above: only the shards it places).
+    import tensorstore as ts
+
+    from graders.exercises.ex10_orbax_resume.probes import Placements
+
+    store = ts.open({"driver": "array", "array": np.ones((8, 12), np.float32), "dtype": "float32"}).result()
+    with Placements() as placed:
+        store.read().result()
+        np.asarray(store[:, :3])
+    assert [(p["shape"], p["device"], p.get("tensorstore")) for p in placed.pieces] == [
+        ((8, 12), None, True), ((8, 3), None, True)]
+    assert store.read().result().shape == (8, 12) and np.asarray(store).shape == (8, 12)  # put back, bound
+    assert placed.pieces[-1]["shape"] == (8, 3)  # and no longer recorded
+
+
 def test_placements_see_the_collectives_of_a_program_compiled_while_restore_runs():
     # A jitted reshard moves shards between devices inside XLA (not through batched_device_put):
     # the probe reads the collectives of each program compiled while it is on; a program that

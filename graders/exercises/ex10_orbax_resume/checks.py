@@ -1374,6 +1374,10 @@ def shards_straight(d: dict, desc: dict, when: str, placed: list, moves=()) -> N
              "that, from the host: the model passes through host memory. Hint: return the arrays Orbax restored with "
              "the sharded template as they are.")
     read_whole = [p for p in host if tuple(p["shape"]) in split and not p.get("fetched")]
+    if read_whole and read_whole[0].get("tensorstore"):
+        fail(f"{when}, the whole {tuple(read_whole[0]['shape'])} array was read onto the host with TensorStore "
+             "(the checkpoint's files opened outside Orbax), and the devices got their shards from there: the whole "
+             f"model passes through host memory. {template}")
     if read_whole:
         fail(f"{when}, Orbax read the whole {tuple(read_whole[0]['shape'])} array onto the host (a template leaf that is "
              "a NumPy array, not a sharded jax.ShapeDtypeStruct), and the devices got their shards from there: the "
@@ -1452,6 +1456,11 @@ def whole_arrays(d: dict, desc: dict, when: str, placed: list, moves=()) -> None
                 fail(f"{when}, the whole {shape} array was on the host: it was copied whole from the devices "
                      f"({FETCHED}), which needs the whole model in host memory at once. Hint: keep the arrays "
                      "Orbax restores where it put them; each device then only ever holds its shard.")
+            if shape in split and p.get("tensorstore"):
+                fail(f"{when}, the whole {shape} array was on the host: it was read whole with TensorStore (the "
+                     "checkpoint's files opened outside Orbax), which needs the whole model in host memory at once. "
+                     "Hint: restore with Orbax and a template whose leaves are jax.ShapeDtypeStruct(leaf.shape, "
+                     "leaf.dtype, sharding=shardings(leaf)); Orbax then reads only each device's shard.")
             if shape in split:
                 fail(f"{when}, the whole {shape} array was on the host: Orbax read it whole (a template leaf that "
                      "is a NumPy array), which needs the whole model in host memory at once. Hint: give each leaf "

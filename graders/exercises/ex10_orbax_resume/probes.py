@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import tensorstore
 from flax import nnx
 from jax._src import array as jax_array
 from jax._src import core as jax_core
@@ -440,6 +441,33 @@ class Placements:
             return got
 
         ocp_type_handlers.NumpyHandler.deserialize = read_whole
+        # An array read onto the host with TensorStore by restore's own code (the library Orbax reads
+        # with, opened at the checkpoint's files): each read, of its whole domain, as a piece on no
+        # device ("tensorstore"). Orbax's own reads go through it too (a shard each, or a NumPy leaf
+        # already recorded above): only a read called from outside Orbax counts.
+        # (the class's own descriptors are kept to put back: TensorStore.read fetched from the class is
+        # a function that no longer binds to an instance once set on it again)
+        self.original_ts = tensorstore.TensorStore.__dict__["read"], tensorstore.TensorStore.__dict__["__array__"]
+        ts_read, ts_array = tensorstore.TensorStore.read, tensorstore.TensorStore.__array__
+
+        def read_by_tensorstore(store) -> None:
+            caller = sys._getframe(2).f_globals.get("__name__", "")
+            if len(pieces) < MAX_PIECES and not caller.startswith(("orbax", "tensorstore")):
+                shape = tuple(int(d) for d in store.domain.shape)
+                pieces.append({"shape": shape, "dtype": str(store.dtype.numpy_dtype), "backing": shape,
+                               "backing_size": int(np.prod(shape)), "from_device": False, "device": None,
+                               "tensorstore": True})
+
+        def ts_read_recorded(store, *args, **kwargs):
+            read_by_tensorstore(store)
+            return ts_read(store, *args, **kwargs)
+
+        def ts_array_recorded(store, *args, **kwargs):
+            read_by_tensorstore(store)
+            return ts_array(store, *args, **kwargs)
+
+        tensorstore.TensorStore.read = ts_read_recorded
+        tensorstore.TensorStore.__array__ = ts_array_recorded
         # A restored array copied whole from its devices onto the host (jax.device_get, np.asarray,
         # np.array: every such copy goes through ArrayImpl._value): as a piece on no device, the
         # whole of itself, fetched.
@@ -528,6 +556,7 @@ class Placements:
         pxla.batched_device_put = self.original
         jax_dispatch._different_device_order_reshard = self.original_reorder
         ocp_type_handlers.NumpyHandler.deserialize = self.original_numpy
+        tensorstore.TensorStore.read, tensorstore.TensorStore.__array__ = self.original_ts
         jax_array.ArrayImpl._value = self.original_value
         jax_array.Shard.data = self.original_shard_data
         jax_array.ArrayImpl.__dlpack__ = self.original_dlpack

@@ -5,14 +5,12 @@ jax.make_array_from_callback (a fresh copy per shard). It reads the checkpoint a
 restarted job gets the right numbers), but every split array passes whole through host memory:
 tests/corpus/ex10/host_whole_then_shards_copied_by_callback with TensorStore instead of Orbax's NumPy reads.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7.
-Should score: 10/22 (technique: none; loses restore_reads_each_shard_straight_onto_its_device and
-restore_never_holds_a_whole_array). It reads the checkpoint at the path it is given on every route (the
-grader's rewrite included), so no memory is involved: the grader records Orbax's NumPy reads and the
-placements, and a whole-array read by any other reader (TensorStore here, the same library Orbax reads
-with) followed by per-shard copies leaves no trace in either.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+10/22 in both modes (seeds 20261130, 7): the grader records TensorStore reads made by restore's own code
+(22/22 before: it recorded only Orbax's NumPy reads and the placements).
+
+technique: none
+loses: restore_reads_each_shard_straight_onto_its_device: read onto the host with TensorStore
+loses: restore_never_holds_a_whole_array: read whole with TensorStore
 """
 import os
 
