@@ -1,9 +1,17 @@
 """Exercise 7's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, and what they keep."""
 
+import importlib.util
+from pathlib import Path
+
+import jax
+from jax._src import core
 import pytest
 
-from grading import declared, technique_free_cases
+from grading import ROOT, TEST_SEED, declared, technique_free_cases
+from graders.exercises.ex7_megatron_tp import checks, probes
+from graders.kit import program, wire
+from graders.kit.verdicts import CheckFailed
 
 EX = "ex7"
 
@@ -173,3 +181,68 @@ def test_micro_batches_partial_sums_are_no_activations_where_d_equals_h():
     gathered = [*micro, ("all-gather", (24, 48), "model", 1)]
     extra, surplus = unneeded_collectives(gathered, own, (48, 48, 48), (2, 4), False)
     assert extra == [] and surplus["model"][1:] == (2 * 12 * 48 + 24 * 48 / 2, 24 * 48)
+
+# ---- the programs handed over in-process (no --sandbox) and sent (--sandbox) -------------------
+
+def _module(path: str):
+    spec = importlib.util.spec_from_file_location(f"ex7_handed_{Path(path).stem}", ROOT / path)
+    sol = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sol)
+    return sol
+
+
+def _asked(sol, shape, kind: str):
+    """What the probe replies for one program of `kind` (as checks.forward, step and state_runs ask
+    for it), and the arguments of checks.decoded after it."""
+    if kind == "forward":
+        reply = probes.forward_program(sol, "tp_mlp", shape, *checks.forward_inputs(TEST_SEED, shape))
+        return reply, ("tp_mlp", shape, 3, 1)
+    if kind == "step":
+        inputs = checks.training_problem("sgd", TEST_SEED)
+        n = len(jax.tree.leaves(probes.placed_training(probes.mesh(shape), checks.OPTIMIZERS["sgd"], *inputs)))
+        return probes.step_program(sol, checks.OPTIMIZERS["sgd"], shape, *inputs), ("your training step", shape, n, n - 1)
+    host, x, y = checks.state_problem(TEST_SEED, shape)
+    reply = probes.init_programs(sol, checks.OPTIMIZERS["adam"], shape, host, x, y)["init"]
+    return reply, ("init_tp_state", shape, (2, 0), None)
+
+
+def _judged(reply, args) -> str:
+    try:
+        return str(checks.decoded(reply, *args))
+    except CheckFailed as exc:
+        return f"failed: {exc}"
+
+
+@pytest.mark.parametrize("path, kind", [("reference/ex7_megatron_tp.py", "forward"),
+                                        ("tests/right/ex7/init_donating_put.py", "init"),
+                                        ("tests/corpus/ex7/loss_on_host_callback.py", "step")])
+def test_a_program_handed_over_in_process_is_read_as_the_judge_reads_the_one_sent(path, kind, monkeypatch):
+    # Without --sandbox the probe files the traced program itself beside its encoding
+    # (probes.IN_PROCESS) and the judge reads it as decoding would rebuild it (program.as_sent):
+    # nothing is decoded (jax.nn.relu's custom_jvp a jit of its primal, a donating device_put a
+    # copying one). Under --sandbox (no nonce in the worker's process) the encoding is sent and
+    # decoded: the same program, or for a program that cannot be sent (a pure_callback: the case
+    # tests/corpus/ex7/loss_on_host_callback.py) the same message, in both modes.
+    sol = _module(path)
+    shape = checks.BOTH_AXES_SPLIT[0]
+    reply, args = _asked(sol, shape, kind)
+    decode = program.decode
+    if kind == "step":  # cannot be sent: its reason, never filed
+        assert "unreadable" in reply and "pure_callback" in reply["unreadable"], reply
+    else:
+        assert set(reply) == {"in_process"}, reply
+        message, traced = probes.IN_PROCESS[(probes.IN_PROCESS["judge"], reply["in_process"])]
+        assert isinstance(traced, core.Jaxpr) and "program" in message
+        assert program.as_sent(traced, forward=True, donated_as_copies=True) is not None
+
+        def refused(*a, **k):
+            raise AssertionError("the judge decoded a program handed over in-process")
+        monkeypatch.setattr(program, "decode", refused)
+    in_process = _judged(reply, args)
+    monkeypatch.setattr(program, "decode", decode)
+    monkeypatch.delitem(probes.IN_PROCESS, "judge")  # the worker's process under --sandbox
+    sent, _ = _asked(sol, shape, kind)
+    assert "in_process" not in sent
+    assert in_process == _judged(wire.round_trip(sent), args)
+    if kind == "step":
+        assert in_process.startswith("failed: the program of your training step on a") and "pure_callback" in in_process

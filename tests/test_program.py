@@ -654,3 +654,39 @@ def test_replicas_of_a_block_that_differ_are_read_as_nan():
         rebuilt = program.decode(wire.round_trip(program.encode(closed, meshes=True)), meshes=True,
                                  devices=list(mesh.devices.flat))
         np.testing.assert_array_equal(np.asarray(rebuilt.run(value)[0]), want)
+
+
+def test_as_sent_is_the_traced_program_as_decode_rebuilds_its_encoding():
+    # ex7 without --sandbox reads the traced program in place of decoding its encoding: a custom_jvp
+    # a jit of its primal, a donating device_put a copying one, constants and literals as NumPy
+    # values, the rest as traced, so that both modes read one program. Where it cannot vouch for
+    # that (a mesh on devices in another order than decode lays them out on), None: decode then.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    split = NamedSharding(mesh, P("a", None))
+    table = jax.device_put(jnp.arange(8.0).reshape(8, 1), split)  # a constant placed on the mesh
+
+    def fn(x, y):
+        moved = jax.device_put(x * 1.0, split, donate=True)
+        return jax.nn.relu(moved) * 0.9 + table, jax.shard_map(
+            lambda a: jax.lax.psum(a, "b"), mesh=mesh, in_specs=P("a", "b"), out_specs=P("a", None))(y)
+
+    args = [jax.device_put(MESH_ARGS[1], split), jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P("a", "b")))]
+    with jax.set_mesh(mesh):
+        closed = jax.make_jaxpr(fn)(*args)
+    message = wire.round_trip(program.encode(closed, forward=True, meshes=True))
+    rebuilt = program.decode(message, meshes=True, donated_as_copies=True).closed
+    handed = program.as_sent(closed, forward=True, donated_as_copies=True)
+    assert str(handed) == str(rebuilt) and program.CUSTOM & {e.primitive.name for e in closed.eqns}
+    assert not program.CUSTOM & {e.primitive.name for e in handed.eqns} and "DONATE" not in str(handed)
+    assert all(type(c) is np.ndarray for c in handed.consts) and any(isinstance(c, jax.Array) for c in closed.consts)
+    with jax.set_mesh(mesh):
+        got, want = (jax.jit(jaxpr_as_fun(p))(*args) for p in (handed, rebuilt))
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert program.as_sent(closed, forward=True) is None  # decode refuses the donation then: it says why
+    with pytest.raises(program.ProgramError):
+        program.decode(message, meshes=True)
+    other = mesh_of(jax.devices()[::-1])
+    with jax.set_mesh(other):
+        moved = jax.make_jaxpr(lambda x: jax.device_put(x, NamedSharding(other, P("a", None))))(MESH_ARGS[1])
+    assert program.as_sent(moved) is None

@@ -929,6 +929,184 @@ def decode(message, custom_policies: bool = False, devices=None, meshes: bool = 
     return Program(closed)
 
 
+class _NotAlike(Exception):
+    """What as_sent meets that decode might rebuild, or refuse, otherwise."""
+
+
+def as_sent(closed, forward: bool = False, devices=None, donated_as_copies: bool = False):
+    """For a judge in the tracer's own process (no --sandbox, ex7): the traced program `closed`,
+    whose encoding encode(closed, forward=forward, meshes=True) made, as decode(that encoding,
+    meshes=True, devices=devices, donated_as_copies=donated_as_copies) rebuilds it, without
+    encoding's round trip or check_jaxpr (a program JAX traced type-checks): each
+    custom_jvp/custom_vjp call a jit of its primal (forward), a donating device_put a copying one
+    (donated_as_copies), the constants NumPy arrays, every other equation as traced. None where
+    the program holds anything decode might rebuild or refuse otherwise (a mesh on devices in
+    another order than the judge lays them out, an equation traced in a context of its own, a
+    primitive the judge looks up as another object, an array or constants beyond decode's
+    bounds, ...): the caller then decodes the encoding, so both modes read one program."""
+    try:
+        return _AsSent(forward, devices, donated_as_copies).jaxpr(closed)
+    except (_NotAlike, ProgramError, RecursionError):
+        return None
+
+
+class _AsSent:
+    def __init__(self, forward: bool, devices, donated_as_copies: bool):
+        self.forward, self.donated_as_copies = forward, donated_as_copies
+        self.devices = list(devices) if devices is not None else jax.devices()
+        self.base = core.JaxprEqnContext()  # what decode's equations are given (_context)
+        self.prims = _primitives()
+        self.memo: dict = {}
+        self.meshes: dict = {}
+        self.const_bytes = 0
+
+    def mesh(self, mesh):
+        if id(mesh) in self.meshes:
+            return
+        names, sizes = tuple(mesh.axis_names), tuple(mesh.axis_sizes)
+        n = math.prod(sizes)
+        if not (0 < len(names) <= MAX_MESH_AXES and all(isinstance(a, str) and 0 < len(a) <= 64 for a in names)
+                and len(set(names)) == len(names) and all(type(s) is int and s >= 1 for s in sizes)
+                and n <= len(self.devices)):
+            raise _NotAlike
+        if isinstance(mesh, jax.sharding.Mesh) and (  # laid out as decode lays it out: devices in order
+                mesh.devices.shape != sizes or list(mesh.devices.flat) != self.devices[:n]):
+            raise _NotAlike
+        self.meshes[id(mesh)] = mesh
+
+    def aval(self, aval):
+        if math.prod(aval.shape) > MAX_ELEMENTS:
+            raise _NotAlike
+        mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
+        if mesh is not None and not mesh.empty:
+            self.mesh(mesh)
+
+    def param(self, value):
+        if isinstance(value, core.Jaxpr):
+            return self.jaxpr(value)
+        if type(value) in (tuple, list):
+            new = type(value)(self.param(v) for v in value)
+            return value if all(a is b for a, b in zip(new, value)) else new
+        if isinstance(value, jax.sharding.NamedSharding):
+            if value.mesh.axis_names:
+                self.mesh(value.mesh)
+            return value
+        if isinstance(value, (jax.sharding.Mesh, jax.sharding.AbstractMesh)):
+            if value.axis_names:
+                self.mesh(value)
+            return value
+        if isinstance(value, enum.Enum):
+            member = (type(value).__name__, value.name)
+            if self.donated_as_copies and member in _AS_COPIES:
+                kind, name = _AS_COPIES[member]
+                return _ENUMS[kind][name]
+            if member in _REFUSED_MEMBERS:
+                raise _NotAlike
+            return value
+        if isinstance(value, (flattree.FlatTree, flattree.Either)):
+            self.flat(value)
+            return value
+        if callable(value) and not isinstance(value, type):
+            name = policy_name(value)
+            if name is None or _policies()[name] is not value:
+                raise _NotAlike
+        return value
+
+    def flat(self, tree):
+        """A loop's layout is kept as traced where its leaves are (no program, no enum to rebuild)."""
+        if isinstance(tree, flattree.Either):
+            leaves = [tree.val]
+        elif isinstance(tree, flattree.FTTuple):
+            leaves = list(tree.elts)
+        elif isinstance(tree, (flattree.FTSingleton, flattree.FTFiltered)):
+            leaves = [tree.val]
+        elif isinstance(tree, flattree.FTDict):
+            leaves = list(tree._vals)
+        elif isinstance(tree, flattree.FTPyTree):
+            leaves = list(tree.xs)
+        else:
+            raise _NotAlike
+        for leaf in leaves:
+            if isinstance(leaf, (flattree.FlatTree, flattree.Either)):
+                self.flat(leaf)
+            elif self.param(leaf) is not leaf or isinstance(leaf, core.Jaxpr):
+                raise _NotAlike
+
+    def literal(self, v):
+        """A literal as decode rebuilds it: its value a NumPy scalar of its type's dtype."""
+        if not isinstance(v, core.Literal):
+            return v
+        self.aval(v.aval)
+        val = np.asarray(v.val, dtype=v.aval.dtype)
+        if val.ndim or val.shape != v.aval.shape:
+            raise _NotAlike
+        if type(v.val) is type(val[()]) and v.val == val[()]:
+            return v
+        return core.Literal(val[()], v.aval)
+
+    def ctx_alike(self, ctx) -> bool:
+        base = self.base
+        return (ctx.compute_type == base.compute_type and ctx.threefry_partitionable == base.threefry_partitionable
+                and ctx.cur_layout_mode == base.cur_layout_mode
+                and ctx.remove_size_one_mesh_axis == base.remove_size_one_mesh_axis
+                and ctx.no_collectives == base.no_collectives and not set(ctx.xla_metadata or ()) - {LINE})
+
+    def jaxpr(self, closed):
+        if id(closed) in self.memo:
+            return self.memo[id(closed)][0]
+        consts = list(getattr(closed, "consts", ()) or ())
+        if len(consts) != len(closed.constvars):
+            raise _NotAlike
+        arrays = [np.asarray(c) for c in consts]
+        for v, a in zip(closed.constvars, arrays):
+            self.aval(v.aval)
+            if a.shape != v.aval.shape or a.dtype != v.aval.dtype:
+                raise _NotAlike
+            self.const_bytes += a.nbytes
+        if self.const_bytes > MAX_CONST_BYTES:
+            raise _NotAlike
+        for v in closed.invars:
+            self.aval(v.aval)
+        eqns = []
+        for eqn in closed.eqns:
+            name = eqn.primitive.name
+            if not self.ctx_alike(eqn.ctx):
+                raise _NotAlike
+            invars = [self.literal(v) for v in eqn.invars]
+            for v in eqn.outvars:
+                self.aval(v.aval)
+            params = {k: self.param(v) for k, v in eqn.params.items()}
+            primitive = eqn.primitive
+            if name in CUSTOM:
+                if not self.forward:
+                    raise _NotAlike
+                name, primitive = "jit", self.prims.get("jit")
+                params = _as_jit(params, len(eqn.invars), len(eqn.outvars), eqn.primitive.name)
+            if self.prims.get(name) is not primitive:
+                raise _NotAlike
+            if (any(isinstance(e, core.NamedAxisEffect) for e in eqn.effects)
+                    and name not in MESH_PRIMITIVES - {"shard_map"}
+                    and not any(isinstance(v, core.Jaxpr) for v in params.values())):
+                raise _NotAlike
+            for value in params.values():  # decode's rule: a sharding states the rank of what it makes
+                if isinstance(value, jax.sharding.NamedSharding) and (
+                        not eqn.outvars or len(value.spec) > len(eqn.outvars[0].aval.shape)
+                        or not value.mesh.axis_names and len(value.spec) != len(eqn.outvars[0].aval.shape)):
+                    raise _NotAlike
+            if name == "shard_map":
+                _check_shard_map(params, eqn.invars, eqn.outvars)
+            if (primitive is not eqn.primitive or any(params[k] is not v for k, v in eqn.params.items())
+                    or any(a is not b for a, b in zip(invars, eqn.invars))):
+                eqn = eqn.replace(invars=invars, primitive=primitive, params=params)
+            eqns.append(eqn)
+        outvars = [self.literal(v) for v in closed.outvars]
+        same = (all(a is b for a, b in zip(eqns, closed.eqns)) and all(a is c for a, c in zip(arrays, consts))
+                and all(a is b for a, b in zip(outvars, closed.outvars)))
+        out = closed if same else closed.replace(eqns=eqns, consts=arrays, outvars=outvars)
+        self.memo[id(closed)] = (out, closed)  # the traced program kept: ids stay unique
+        return out
+
+
 def line_of(eqn) -> int:
     """The learner's line a rebuilt equation (or one traced from it) was written at, 0 if none."""
     meta = getattr(eqn.ctx, "xla_metadata", None) or {}

@@ -48,7 +48,7 @@ from graders.exercises.ex7_megatron_tp.probes import (
 )
 
 # This judge's nonce, in its own process's probes module: a probe that finds it runs in this
-# process (no --sandbox) and files its programs' encodings there (probes.IN_PROCESS).
+# process (no --sandbox) and files its programs there, encoded and as traced (probes.IN_PROCESS).
 IN_PROCESS.setdefault("judge", secrets.token_hex(16))
 
 MESH_SHAPES = ((2, 4), (4, 2), (1, 8), (8, 1))
@@ -208,13 +208,20 @@ _RUNS: dict = {}
 
 def decoded(message, what: str, shape, inputs: int | tuple, outputs: int | None = None):
     """The program a probe sent, rebuilt on this process's own devices and type-checked; it takes
-    `inputs` values (or any count of a tuple of them) and (if given) gives `outputs`."""
+    `inputs` values (or any count of a tuple of them) and (if given) gives `outputs`. A program
+    a probe filed in this process (no --sandbox; probes.IN_PROCESS) is the traced program itself,
+    as decoding its encoding would rebuild it (program.as_sent), or where as_sent cannot vouch for
+    that, its encoding decoded: both modes read the same program."""
+    closed = None
     if isinstance(message, dict) and set(message) == {"in_process"}:  # filed in this process (probes.IN_PROCESS)
-        message = IN_PROCESS.get((IN_PROCESS["judge"], message["in_process"]))
-    try:
-        closed = program.decode(message, meshes=True, donated_as_copies=True).closed
-    except program.ProgramError as exc:
-        fail(f"the program of {what} on a {tuple(shape)} mesh could not be read: {exc}.")
+        message, traced = IN_PROCESS.get((IN_PROCESS["judge"], message["in_process"]), (None, None))
+        if traced is not None:
+            closed = program.as_sent(traced, forward=True, donated_as_copies=True)
+    if closed is None:
+        try:
+            closed = program.decode(message, meshes=True, donated_as_copies=True).closed
+        except program.ProgramError as exc:
+            fail(f"the program of {what} on a {tuple(shape)} mesh could not be read: {exc}.")
     allowed = inputs if isinstance(inputs, tuple) else (inputs,)
     inputs = allowed[0]
     if len(closed.invars) not in allowed or (outputs is not None and len(closed.outvars) != outputs):

@@ -122,10 +122,13 @@ def forward_args(m, w1, w2, x):
 
 
 # Without --sandbox the probes run in the judge's own process, which set its nonce here
-# (IN_PROCESS["judge"]): a program's encoding is then filed here (IN_PROCESS[(nonce, number)]) and
-# the reply holds {"in_process": number} in its place, so that it does not go through the wire's
-# encoding and back; the judge takes it back only from its own process's dict and decodes it as
-# it decodes one a worker sent. Under --sandbox nothing the worker does reaches that dict.
+# (IN_PROCESS["judge"]): a program's encoding and the traced program itself are then filed here
+# (IN_PROCESS[(nonce, number)]) and the reply holds {"in_process": number} in its place, so that
+# it does not go through the wire's encoding and back; the judge takes them back only from its own
+# process's dict and reads the traced program as decoding would rebuild it (program.as_sent),
+# decoding the encoding only where the two might differ. Under --sandbox nothing the worker does
+# reaches that dict. Either way the program is encoded first, so what cannot be sent is refused
+# alike (its reason is sent, never filed).
 IN_PROCESS: dict = {}
 
 
@@ -138,7 +141,7 @@ def _encoded(closed, sol) -> dict:
     if judge is None or "program" not in message:
         return message
     number = sum(1 for key in IN_PROCESS if isinstance(key, tuple))
-    IN_PROCESS[(judge, number)] = message
+    IN_PROCESS[(judge, number)] = (message, closed)
     return {"in_process": number}
 
 
