@@ -131,7 +131,12 @@ def _unneeded(rows, recomputes=False):
 
 def test_megatrons_values_summed_in_other_pieces_move_nothing_more():
     own = [(op, dims, axis, 1) for op, dims, axis in OWN_4_2]
-    assert _unneeded(own + own) == ([], {})  # repeated (recomputed) as they are
+    assert _unneeded(own) == ([], {})
+    recomputed = [own[0], *own]  # jax.checkpoint recomputes the forward's all-reduce
+    assert _unneeded(recomputed, recomputes=True) == ([], {})
+    assert set(_unneeded(recomputed)[1]) == {"model"}
+    two_d_bucket = [own[0], ("all-reduce", (16, 40), "data", 1)]  # both blocks side by side: (D, H) on (4, 2)
+    assert _unneeded(two_d_bucket) == ([], {})
     bucket = [("all-reduce", (12, 16), "model", 1), ("all-reduce", (640,), "data", 1)]
     assert _unneeded(bucket) == ([], {})
     halves = [("all-reduce", (12, 16), "model", 1), ("reduce-scatter", (4, 20), "data", 1),
@@ -149,7 +154,9 @@ def test_sums_beyond_megatrons_on_an_axis_or_gathers_of_its_arrays_are_named():
     # The same bucket over "model" (a zero-padded gather of whole updates), or summed beside
     # Megatron's own gradient sums (twice the traffic over "data").
     extra, surplus = _unneeded([*own, ("all-reduce", (640,), "model", 1)])
-    assert extra == [] and set(surplus) == {"model"} and surplus["model"][1:] == (192 + 640, 192)
+    assert extra == [("all-reduce", (640,))] and surplus == {}
+    extra, surplus = _unneeded([*own, ("all-reduce", (12, 16), "model", 1)])  # the forward's sums twice
+    assert extra == [] and surplus["model"][1:] == (2 * 192, 192)
     extra, surplus = _unneeded([*own, ("all-reduce", (640,), "data", 1)])
     assert set(surplus) == {"data"}
     # Micro-batches in a loop of more trips than the rows hold: more partial sums than Megatron's.
@@ -161,6 +168,12 @@ def test_sums_beyond_megatrons_on_an_axis_or_gathers_of_its_arrays_are_named():
                 ("all-reduce", (16, 20), "both", 1)]:
         extra, surplus = _unneeded([*own, row])
         assert extra == [row[:2]] and surplus == {}, row
+    # Megatron's own array repeated (pieces of a gather sized like the forward's sums), and small
+    # sums run in a loop beyond what a loss needs: each counted every time it runs.
+    assert set(_unneeded([*own, ("all-reduce", (12, 16), "model", 7)])[1]) == {"model"}
+    extra, surplus = _unneeded([*own, ("all-reduce", (16,), "model", 40)])
+    assert extra == [] and set(surplus) == {"model"}
+    assert _unneeded([*own, ("all-reduce", (16,), "data", 2), ("all-reduce", (), "data", 4)]) == ([], {})
     # Under jax.checkpoint the forward's partial sums may be summed twice over "model", no more.
     twice = [("all-reduce", (6, 16), "model", 4), *own[1:]]
     assert _unneeded(twice, recomputes=True) == ([], {})

@@ -854,27 +854,50 @@ def shaped_as(op: str, dims: tuple, config, shape) -> str:
 
 # Megatron's step sums the forward's partial sums over "model" and the weights' gradients and the
 # loss over "data". The same values can be summed in other pieces: micro-batches' partial sums in
-# a loop, the gradients in one flat bucket, an all-reduce in its two halves (a reduce-scatter, then
-# an all-gather). Each collective's numbers are counted as an all-reduce's: a reduce-scatter or an
+# a loop, the gradients in one bucket, an all-reduce in its two halves (a reduce-scatter, then an
+# all-gather). Each collective's numbers are counted as an all-reduce's: a reduce-scatter or an
 # all-gather moves half of what an all-reduce of its whole array does (ring algorithms).
 HALF = {"all-reduce": 1.0, "reduce-scatter": 0.5, "all-gather": 0.5}
 
 
+# What an axis over budget sums more than once (unneeded_collectives' surplus), for the message.
+ONCE = {"data": "it sums each weight's gradient over 'data' once a step; with micro-batches, add their gradients up "
+                "on each device first and sum them once",
+        "model": "it sums the forward's partial sums over 'model' once, each row of the batch once, and nothing else"}
+
+
+def sums_of(sizes) -> set:
+    """Every total of a selection of these sizes (a bucket holds several arrays end to end)."""
+    totals = {0}
+    for n in sizes:
+        totals |= {t + n for t in totals}
+    return totals - {0}
+
+
+def loss_allowance(config) -> int:
+    """Numbers a step may add up for its loss beyond Megatron's arrays (a scalar, a (D,) vector when
+    the mean over the batch comes first, again per micro-batch or recomputed): twice max(B, D)."""
+    d, h, b = config
+    return 2 * max(b, d)
+
+
 def unneeded_collectives(rows, own, config, shape, recomputes_forward: bool):
     """The collectives of a compiled step (op, result dims, axis, times run: collectives_of) that
-    Megatron's step (`own`: op, dims, axis) does not need: (rows moving what Megatron never moves
-    (weights, batches, activations, a resplit, a collective over both axes), {axis: (rows summed
-    over that axis beyond Megatron's total there, their total, Megatron's total)}).
+    Megatron's step (`own`: op, dims, axis) does not need: (rows moving what Megatron never moves,
+    {axis: (rows summed over that axis, their total, Megatron's total there)} for an axis over which
+    the step sums more than Megatron's).
 
-    One of the grader's own collectives (the same operation on as many numbers over the same axis)
-    is counted once, however often it repeats (jax.checkpoint recomputes the forward's all-reduce).
-    Collectives over groups of one device move nothing. An all-reduce of a scalar or of a vector
-    of at most B or D numbers is the loss reduced in another order. Any other all-reduce,
-    reduce-scatter or all-gather over one axis whose array is one of Megatron's own there, or is no
-    weight, batch or activations by its dims (flattened, reshaped, a micro-batch's), is Megatron's
-    values summed in other pieces: kept while the numbers summed over that axis (each
-    time it runs) stay within Megatron's there (twice that over "model" for a step that recomputes
-    its forward)."""
+    Every collective counts each time it runs (a loop's trips XLA knows). Megatron's own arrays sum
+    over each axis exactly once (twice over "model" for a step that recomputes its forward under
+    jax.checkpoint). A collective over groups of one device moves nothing. A small all-reduce (a
+    scalar, or a vector of at most B or D numbers) is the loss reduced in another order, up to
+    loss_allowance numbers over each axis; beyond that such sums count as pieces. A piece of
+    Megatron's values is an all-reduce or reduce-scatter over "model" of an array with a D-sized dim
+    and no more numbers than the partial sums (rows of them: micro-batches), over "data" of a bucket
+    of Megatron's arrays there (any shape) or of a piece of one that is no weight, batch or
+    activations by its dims, or an all-gather of one of Megatron's arrays over that axis (an
+    all-reduce in two halves). Anything else (weights, batches or activations gathered, permutes,
+    all-to-alls, collectives over both axes) is not Megatron's."""
     d, h, b = config
     small = lambda op, dims: op == "all-reduce" and sum(n > 1 for n in dims) <= 1 and size(dims) <= max(b, d)
     sized = {(op, size(dims)) for op, dims, _ in own}
@@ -882,36 +905,54 @@ def unneeded_collectives(rows, own, config, shape, recomputes_forward: bool):
     # is one over an axis of one device in a shard_map (XLA drops those from the grader's own step).
     sized |= {("all-reduce", d * (h // shape[1])), ("all-reduce", (b // shape[0]) * d)}
     exact = {(op, size(dims), axis) for op, dims, axis in own}
-    budget = dict.fromkeys(("data", "model"), 0.0)
-    for op, dims, axis in own:
-        if axis in budget and not small(op, dims):
-            budget[axis] += size(dims)
+    mine = {axis: [size(dims) for op, dims, o_axis in own if o_axis == axis and not small(op, dims)]
+            for axis in ("data", "model")}
+    budget = {axis: float(sum(sizes)) for axis, sizes in mine.items()}
     if recomputes_forward:
         budget["model"] *= RECOMPUTE_ALLOWANCE
-    spent, pending, counted, extra = dict.fromkeys(budget, 0.0), {axis: [] for axis in budget}, set(), []
+    shapes = {axis: [sorted(dims) for _, dims, o_axis in own if o_axis == axis] for axis in budget}
+    spent, pending, extra = dict.fromkeys(budget, 0.0), {axis: [] for axis in budget}, []
+    loss: dict = {}  # axis -> [numbers, rows] of small all-reduces
     for op, dims, axis, times in rows:
-        dims = tuple(dims)
-        if axis == "none" or small(op, dims):
+        dims, times = tuple(dims), max(int(times), 1)
+        if axis == "none":
             continue
         if axis == "unknown":
-            if (op, size(dims)) not in sized:
+            if (op, size(dims)) not in sized and not small(op, dims):
                 extra.append((op, dims))
             continue
-        if (op, size(dims), axis) in exact:
-            if (op, size(dims), axis) not in counted:
-                counted.add((op, size(dims), axis))
-                spent[axis] += size(dims)
+        if small(op, dims):
+            numbers, found = loss.setdefault(axis, [0, []])
+            loss[axis][0] = numbers + size(dims) * times
+            found.append((op, dims))
             continue
-        # An array of one of Megatron's own shapes over that axis (on (8, 1) a gradient block is a
-        # whole weight) is its sum in two halves; any other weight, batch or activations is not.
-        ours = sorted(dims) in [sorted(o_dims) for _, o_dims, o_axis in own if o_axis == axis]
-        if axis not in budget or op not in HALF or not (ours or shaped_as(op, dims, config, shape) == "other"):
+        if axis not in budget or op not in HALF:
             extra.append((op, dims))
             continue
         group = shape[0] if axis == "data" else shape[1]
         whole = size(dims) * (group if op == "reduce-scatter" else 1)  # the array summed or gathered
-        spent[axis] += HALF[op] * whole * max(int(times), 1)
+        if (op, size(dims), axis) in exact:
+            piece = True
+        elif op == "all-gather":
+            piece = sorted(dims) in shapes[axis]
+        elif axis == "model":
+            piece = (d in dims and whole <= (b // shape[0]) * d) or whole in sums_of(mine["model"])
+        else:
+            piece = whole in sums_of(mine["data"]) or (
+                whole <= max(mine["data"], default=0) and shaped_as(op, dims, config, shape) == "other")
+        if not piece:
+            extra.append((op, dims))
+            continue
+        spent[axis] += HALF[op] * whole * times
         pending[axis].append((op, dims))
+    for axis, (numbers, found) in loss.items():
+        if numbers <= loss_allowance(config):
+            continue
+        if axis not in budget:
+            extra += found
+            continue
+        spent[axis] += numbers
+        pending[axis] += found
     surplus = {axis: (pending[axis], spent[axis], budget[axis]) for axis in budget
                if pending[axis] and spent[axis] > budget[axis]}
     return extra, surplus
@@ -979,8 +1020,8 @@ def check_step_collectives(worker, opt: str, seed: int, note, got=None, shape=No
     # (on the other both-axes mesh, where D == H): a step that gathers Adam's moments only, or that
     # is Megatron only on some meshes or shapes, shows it there.
     d, h, b = config
-    extra, surplus = unneeded_collectives(got["collective_axes"], own, config, shape,
-                                          got.get("closed") is not None and recomputes(got["closed"]))
+    recomputed = got["recomputes"] if "recomputes" in got else recomputes(got["closed"])
+    extra, surplus = unneeded_collectives(got["collective_axes"], own, config, shape, recomputed)
     if not extra and not surplus:
         return
     data, model = shape
@@ -991,7 +1032,7 @@ def check_step_collectives(worker, opt: str, seed: int, note, got=None, shape=No
                  "in the backward")
     moves = "; ".join(filter(None, [describe_moves(extra, config, shape), *(
         f"{describe_moves(rows, config, shape)} (over '{axis}': {spent:,.0f} numbers in all, each counted as an "
-        f"all-reduce's, where Megatron's step sums {budget:,.0f} there)"
+        f"all-reduce's, where Megatron's step sums {budget:,.0f} there: {ONCE[axis]})"
         for axis, (rows, spent, budget) in surplus.items())]))
     what = "training step" if opt == "sgd" else "Adam training step"
     fail(f"the compiled {what} on a {shape} mesh (D={d}, H={h}, B={b}) holds {found}. Megatron's step (the "
@@ -1359,14 +1400,14 @@ def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):
             # A step that runs jitted programs only places its values as they are typed: compiled whole
             # here (as the learner's call compiles it), so its collectives can be read too.
             exe, outs = compiled_run(closed, shape, args)
-            compiled = collectives_of([exe.as_text()], shape)
+            compiled = dict(collectives_of([exe.as_text()], shape), recomputes=recomputes(closed))
         else:
             # Evaluated equation by equation: each jitted call (and each eager operation) is compiled
             # as the learner's call compiles it, and those compilations are read for collectives.
             with compilations() as texts:
                 outs = evaluated(closed, shape, args, "your training step")
             if any(eqn.primitive.name == "jit" for eqn in closed.jaxpr.eqns) and texts:
-                compiled = collectives_of(texts, shape)
+                compiled = dict(collectives_of(texts, shape), recomputes=recomputes(closed))
         expected = own_adam_step(shape, host, x, y)
         for k, v in zip(sorted(PARAM_SPECS), outs):
             what = f"{k} after one Adam step from what init_tp_state returns on a {tuple(shape)} mesh"

@@ -10,7 +10,7 @@ the same step on one-axis meshes only, which kept everything until the SGD step 
 Scores (--seed 20261130 and --seed 7): without --sandbox 17/22, with --sandbox 17/22.
 
 loses: training_step_is_jitted: not jitted
-loses: training_step_communicates_like_megatron: all-gathers and all-reduces of weight-sized arrays
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
 loses: each_device_does_its_share_of_the_work: devices repeat each other's work
 """
 

@@ -1,4 +1,4 @@
-"""Wrong: a shard_map step that gathers both weights' gradients whole onto every device of the
+"""A shard_map step that gathers both weights' gradients whole onto every device of the
 "model" axis (clipping them by their whole norm, then keeping its own block again), as
 tests/corpus/ex7/step_gathers_gradients_by_block_sized_psums does, but in pieces whose size is
 that of Megatron's own forward all-reduce over "model": each gradient is laid in a zero buffer of
@@ -6,15 +6,13 @@ the whole weight's shape at its own place, flattened, padded and cut into pieces
 (B/data) * D numbers (the size of the forward's partial sums), and each piece is psum'd over
 "model". Every device receives model times the gradient it needs.
 
-Each piece has the operation, size and axis of Megatron's own forward all-reduce over "model",
-which training_step_communicates_like_megatron counts once however often it repeats (`exact` in
-unneeded_collectives), so none of them is held to the budget over "model". At seed 20261130 on
-(4, 2) (D=16, H=40, B=48) the compiled step holds eight (192,) all-reduces over "model" besides
-Megatron's (12, 16) one: 1,536 numbers summed over "model" where Megatron sums 192.
+Each piece has the operation, size and axis of Megatron's own forward all-reduce over "model";
+training_step_communicates_like_megatron counts every collective each time it runs, so at seed
+20261130 on (4, 2) (D=16, H=40, B=48) the step sums 1,728 numbers over "model" where Megatron
+sums 192. 20/22 in both modes at seeds 20261130, 7 and 276678 (22/22 while a collective equal to
+one of Megatron's was counted once however often it repeated).
 
-Scores: 22/22 at --seed 20261130 without and with --sandbox, 22/22 at --seed 7. It should score
-20/22 (training_step_communicates_like_megatron lost, as tests/corpus/ex7/
-step_gathers_gradients_by_block_sized_psums loses it).
+loses: training_step_communicates_like_megatron: over 'model'
 """
 import jax
 import jax.numpy as jnp

@@ -1,14 +1,14 @@
-"""Right: gradient accumulation over micro-batches, per device, in a shard_map step: each device
-cuts its own rows into 2 micro-batches (1 where its row count is odd) and a lax.scan adds up the
-loss and the gradients of each (value_and_grad per micro-batch; shard_map adds the weights'
-gradients over "data"); the forward of each micro-batch adds its partial sums over "model" with
-one psum. The numbers are the single-device step's; the data moved is Megatron's (the partial
-sums of the batch, in two halves).
+"""Right: gradient bucketing in a 2-D bucket. In a shard_map step each device differentiates its
+own copies of its weight blocks (lax.pcast to varying over "data") on its own rows, lays the two
+gradient blocks side by side in one 2-D bucket (w1's (D, H/model) block beside w2's block
+transposed, (D, 2*H/model)), adds the bucket over "data" with one psum and cuts the two blocks
+back out; the loss is psum'd on its own. Each device moves exactly the values of Megatron's two
+gradient all-reduces, in one collective (tests/right/ex7/gradients_all_reduced_in_one_flat_bucket
+with the bucket 2-D instead of flat).
 
-Full marks: the micro-batches' partial sums are summed over "model", the scan's two trips
-together as many numbers as Megatron's one all-reduce of (B/data, D).
+Full marks: over "data" the bucket holds exactly Megatron's two gradient blocks (a bucket of its
+arrays there, whatever its shape; where "model" holds 2 devices it has a weight's (D, H) dims).
 """
-
 import jax
 import jax.numpy as jnp
 import optax
@@ -44,33 +44,17 @@ def init_tp_state(mesh, tx, params):
     return placed, tx.init(placed)
 
 
-def _micro_batches(rows: int) -> int:
-    """How many micro-batches each device's rows are cut into: 2 where they split evenly."""
-    return 2 if rows % 2 == 0 else 1
-
-
 def make_tp_train_step(mesh, tx):
     def local_grads(w1_blk, w2_blk, x_blk, y_blk, n):
-        k = _micro_batches(x_blk.shape[0])
-        xs = x_blk.reshape(k, -1, x_blk.shape[1])
-        ys = y_blk.reshape(k, -1, y_blk.shape[1])
+        a, b = (lax.pcast(w, ("data",), to="varying") for w in (w1_blk, w2_blk))
 
-        def micro(carry, xy):
-            loss, g1, g2 = carry
-            xb, yb = xy
+        def local_loss(a, b):
+            return jnp.sum((_tp_mlp_local(a, b, x_blk) - y_blk) ** 2) / n
 
-            def local_loss(a, b):
-                return jnp.sum((_tp_mlp_local(a, b, xb) - yb) ** 2) / n
-
-            l, (d1, d2) = jax.value_and_grad(local_loss, argnums=(0, 1))(w1_blk, w2_blk)
-            return (loss + l, g1 + d1, g2 + d2), None
-
-        # The loss differs from row block to row block (varying over "data"); the gradients come back
-        # already added over "data" by shard_map.
-        zero = (lax.pcast(jnp.zeros((), jnp.float32), ("data",), to="varying"), jnp.zeros_like(w1_blk),
-                jnp.zeros_like(w2_blk))
-        (loss, g1, g2), _ = lax.scan(micro, zero, (xs, ys))
-        return lax.psum(loss, "data"), g1, g2
+        loss, (g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1))(a, b)
+        k = g1.shape[1]
+        bucket = lax.psum(jnp.concatenate([g1, g2.T], axis=1), "data")  # (D, 2 * H/model)
+        return lax.psum(loss, "data"), bucket[:, :k], bucket[:, k:].T
 
     def step(params, opt_state, x, y):
         grads_fn = jax.shard_map(lambda a, b, c, d: local_grads(a, b, c, d, y.size), mesh=mesh,

