@@ -259,3 +259,16 @@ def test_a_program_handed_over_in_process_is_read_as_the_judge_reads_the_one_sen
     assert in_process == _judged(wire.round_trip(sent), args)
     if kind == "step":
         assert in_process.startswith("failed: the program of your training step on a") and "pure_callback" in in_process
+
+
+def test_training_problems_are_drawn_away_from_relus_kink():
+    # At seed 869370 the first draw puts a pre-activation within 1e-8 of ReLU's kink during the SGD
+    # run: reference/ took the other side of it than the grader's own step and lost a point. The
+    # problem is drawn again there, and the simulation the margin is read from is the grader's run.
+    from graders.exercises.ex7_megatron_tp.checks import (KINK_MARGIN, RUNS, STEPS, nearest_the_kink, problem,
+                                                          run_shape, training_problem)
+
+    seed = 869370
+    assert nearest_the_kink(*problem(seed, run_shape("sgd", seed), RUNS["sgd"]), "sgd", STEPS) < 1e-7
+    for opt in ("sgd", "adam"):
+        assert nearest_the_kink(*training_problem(opt, seed), opt, STEPS) >= KINK_MARGIN
