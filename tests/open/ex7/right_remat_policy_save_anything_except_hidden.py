@@ -1,0 +1,64 @@
+"""Right: the reference's step with the loss differentiated under jax.checkpoint with the remat
+policy jax.checkpoint_policies.save_anything_except_these_names("hidden"): tp_mlp names its
+hidden activations relu(x @ w1) with jax.ad_checkpoint.checkpoint_name, and the backward pass
+recomputes them instead of keeping them (everything else is saved). tp_mlp and the shard_map
+version are the reference's.
+
+save_anything_except_these_names (like save_only_these_names and the other policies of
+jax.checkpoint_policies that take arguments) returns a new function, which is none of the
+objects jax.checkpoint_policies holds by name: the probe's encoding (graders/kit/program.py,
+policy_name) refuses it as "a checkpoint policy of your own", so the step's program cannot be
+sent and every check of the step is lost ("your program holds a function
+(save_anything_except_these_names.<locals>.<lambda>) in a parameter ... only
+jax.checkpoint_policies are read").
+
+Scores: 13/22 at --seed 20261130 and --seed 7, with and without --sandbox; 13/22 at --seed 276678
+(sgd_training_matches_single_device, adam_training_matches_single_device, training_step_is_jitted,
+training_step_communicates_like_megatron, each_device_does_its_share_of_the_work and
+optimizer_state_carries_parameter_specs lost). Should score 22/22 (it recomputes the first matmul:
+its FLOPs may also meet the floor tests/open/ex7/right_remat_policy_saving_dots meets).
+"""
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.ad_checkpoint import checkpoint_name
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+W1_SPEC = P(None, "model")  # column split: each device owns H/model hidden units
+W2_SPEC = P("model", None)  # row split: the same hidden units' rows of w2
+X_SPEC = P("data", None)    # the batch split over "data"; also the output's spec
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+
+
+def tp_mlp(w1, w2, x):
+    h = checkpoint_name(jax.nn.relu(x @ w1), "hidden")  # column parallel: each device's own hidden units
+    return jnp.matmul(h, w2, out_sharding=X_SPEC)  # row parallel: one all-reduce over "model"
+
+
+def _tp_mlp_local(w1_blk, w2_blk, x_blk):
+    return lax.psum(jax.nn.relu(x_blk @ w1_blk) @ w2_blk, "model")
+
+
+def make_tp_mlp_shard_map(mesh):
+    return jax.shard_map(_tp_mlp_local, mesh=mesh, in_specs=(W1_SPEC, W2_SPEC, X_SPEC), out_specs=X_SPEC)
+
+
+def init_tp_state(mesh, tx, params):
+    placed = {k: jax.device_put(v, NamedSharding(mesh, PARAM_SPECS[k])) for k, v in params.items()}
+    return placed, tx.init(placed)
+
+
+def _loss(params, x, y):
+    return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
+
+
+def make_tp_train_step(mesh, tx):
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(jax.checkpoint(_loss, policy=jax.checkpoint_policies.save_anything_except_these_names("hidden")))(params, x, y)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
