@@ -86,3 +86,20 @@ def test_collective_groups_of_a_compiled_program_name_the_mesh_axis_summed():
     by_model = jax.jit(lambda v: jnp.sum(v, axis=1)).lower(x).compile().as_text()
     groups = {g for op, _, g, _ in hlo.collective_groups(by_model, 8) if op == "all-reduce"}
     assert groups == {((0, 1), (2, 3), (4, 5), (6, 7))}  # devices of one row of the mesh
+
+
+def test_a_loop_of_traced_trips_runs_as_many_as_it_needs_to_fill_what_it_carries():
+    # XLA knows no trip count for a bound read from an array: the loop that writes 8 of 32 columns
+    # a trip runs 4 times (loop_trips), for the FLOPs counted and for the collectives' times alike.
+    def chunked(a, b, n):
+        def body(c):
+            i, out = c
+            return i + 1, lax.dynamic_update_slice_in_dim(out, a @ lax.dynamic_slice_in_dim(b, i * 8, 8, 1), i * 8, 1)
+        return lax.while_loop(lambda c: c[0] < n, body, (0, jnp.zeros((16, 32))))[1]
+
+    a, b = jnp.ones((16, 32)), jnp.ones((32, 32))
+    exe = costs.compile_fn(chunked, a, b, jnp.int32(4))
+    text = exe.as_text()
+    assert "known_trip_count" not in text
+    whole = 4 * 2 * 16 * 32 * 8
+    assert abs(costs.flops(exe) + hlo.uncounted_loop_flops(text) - whole) <= 0.1 * whole

@@ -106,7 +106,7 @@ def collective_groups(hlo_text: str, devices: int) -> list[tuple[str, tuple[int,
         for op in comps.get(comp, []):
             for sub in op.called:
                 if sub not in seen:
-                    visit(sub, n * known_trips(op) if op.opcode == "while" else n, seen + (sub,))
+                    visit(sub, n * loop_trips(comps, op) if op.opcode == "while" else n, seen + (sub,))
 
     visit("ENTRY", 1, ("ENTRY",))
     rows = []
@@ -190,6 +190,59 @@ def known_trips(op: HloOp) -> int:
     return int(found.group(1)) if found else 1
 
 
+def covering_trips(comps: dict, body: str) -> int:
+    """The trips a while loop whose trip count XLA does not know (a bound read from an array) needs
+    to fill what it carries: a body that writes a slice of a carried array each trip
+    (dynamic-update-slice, or a scatter), where the loop's result is the whole array, runs at least
+    the array's size over the slice's times; an array the body computes whole needs one trip. The
+    largest such ratio over the carried arrays (1 if none). A loop that updates a whole leaf chunk
+    by chunk runs as many trips as it has chunks, whatever its bound is written as."""
+    ops = comps.get(body, [])
+    named = {op.name: op for op in ops}
+    root = next((op for op in ops if op.root), None)
+    if root is None or root.opcode != "tuple":
+        return 1
+    trips = 1
+    for i, name in enumerate(root.operands):
+        made = named.get(name)
+        if made is None or (made.opcode == "get-tuple-element" and f"index={i}" in made.attrs):
+            continue
+        written = _written(comps, made, named)
+        if written:
+            trips = max(trips, -(-elements(made) // written))
+    return trips
+
+
+def _written(comps: dict, op, named: dict) -> int:
+    """How many values an operation writes into the array it gives back: a dynamic-update-slice's
+    update, a scatter's updates (also as a fusion's root); 0 for any other operation."""
+    if op.opcode == "fusion" and op.called:
+        inner = comps.get(op.called[0], [])
+        root = next((o for o in inner if o.root), None)
+        return _written(comps, root, {o.name: o for o in inner}) if root is not None else 0
+    at = {"dynamic-update-slice": 1, "scatter": 2}.get(op.opcode)
+    if at is None or len(op.operands) <= at or op.operands[at] not in named:
+        return 0
+    return elements(named[op.operands[at]])
+
+
+def elements(op) -> int:
+    """How many values an operation's result holds (all of a tuple's arrays)."""
+    return sum(int(np.prod([int(d) for d in dims.split(",") if d])) for dims in _HLO_ARRAY.findall(op.kind))
+
+
+def loop_trips(comps: dict, op: HloOp) -> int:
+    """How many times a while loop runs its body: the trip count XLA knows, or, where it does not
+    (a bound read from an array), the trips it needs to fill what it carries (covering_trips)."""
+    if _HLO_TRIPS.search(op.attrs) or not op.called:
+        return known_trips(op)
+    body = _HLO_BODY.search(op.attrs)
+    return covering_trips(comps, body.group(1) if body else op.called[-1])
+
+
+_HLO_BODY = re.compile(r"\bbody=%([\w.\-]+)")
+
+
 _CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
 
 
@@ -224,7 +277,7 @@ def uncounted_loop_flops(text: str) -> float:
                 missing += (times - 1) * _dot_flops(op, kinds)
             for sub in op.called:
                 if sub not in seen:  # no computation calls itself; a guard against a malformed text
-                    missing += run(sub, times * known_trips(op) if op.opcode == "while" else times, seen + (sub,))
+                    missing += run(sub, times * loop_trips(comps, op) if op.opcode == "while" else times, seen + (sub,))
         return missing
 
     return run("ENTRY", 1, ("ENTRY",))

@@ -934,11 +934,12 @@ def unneeded_collectives(rows, own, config, shape, recomputes_forward: bool):
     {axis: (rows summed over that axis, their total, Megatron's total there)} for an axis over which
     the step sums more than Megatron's).
 
-    Every collective counts each time it runs (a loop's trips XLA knows). Megatron's own arrays sum
-    over each axis exactly once (twice over "model" for a step that recomputes its forward under
-    jax.checkpoint). A collective over groups of one device moves nothing. A small all-reduce (a
-    scalar, or a vector of at most B or D numbers) is the loss reduced in another order, up to
-    loss_allowance numbers over each axis; beyond that such sums count as pieces. A piece of
+    Every collective counts each time it runs (hlo.loop_trips: the trips XLA knows of a loop, or
+    those it needs to fill what it carries). Megatron's own arrays sum over each axis exactly once
+    (twice over "model" for a step that recomputes its forward under jax.checkpoint). A collective
+    over groups of one device moves nothing. A small all-reduce or all-gather (a scalar, or a
+    vector of at most B or D numbers) is the loss reduced in another order, up to loss_allowance
+    numbers over each axis; beyond that such sums count as pieces. A piece of
     Megatron's values is an all-reduce or reduce-scatter over "model" of an array with a D-sized dim
     and no more numbers than the partial sums (rows of them: micro-batches), over "data" of a bucket
     of Megatron's arrays there (any shape) or of a piece of one that is no weight, batch or
@@ -946,20 +947,21 @@ def unneeded_collectives(rows, own, config, shape, recomputes_forward: bool):
     all-reduce in two halves). Anything else (weights, batches or activations gathered, permutes,
     all-to-alls, collectives over both axes) is not Megatron's."""
     d, h, b = config
-    small = lambda op, dims: op == "all-reduce" and sum(n > 1 for n in dims) <= 1 and size(dims) <= max(b, d)
+    small = lambda op, dims: (op in ("all-reduce", "all-gather") and sum(n > 1 for n in dims) <= 1
+                              and size(dims) <= max(b, d))
     sized = {(op, size(dims)) for op, dims, _ in own}
     # A collective whose groups were not read is held to the grader's own by operation and size, as
     # is one over an axis of one device in a shard_map (XLA drops those from the grader's own step).
     sized |= {("all-reduce", d * (h // shape[1])), ("all-reduce", (b // shape[0]) * d)}
     exact = {(op, size(dims), axis) for op, dims, axis in own}
-    mine = {axis: [size(dims) for op, dims, o_axis in own if o_axis == axis and not small(op, dims)]
-            for axis in ("data", "model")}
+    # Megatron's own arrays over each axis, its loss among them (a bucket may carry it too)
+    mine = {axis: [size(dims) for op, dims, o_axis in own if o_axis == axis] for axis in ("data", "model")}
     budget = {axis: float(sum(sizes)) for axis, sizes in mine.items()}
     if recomputes_forward:
         budget["model"] *= RECOMPUTE_ALLOWANCE
     shapes = {axis: [sorted(dims) for _, dims, o_axis in own if o_axis == axis] for axis in budget}
     spent, pending, extra = dict.fromkeys(budget, 0.0), {axis: [] for axis in budget}, []
-    loss: dict = {}  # axis -> [numbers, rows] of small all-reduces
+    loss: dict = {}  # axis -> [numbers, rows] of small all-reduces and all-gathers
     for op, dims, axis, times in rows:
         dims, times = tuple(dims), max(int(times), 1)
         if axis == "none":
@@ -1096,7 +1098,7 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
     for mesh_shape in technique_shapes(seed):
         fwd, _ = single_device_flops(configs(seed)[mesh_shape])
         programs += [(f"the forward of {VERSIONS[v]}", mesh_shape, "one device",
-                      held_forward(worker, v, mesh_shape, seed)["flops"], fwd) for v in VERSIONS]
+                      held_forward(worker, v, mesh_shape, seed)["flops"], fwd, fwd) for v in VERSIONS]
     _, own_step = single_device_flops(configs(seed)[shape])
     stepped = held_step(worker, run_shape("sgd", seed), seed)
     alone, baseline = "the grader's own step on one device", own_step
@@ -1104,23 +1106,26 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
         alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
         baseline = RECOMPUTE_ALLOWANCE * own_step
     # The step's messages come after the main mesh's forwards' and before the other meshes'.
-    programs.insert(2, ("the training step", shape, alone, stepped["flops"], baseline))
+    programs.insert(2, ("the training step", shape, alone, stepped["flops"], baseline, own_step))
     for shape, got in one_axis_steps(worker, seed):
         alone, baseline = "the grader's own step on one device", own_step
         if recomputes(got["closed"]):
             alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
             baseline = RECOMPUTE_ALLOWANCE * own_step
-        programs.append(("the training step", shape, alone, got["flops"], baseline))
-    for what, shape, alone, got, single in programs:
+        programs.append(("the training step", shape, alone, got["flops"], baseline, own_step))
+    # A step under jax.checkpoint may recompute anything from nothing (a policy saving the dots) to
+    # the whole forward: held below to RECOMPUTE_ALLOWANCE times a share, above to a share.
+    for what, shape, alone, got, single, least in programs:
         share_of = shape[0] * shape[1]
         share = single / share_of
         note(f"per-device FLOPs of {what} on a {shape} mesh: {got:,.0f} ({alone}: {single:,.0f}; "
              f"a 1/{share_of} share: {share:,.0f})")
-        if share / FLOP_SLACK <= got <= FLOP_SLACK * share:
+        if least / share_of / FLOP_SLACK <= got <= FLOP_SLACK * share:
             continue
-        if not got >= share / FLOP_SLACK:  # a NaN, a zero or a negative figure is no program's either
-            fail(f"each device does {got:,.0f} FLOPs in {what}; {alone} does {single:,.0f}, so a share on "
-                 f"a {shape} mesh is about {share:,.0f}, and yours is less than 1/{FLOP_SLACK:g} of that: no "
+        if not got >= least / share_of / FLOP_SLACK:  # a NaN, a zero or a negative figure is no program's either
+            share = least / share_of
+            fail(f"each device does {got:,.0f} FLOPs in {what}; the grader's own one does {least:,.0f} on one device, "
+                 f"so a share on a {shape} mesh is about {share:,.0f}, and yours is less than 1/{FLOP_SLACK:g} of that: no "
                  "compiled program that computes the whole result, split over the devices, does so little on each.")
         fail(f"each device does {got:,.0f} FLOPs in {what}; {alone} does {single:,.0f}, so a share on a "
              f"{shape} mesh is about {share:,.0f}, and yours is {got / share:.1f} times that: devices repeat each "

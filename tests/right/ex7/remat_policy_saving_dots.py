@@ -9,8 +9,8 @@ read as doing too little: at seed 20261130 on (4, 2), 44,770 FLOPs per device wh
 share is 80,736 (0.55, under 0.67). The same step written as two jitted functions called one
 after the other (the gradients, then the update) scores the same.
 
-Scores: 20/22 at --seed 20261130 and --seed 7, with and without --sandbox; 20/22 at --seed 276678
-(each_device_does_its_share_of_the_work lost). Should score 22/22.
+Full marks: a step under jax.checkpoint is held to a share of the grader's own step from below
+(a policy saving the dots recomputes almost nothing) and to twice it from above.
 """
 import jax
 import jax.numpy as jnp
