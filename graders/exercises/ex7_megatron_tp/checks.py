@@ -845,19 +845,13 @@ def size(dims) -> int:
 
 
 def what_moves(op: str, dims: tuple, config, shape) -> str:
-    """What a collective of the learner's step with this result shape moves, told from its shape (the
+    """What a collective of the learner's step with this result shape moves, told from its dims
+    (shaped_as), else, reshaped (e.g. flattened before a psum), from how many numbers it holds (the
     sizes drawn for the technique checks' mesh are all distinct, see configs): one of MOVES."""
+    kind = shaped_as(op, dims, config, shape)
+    if kind != "other":
+        return kind
     d, h, b = config
-    found = sorted(dims)
-    if op == "all-to-all":
-        return "resplit"
-    if found == sorted((b, d)):
-        return "batch"
-    if found == sorted((d, h)):
-        return "weight"
-    if holds_activations(dims, config, shape):
-        return "activations"
-    # Reshaped (e.g. flattened before a psum): told by how many numbers it holds.
     by_size = {d * h: "weight", b * d: "batch", b * h: "activations", b // shape[0] * h: "activations"}
     return by_size.get(size(dims), "other")
 
@@ -884,8 +878,8 @@ def holds_activations(dims, config, shape) -> bool:
 
 
 def shaped_as(op: str, dims: tuple, config, shape) -> str:
-    """what_moves told from the result's dims only: "other" for an array whose dims are no weight's,
-    batch's or activations' (whatever its size)."""
+    """What a collective moves, told from the result's dims only: "resplit", "batch", "weight",
+    "activations", or "other" for an array whose dims are none of those (whatever its size)."""
     d, h, b = config
     found = sorted(dims)
     if op == "all-to-all":
