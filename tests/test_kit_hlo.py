@@ -103,3 +103,18 @@ def test_a_loop_of_traced_trips_runs_as_many_as_it_needs_to_fill_what_it_carries
     assert "known_trip_count" not in text
     whole = 4 * 2 * 16 * 32 * 8
     assert abs(costs.flops(exe) + hlo.uncounted_loop_flops(text) - whole) <= 0.1 * whole
+
+
+def test_a_buffer_of_one_number_a_trip_does_not_size_a_loop():
+    # A loop of traced trips that writes one number a trip into a buffer of more slots than it fills
+    # (a loss per row, 4 rows written): loop_trips reads only slices of two values or more, and the
+    # loop's matmul is counted once, not once per slot.
+    def losses(a, b, n):
+        def body(c):
+            i, acc, out = c
+            return i + 1, acc + a @ b, out.at[i].set(jnp.sum(a))
+        return lax.while_loop(lambda c: c[0] < n, body, (0, jnp.zeros((16, 16)), jnp.zeros(12)))[1:]
+
+    exe = costs.compile_fn(losses, jnp.ones((16, 32)), jnp.ones((32, 16)), jnp.int32(4))
+    assert hlo.uncounted_loop_flops(exe.as_text()) == 0.0
+    assert hlo.trips_unknown(exe.as_text())

@@ -190,13 +190,14 @@ def known_trips(op: HloOp) -> int:
     return int(found.group(1)) if found else 1
 
 
-def covering_trips(comps: dict, body: str) -> int:
+def covering_trips(comps: dict, body: str, least: int = 1) -> int:
     """The trips a while loop whose trip count XLA does not know (a bound read from an array) needs
     to fill what it carries: a body that writes a slice of a carried array each trip
     (dynamic-update-slice, or a scatter), where the loop's result is the whole array, runs at least
     the array's size over the slice's times; an array the body computes whole needs one trip. The
-    largest such ratio over the carried arrays (1 if none). A loop that updates a whole leaf chunk
-    by chunk runs as many trips as it has chunks, whatever its bound is written as."""
+    largest such ratio over the carried arrays (1 if none), read from slices of at least `least`
+    values. A loop that updates a whole leaf chunk by chunk runs as many trips as it has chunks,
+    whatever its bound is written as."""
     ops = comps.get(body, [])
     named = {op.name: op for op in ops}
     root = next((op for op in ops if op.root), None)
@@ -208,7 +209,7 @@ def covering_trips(comps: dict, body: str) -> int:
         if made is None or (made.opcode == "get-tuple-element" and f"index={i}" in made.attrs):
             continue
         written = _written(comps, made, named)
-        if written:
+        if written >= least:
             trips = max(trips, -(-elements(made) // written))
     return trips
 
@@ -231,13 +232,22 @@ def elements(op) -> int:
     return sum(int(np.prod([int(d) for d in dims.split(",") if d])) for dims in _HLO_ARRAY.findall(op.kind))
 
 
+def trips_unknown(text: str) -> bool:
+    """Whether compiled HLO text holds a while loop whose trip count XLA does not know (its trips
+    are then loop_trips' estimate)."""
+    return any(op.opcode == "while" and not _HLO_TRIPS.search(op.attrs)
+               for ops in hlo_computations(text).values() for op in ops) if " while(" in text else False
+
+
 def loop_trips(comps: dict, op: HloOp) -> int:
     """How many times a while loop runs its body: the trip count XLA knows, or, where it does not
-    (a bound read from an array), the trips it needs to fill what it carries (covering_trips)."""
+    (a bound read from an array), the trips it needs to fill what it carries with slices of two
+    values or more (covering_trips; a buffer of one number a trip, a loss per micro-batch or per
+    row, may hold more slots than the loop fills)."""
     if _HLO_TRIPS.search(op.attrs) or not op.called:
         return known_trips(op)
     body = _HLO_BODY.search(op.attrs)
-    return covering_trips(comps, body.group(1) if body else op.called[-1])
+    return covering_trips(comps, body.group(1) if body else op.called[-1], least=2)
 
 
 _HLO_BODY = re.compile(r"\bbody=%([\w.\-]+)")

