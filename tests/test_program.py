@@ -48,6 +48,26 @@ def test_a_checkpoint_policy_travels_by_its_name():
     assert rebuilt.closed.eqns[0].params["policy"] is jax.checkpoint_policies.dots_saveable
 
 
+def test_a_policy_a_factory_of_jax_made_travels_as_the_factory_and_its_arguments():
+    # save_only_these_names("h") is a closure of its names: sent as the factory's name and the names,
+    # never as code, and made again by the judge calling the same factory; nested ones too.
+    from jax.ad_checkpoint import checkpoint_name
+
+    cp = jax.checkpoint_policies
+    for policy in (cp.save_only_these_names("h"), cp.save_any_names_but_these("h", "g"),
+                   cp.save_anything_except_these_names("h"),
+                   cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("h"))):
+        fn = jax.checkpoint(lambda x: jnp.sin(checkpoint_name(jnp.sin(x), "h")), policy=policy)
+        rebuilt = program.decode(sent(fn, (jnp.ones(3),)))
+        again = rebuilt.closed.eqns[0].params["policy"]
+        assert again is not policy and program.made_policy(again) == program.made_policy(policy)
+        assert np.allclose(rebuilt.run(jnp.ones(3))[0], fn(jnp.ones(3)))
+    for malformed in (["save_only_these_names", {"x": 1}], ["save_only_these_names", {"names_not_to_save": "h"}],
+                      ["eval", {}], ["offload_dot_with_no_batch_dims", {"offload_src": ["device"]}]):
+        with pytest.raises(program.ProgramError, match="policy"):
+            program.rebuilt_policy(malformed)
+
+
 def test_a_policy_of_ones_own_is_refused_with_a_reason():
     fn = jax.checkpoint(lambda x: jnp.sin(x), policy=lambda *a, **k: True)
     with pytest.raises(program.ProgramError, match="policy"):

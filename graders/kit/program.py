@@ -13,7 +13,8 @@ What a program holds, as data:
   * every equation: the primitive's name, its operands (variables or literals), its outputs,
     its parameters (numbers, strings, tuples, dtypes, nested programs recursively, and a few
     JAX objects by kind: enums, dimension numbers, flat-tree layouts, an empty mesh, a checkpoint
-    policy by its name in jax.checkpoint_policies, an unsharded NamedSharding on an empty mesh by
+    policy by its name in jax.checkpoint_policies or, made by one of its factories, by the
+    factory's name and arguments (made_policy), an unsharded NamedSharding on an empty mesh by
     its rank), and the line of the learner's file it was
     written at (for messages: graders.kit.jaxpr.written_at reads it back);
   * the constants as arrays.
@@ -125,6 +126,80 @@ def policy_name(policy) -> str | None:
         if known is policy:
             return name
     return None
+
+
+# Policies jax.checkpoint_policies' factories make (save_only_these_names("h"), ...): a closure of
+# the factory's arguments, sent as the factory's name and those arguments, never as code, and made
+# again by the judge calling the same factory. POSITIONAL: factories taking names as *args, with the
+# closure variable holding them.
+POLICY_FACTORIES = {"save_only_these_names": "names_which_can_be_saved",
+                    "save_any_names_but_these": "names_not_to_save",
+                    "save_anything_except_these_names": None,
+                    "save_and_offload_only_these_names": (), "offload_dot_with_no_batch_dims": (),
+                    "save_from_both_policies": ()}
+MAX_POLICY_DEPTH = 4
+
+
+def made_policy(policy, depth: int = 0):
+    """[factory name, {argument: value}] of a policy one of POLICY_FACTORIES made (its arguments
+    strings, lists of names, or policies, themselves so sent), or None for any other callable."""
+    qualname = getattr(policy, "__qualname__", "")
+    factory = qualname.split(".<locals>.", 1)[0] if ".<locals>." in qualname else None
+    if (depth > MAX_POLICY_DEPTH or factory not in POLICY_FACTORIES
+            or not getattr(policy, "__module__", "").startswith("jax._src.ad_checkpoint")):
+        return None
+    cells = dict(zip(policy.__code__.co_freevars, (c.cell_contents for c in policy.__closure__ or ())))
+    args = {}
+    for name, value in cells.items():
+        if isinstance(value, str):
+            args[name] = value
+        elif isinstance(value, (set, frozenset, list, tuple)) and all(isinstance(v, str) for v in value):
+            args[name] = {"names": sorted(value)}
+        elif callable(value):
+            known = policy_name(value)
+            inner = {"policy": known} if known is not None else made_policy(value, depth + 1)
+            if inner is None:
+                return None
+            args[name] = inner if known is not None else {"made": inner}
+        else:
+            return None
+    return [factory, args]
+
+
+def rebuilt_policy(data, depth: int = 0):
+    """The policy made_policy described, made again by calling its factory; ProgramError for
+    anything else."""
+    if not (isinstance(data, list) and len(data) == 2 and data[0] in POLICY_FACTORIES and isinstance(data[1], dict)
+            and depth <= MAX_POLICY_DEPTH and len(data[1]) <= 8):
+        raise ProgramError("a malformed checkpoint policy")
+    factory, args = getattr(jax.checkpoint_policies, data[0]), {}
+    for name, value in data[1].items():
+        if isinstance(value, str) and len(value) <= 200:
+            args[name] = value
+        elif isinstance(value, dict) and set(value) == {"names"} and isinstance(value["names"], list) and all(
+                isinstance(v, str) and len(v) <= 200 for v in value["names"]) and len(value["names"]) <= 256:
+            args[name] = set(value["names"])
+        elif isinstance(value, dict) and set(value) == {"policy"} and value["policy"] in _policies():
+            args[name] = _policies()[value["policy"]]
+        elif isinstance(value, dict) and set(value) == {"made"}:
+            args[name] = rebuilt_policy(value["made"], depth + 1)
+        else:
+            raise ProgramError("a malformed checkpoint policy")
+    positional = POLICY_FACTORIES[data[0]]
+    try:
+        if positional is None:
+            return factory()
+        if isinstance(positional, str):
+            if set(args) != {positional}:
+                raise ProgramError("a malformed checkpoint policy")
+            return factory(*sorted(args[positional]))
+        if data[0] == "save_from_both_policies":
+            return factory(args["policy_1"], args["policy_2"])
+        return factory(**args)
+    except ProgramError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (arguments the factory refuses)
+        raise ProgramError(f"a checkpoint policy the grader cannot make again ({type(exc).__name__})") from None
 
 
 def said_name(obj) -> str:
@@ -321,6 +396,8 @@ class _Encoder:
                         return {"custom_policy": number}
                 self.policies.append(value)
                 return {"custom_policy": len(self.policies) - 1}
+            if name is None and made_policy(value) is not None:
+                return {"made_policy": made_policy(value)}
             if name is None:
                 raise ProgramError(f"a function ({said_name(value)}) in a parameter, e.g. a checkpoint policy "
                                    "of your own: only jax.checkpoint_policies are read")
@@ -813,6 +890,8 @@ class _Decoder:
             return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * data[1]))
         if kind == "policy" and isinstance(data, str) and data in _policies():
             return _policies()[data]
+        if kind == "made_policy":
+            return rebuilt_policy(data)
         if (kind == "custom_policy" and self.custom is not None and isinstance(data, int)
                 and not isinstance(data, bool) and 0 <= data < MAX_CUSTOM_POLICIES):
             return self.custom.setdefault(data, CustomPolicy(data))

