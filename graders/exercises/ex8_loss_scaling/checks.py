@@ -12,6 +12,7 @@ of training steps with an explicit `if` for the skip. The rule's states, the tre
 all_finite and the training loop's starting counters are drawn from the grading seed.
 """
 
+import secrets
 from functools import partial
 
 import jax
@@ -25,8 +26,12 @@ from graders.kit import figure_store, jaxpr, program as program_data
 from graders.kit.expected import expected, or_else, recorded_ahead
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_array, assert_close, fmt, is_close, rng
-from graders.exercises.ex8_loss_scaling.probes import (KEYS, equations, first_steps, grads_reading, live_program,
-                                                        lowered_size, program_summary, read_value, runs)
+from graders.exercises.ex8_loss_scaling.probes import (IN_PROCESS, KEYS, equations, first_steps, grads_reading,
+                                                        live_program, lowered_size, program_summary, read_value, runs)
+
+# This judge's nonce, in its own process's probes module: a probe that finds it runs in this
+# process (no --sandbox) and hands over the learner's jitted scaled_grads (probes.IN_PROCESS).
+IN_PROCESS.setdefault("judge", secrets.token_hex(16))
 
 # N is large so that one example's share of the loss (LOSS_WEIGHT / (N*K)) lies deep in fp16's
 # subnormal range; D, H, K are small to keep compiles short; every axis has a distinct size.
@@ -534,7 +539,8 @@ def grads_program(worker):
         closed = program_data.decode(sent).closed
     except program_data.ProgramError as exc:
         return f"the program of scaled_grads could not be read: {exc}"
-    reading = grads_reading(closed, f32(p), [f32(problem(grad_seeds()[0]))], (1.0, 2.0 ** 15))
+    reading = grads_reading(closed, f32(p), [f32(problem(grad_seeds()[0]))], (1.0, 2.0 ** 15),
+                            IN_PROCESS.pop((IN_PROCESS["judge"], "scaled_grads"), None))
     if "error" in reading:
         return reading["error"]
     return {"dots": [tuple(d) for d in reading["dots"]], "at": dict(zip((1.0, 2.0 ** 15), reading["grads"][0]))}
