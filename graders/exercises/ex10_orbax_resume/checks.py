@@ -57,9 +57,12 @@ from graders.exercises.ex10_orbax_resume.probes import (
     unpack, values_of,
 )
 
-# The meshes restore is asked to restore onto, one drawn per grading: 4 of the 8 devices, so that
-# data read onto the devices it was saved from (all 8) lands outside them, and "model" of 2 or 4,
-# so that the kernels stay split; one with its axes in the other order.
+# The meshes restore is asked to restore onto besides mesh A: 4 of the 8 devices, so that data read
+# onto the devices it was saved from (all 8) lands outside them, and "model" of 2 or 4, so that the
+# kernels stay split; one with its axes in the other order. Every grading restores onto all three:
+# the experiment's restore onto one drawn, the grader's checkpoint at the path save wrote onto one
+# with the axes in the other order (saved_path_target), the one at another path onto the third
+# (elsewhere_target): a restore that takes another route on one of them only shows it there.
 TARGETS = (
     {"shape": (2, 2), "axes": AXES, "devices": (4, 5, 6, 7)},
     {"shape": (1, 4), "axes": AXES, "devices": (0, 2, 4, 6)},
@@ -947,10 +950,24 @@ def saved_path_target(seed: int) -> dict:
     return [t for t in TARGETS if tuple(t["axes"]) == AXES][seed % 2]
 
 
+def elsewhere_target(seed: int) -> dict:
+    """The mesh the restore of the grader's checkpoint at a path save never wrote goes onto: the one
+    of the TARGETS that neither the experiment's restore nor the one at the saved path goes onto."""
+    taken = (draw(seed)["target"], saved_path_target(seed))
+    return next(t for t in TARGETS if t not in taken)
+
+
+def elsewhere_when(seed: int) -> str:
+    target = elsewhere_target(seed)
+    return (f"while restore ran onto a {tuple(target['shape'])} mesh of devices {list(target['devices'])} on the "
+            "checkpoint the grader wrote at another path")
+
+
 def given_answer(worker, seed: int) -> dict | str:
     """The learner's restores of the checkpoint the grader wrote (the learner's own, rewritten with
-    given_values), once per grading: at a path save never wrote onto mesh A, and at the path the
-    experiment's save wrote onto saved_path_target; or a text saying why the grader could not write it."""
+    given_values), once per grading: at a path save never wrote onto elsewhere_target, and at the path
+    the experiment's save wrote onto saved_path_target; or a text saying why the grader could not
+    write it."""
     got = checkpoint(worker, seed)
     if "answer" not in got:
         with tempfile.TemporaryDirectory(prefix="ex10-given-") as folder:  # only when a check gets here
@@ -959,7 +976,8 @@ def given_answer(worker, seed: int) -> dict | str:
                               own_runs(seed)["saved"], given_values(seed))
         path = experiment(worker, seed).get("path")
         got["answer"] = given if isinstance(given, str) else worker.restore_from(
-            draw(seed)["config"], given, path if isinstance(path, str) else None, saved_path_target(seed))
+            draw(seed)["config"], given, path if isinstance(path, str) else None, saved_path_target(seed),
+            elsewhere_target(seed))
     return got["answer"]
 
 
@@ -986,8 +1004,9 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
         "checkpoint does not hold: they came from somewhere else than the checkpoint (kept in memory since save, or a "
         "copy of the state beside the Orbax checkpoint)."), missing)
     if placements:  # where that restore put the data: the route a restarted job takes
-        shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
-                        blocks(answer.get("pieces") or [], split_leaves(draw(seed), MESH_A)), answer.get("moves") or [])
+        target = elsewhere_target(seed)
+        shards_straight(draw(seed), target, elsewhere_when(seed),
+                        blocks(answer.get("pieces") or [], split_leaves(draw(seed), target)), answer.get("moves") or [])
         reads_the_saved_path_again(seed, answer, what, missing)
 
 
@@ -1426,16 +1445,21 @@ def test_restore_never_holds_a_whole_array(worker, seed):
     for (desc, when, placed), which in zip(restores(worker, seed), (OTHER, SAME)):
         whole_arrays(d, desc, when, placed, moves_of(worker, seed, which))
     read_from_the_checkpoint(worker, seed, "a restore that reads only each device's shards from the checkpoint")
-    at = at_saved_path(given_answer(worker, seed))
-    if at is not None:  # the restore at the path save wrote, onto a mesh with the axes in the other order
-        # The checkpoint there is the grader's, written from host arrays: it holds no sharding of its own,
-        # so a template without shardings makes Orbax read it whole onto the host where it read the
-        # learner's checkpoint onto the devices it was saved from (the experiment's restores judge that
-        # template). Here only what reached the devices, and whole copies restore itself made, count.
-        whole_arrays(d, saved_path_target(seed), saved_path_when(seed),
-                     [p for p in blocks(at.get("pieces") or [], split_leaves(d, saved_path_target(seed)))
-                      if len(p["shape"]) == 2
-                      and (p["device"] is not None or p.get("fetched"))], at.get("moves") or [])
+    answer = given_answer(worker, seed)
+    # The restores of the grader's checkpoint: at another path, and at the path save wrote (onto a
+    # mesh with the axes in the other order). That checkpoint was written from host arrays: it holds
+    # no sharding of its own, so a template without shardings makes Orbax read it whole onto the host
+    # where it read the learner's checkpoint onto the devices it was saved from (the experiment's
+    # restores judge that template). Here only what reached the devices, and whole copies restore
+    # itself made, count.
+    given = [(elsewhere_target(seed), elsewhere_when(seed), answer if isinstance(answer, dict) else None),
+             (saved_path_target(seed), saved_path_when(seed), at_saved_path(answer))]
+    for target, when, at in given:
+        if at is not None and at.get("restore") is None:
+            whole_arrays(d, target, when,
+                         [p for p in blocks(at.get("pieces") or [], split_leaves(d, target))
+                          if len(p["shape"]) == 2
+                          and (p["device"] is not None or p.get("fetched"))], at.get("moves") or [])
 
 
 def whole_arrays(d: dict, desc: dict, when: str, placed: list, moves=()) -> None:

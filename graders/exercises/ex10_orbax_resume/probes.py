@@ -933,17 +933,18 @@ def _restored_from(sol, config, path, target) -> dict:
 
 
 @probe
-def restore_from(sol, config, files, saved=None, target=None):
+def restore_from(sol, config, files, saved=None, target=None, elsewhere=None):
     """The learner's restore from a checkpoint folder the grader wrote (`files`: relative path ->
-    bytes, "checkpoint/..." as in the experiment's folder), twice: onto mesh A at a path the learner's
-    save never wrote to; and, when `saved` is the path the experiment's save wrote, at that very path
-    (its folder made again, holding only these files) onto the mesh `target`. For each, every
-    restored leaf described and every piece of data placed on a device meanwhile, or what restore
-    raised; "at_saved" is None when there was no such path."""
+    bytes, "checkpoint/..." as in the experiment's folder), twice: onto the mesh `elsewhere` (mesh A
+    unless given) at a path the learner's save never wrote to; and, when `saved` is the path the
+    experiment's save wrote, at that very path (its folder made again, holding only these files)
+    onto the mesh `target`. For each, every restored leaf described and every piece of data placed
+    on a device meanwhile, or what restore raised; "at_saved" is None when there was no such path."""
     folder = tempfile.mkdtemp(prefix="ex10-given-")
     try:
         unpack(files, folder)
-        answer = _restored_from(sol, config, os.path.join(folder, "checkpoint"), MESH_A)
+        answer = _restored_from(sol, config, os.path.join(folder, "checkpoint"),
+                                elsewhere if isinstance(elsewhere, dict) else MESH_A)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     answer["at_saved"] = None

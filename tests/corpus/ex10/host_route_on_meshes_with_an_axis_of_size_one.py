@@ -1,18 +1,16 @@
 """The technique only on meshes with an axis of size 1: given a mesh one of whose axes holds a single device
 (the (1, 4) target: "data" of 1), restore reads every split array whole onto the host (NumPy leaves in the
-template) and places it with jax.device_put; on every other mesh it is the reference. The grader draws one
-target mesh of three per grading and restores its rewritten checkpoint onto one more, with the axes in the
-other order: at seed 20261130 those are the (2, 2) meshes, never the (1, 4) one.
+template) and places it with jax.device_put; on every other mesh it is the reference.
 tests/corpus/ex10/host_route_unless_the_axes_are_reversed with the host route on the third target.
 
-Scored 22/22 in both modes (with and without --sandbox) at seed 20261130, whose drawn target and saved-path
-target are the two (2, 2) meshes; 10/22 at seed 7 (both modes), whose saved-path target is the (1, 4) mesh.
-Should score: 10/22 (loses restore_reads_each_shard_straight_onto_its_device: cut from larger host arrays, and
-restore_never_holds_a_whole_array: was on the host) at every seed. The grader restores onto two of its three
-target meshes per grading (the drawn one and one with the axes in the other order), so a host route on any
-one target escapes the seeds that draw the other two: finite draws, like wrong_host_route_for_leaves_over_4096.
-Grade: put this file as ex10_orbax_resume.py in a folder D;
-.venv/bin/python -m graders ex10 --solutions D -v --seed 20261130 [--sandbox]
+Was 22/22 in both modes at seed 20261130 (10/22 at seed 7): the grader restored onto two of its three target
+meshes per grading (the drawn one, and one with the axes in the other order), and seed 20261130 never used
+(1, 4). Since the grader's fix the restore of its checkpoint at another path goes onto the third target
+(checks.elsewhere_target, in place of mesh A, which the experiment's same-mesh restore covers), so every grading
+restores onto all three: 10/22 in both modes at seeds 20261130, 7, 0 and 1.
+
+loses: restore_reads_each_shard_straight_onto_its_device: cut from larger host arrays
+loses: restore_never_holds_a_whole_array: was on the host
 """
 import jax
 import numpy as np
