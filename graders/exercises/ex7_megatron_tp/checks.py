@@ -730,10 +730,15 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
         inputs = training_problem(opt, seed, sizes)
         m = mesh(shape)
         with jax.set_mesh(m):
-            args = jax.tree.leaves(placed_training(m, OPTIMIZERS[opt], *inputs))
+            placed_args = placed_training(m, OPTIMIZERS[opt], *inputs)
+        args = jax.tree.leaves(placed_args)
+        paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(placed_args[1])[0]]
         closed = decoded(worker.step_program(OPTIMIZERS[opt], shape, *inputs), "your training step", shape,
                          len(args), len(args) - 1)
         exe, outs = compiled_run(closed, shape, args)
+        # Where the first step's params and state land (the program's own output placements): a step
+        # must keep them where they came in, as the next step of a training loop takes them.
+        after = placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], paths)
         losses = [outs[-1]]
         first = {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}
         try:
@@ -747,7 +752,7 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
                  f"{' '.join(str(exc).split())[:200]}). Hint: return params and opt_state of the shapes and types "
                  "they came in.")
         text = exe.as_text()
-        _RUNS[key] = {"closed": closed, "flops": looped_flops(exe, text), "trips_unknown": hlo.trips_unknown(text),
+        _RUNS[key] = {"closed": closed, "after": after, "flops": looped_flops(exe, text), "trips_unknown": hlo.trips_unknown(text),
                       **collectives_of([text], shape),
                       "losses": losses, "first": first,
                       "params": {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}}
@@ -1186,7 +1191,13 @@ def other_mesh(shape, placed) -> str:
     return f" on a {tuple(sizes.values())} mesh ({sizes}), not the {tuple(shape)} mesh it was given"
 
 
-def check_specs(shape, config, placement, when: str):
+# What a moment placed wrong needs, by where it was read: made by init_tp_state, or returned by a step.
+INIT_HINT = "Hint: call tx.init on the placed parameters; zeros_like inherits their sharding."
+STEP_HINT = ("Hint: return the params and opt_state that optax.apply_updates and tx.update give, placed as they came "
+             "in: reshard nothing in the step.")
+
+
+def check_specs(shape, config, placement, when: str, hint: str = INIT_HINT):
     params = placement["params"]
     for k in ("w1", "w2"):
         elsewhere = other_mesh(shape, params[k])
@@ -1216,7 +1227,7 @@ def check_specs(shape, config, placement, when: str):
                "every moment whole, which is the memory tensor parallelism should split"
                if replicated else "not split like its parameter")
         fail(f"{when}, the optimizer state's moment opt_state{path} is {placed['spec']}, expected {spec}: it is "
-             f"{why}. Hint: call tx.init on the placed parameters; zeros_like inherits their sharding.")
+             f"{why}. {hint}")
 
 
 @pytest.mark.points(2)
@@ -1267,7 +1278,17 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
         if "error" in after:
             fail(f"one Adam training step from what init_tp_state returns on a {shape} mesh failed: {after['error']}. "
                  "Hint: step(params, opt_state, x, y) should take the params and state init_tp_state returns.")
-        check_specs(shape, configs(seed)[shape], after, f"after one Adam training step on a {shape} mesh")
+        check_specs(shape, configs(seed)[shape], after, f"after one Adam training step on a {shape} mesh", STEP_HINT)
+    # The training runs' steps (both axes split) keep them too: each run places the step's outputs
+    # back where the first step took them, so a step returning moments placed otherwise is read here.
+    for opt in OPTIMIZERS:
+        shape = run_shape(opt, seed)
+        try:
+            after = step(worker, opt, shape, seed)["after"]
+        except Exception:  # noqa: BLE001 (a step that cannot run: the training checks say so)
+            continue
+        name = "momentum SGD" if opt == "sgd" else "Adam"
+        check_specs(shape, configs(seed)[shape], after, f"after one {name} training step on a {shape} mesh", STEP_HINT)
 
 
 def state_problem(seed: int, shape):

@@ -1,4 +1,4 @@
-"""RIGHT: Megatron's jitted step (the reference's), returned inside a plain Python function that
+"""Right: Megatron's jitted step (the reference's), returned inside a plain Python function that
 enters `with jax.set_mesh(mesh):` and calls it, so that the step brings its own mesh and can be
 called from anywhere. Called under the grader's own jax.set_mesh(mesh) (entering the same mesh again
 is allowed outside a trace) and outside any mesh context it trains like the reference: natively on
@@ -11,10 +11,10 @@ that error. init_tp_state's trace skips exactly this no-op (jax.set_mesh with th
 under, `program.no_ops_traced`); the step's does not. A wrapper that calls jax.block_until_ready
 on the jitted step's result instead (another no-op refused in a trace) gets 22/22.
 
-Scores: 13/22 at --seed 20261130, 7 and 276678, with and without --sandbox (sgd_training_matches_
-single_device, adam_training_matches_single_device, training_step_is_jitted,
-training_step_communicates_like_megatron, each_device_does_its_share_of_the_work and
-optimizer_state_carries_parameter_specs lost). Expected: 22/22.
+Was 13/22 at seeds 20261130, 7 and 276678 in both modes (every step check lost with that error).
+
+Full marks: the step is now traced as init_tp_state is, again with the no-ops JAX refuses in a trace
+skipped where the plain trace fails (probes.step_traced); 22/22 in both modes at seeds 20261130 and 7.
 """
 import jax
 import jax.numpy as jnp
