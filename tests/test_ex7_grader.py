@@ -114,6 +114,9 @@ def test_sizes_are_drawn_with_their_edges():
         hs = [h for _, h, _ in cfg.values()]
         assert len(set(hs)) == len(hs), cfg  # a hidden size written as a number is right on one mesh at most
         assert any(h & (h - 1) == 0 for h in hs) and any(h & (h - 1) for h in hs), cfg
+        # Momentum SGD is read with square weights too, on (1, 8), at a batch no weight's dim equals.
+        d, h, b = grader.one_axis_sizes((1, 8), seed)
+        assert d == h != b, (seed, d, h, b)
 
 
 # Megatron's own SGD step on (4, 2) at D=16, H=40, B=48: the partial sums over "model", the two
@@ -265,10 +268,14 @@ def test_training_problems_are_drawn_away_from_relus_kink():
     # At seed 869370 the first draw puts a pre-activation within 1e-8 of ReLU's kink during the SGD
     # run: reference/ took the other side of it than the grader's own step and lost a point. The
     # problem is drawn again there, and the simulation the margin is read from is the grader's run.
-    from graders.exercises.ex7_megatron_tp.checks import (KINK_MARGIN, RUNS, STEPS, nearest_the_kink, problem,
-                                                          run_shape, training_problem)
+    from graders.exercises.ex7_megatron_tp.checks import (KINK_MARGIN, ONE_AXIS_MESHES, RUNS, STEPS, configs,
+                                                          nearest_the_kink, one_axis_sizes, problem, run_shape,
+                                                          training_problem)
 
     seed = 869370
-    assert nearest_the_kink(*problem(seed, run_shape("sgd", seed), RUNS["sgd"]), "sgd", STEPS) < 1e-7
+    assert nearest_the_kink(*problem(seed, configs(seed)[run_shape("sgd", seed)], RUNS["sgd"]), "sgd", STEPS) < 1e-7
     for opt in ("sgd", "adam"):
         assert nearest_the_kink(*training_problem(opt, seed), opt, STEPS) >= KINK_MARGIN
+    for shape in ONE_AXIS_MESHES:
+        sizes = one_axis_sizes(shape, seed)
+        assert nearest_the_kink(*training_problem("sgd", seed, sizes), "sgd", STEPS) >= KINK_MARGIN

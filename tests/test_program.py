@@ -533,6 +533,30 @@ def test_set_mesh_with_the_mesh_already_set_is_skipped_in_a_trace_and_any_other_
     assert "reshard" in str(closed)
 
 
+def test_a_traced_values_sharding_is_read_from_its_type_while_no_ops_are_skipped():
+    # A step that checks its inputs' placement (x.sharding) before its jitted call (ex7): a traced
+    # value has no .sharding in JAX; under no_ops_traced it reads its type's, on the mesh set.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    split = NamedSharding(mesh, P("a"))
+    x = jax.device_put(np.zeros((8, 2), np.float32), split)
+
+    def checked(v):
+        assert v.sharding.is_equivalent_to(split, 2)
+        return v + 1
+
+    with jax.set_mesh(mesh):
+        with pytest.raises(AttributeError, match="sharding"):
+            jax.make_jaxpr(checked)(x)
+        with program.no_ops_traced(mesh):
+            closed = jax.make_jaxpr(checked)(x)
+            with pytest.raises(AssertionError):  # a type's sharding is read as it is, not as asked
+                jax.make_jaxpr(checked)(jax.device_put(np.zeros((8, 2), np.float32), NamedSharding(mesh, P())))
+    assert "add" in str(closed)
+    with pytest.raises(AttributeError, match="sharding"):  # put back
+        jax.make_jaxpr(lambda v: v.sharding)(x)
+
+
 def test_a_global_array_made_from_single_device_arrays_is_traced_as_the_eager_call_makes_it():
     # ex7's init_tp_state may build each parameter with jax.make_array_from_single_device_arrays of
     # blocks put on their devices one by one, which JAX refuses in a trace. Traced under

@@ -1217,9 +1217,20 @@ def no_ops_traced(m):
     do nothing to its values or their placement, and that JAX refuses inside a trace, do nothing
     there too: block_until_ready on a traced value (it waits for the value, which a trace has not
     computed), and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the
-    caller set it). set_mesh with any other mesh still raises JAX's own error."""
+    caller set it). set_mesh with any other mesh still raises JAX's own error. A traced value's
+    .sharding (which JAX gives concrete arrays only) reads its type's sharding on m, what the eager
+    call's array has (a step that checks its inputs' placement before its jitted call); a type on
+    another mesh still has none."""
     from jax._src import sharding_impls
+    from jax.sharding import NamedSharding
     enter = sharding_impls.set_mesh.__init__
+    no_sharding = vars(core.Tracer)["sharding"]
+
+    def sharding(self):
+        typed = getattr(self.aval, "sharding", None)
+        if isinstance(typed, NamedSharding) and typed.mesh == m.abstract_mesh:
+            return NamedSharding(m, typed.spec)
+        return no_sharding.fget(self)
 
     def set_mesh(self, mesh_):
         if mesh_ is m and not core.trace_state_clean():
@@ -1233,8 +1244,10 @@ def no_ops_traced(m):
         if not had:
             core.Tracer.block_until_ready = lambda self: self
         sharding_impls.set_mesh.__init__ = set_mesh
+        core.Tracer.sharding = property(sharding)
         yield
     finally:
+        core.Tracer.sharding = no_sharding
         sharding_impls.set_mesh.__init__ = enter
         if not had:
             del core.Tracer.block_until_ready

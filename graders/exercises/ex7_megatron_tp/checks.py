@@ -19,8 +19,8 @@ it unsplit after placing both parameters right and the trace lost the parameters
 not type), and otherwise only to take the points away (a module placing right only when traced).
 The technique checks read the forwards on every mesh the numbers are checked on, the SGD and the
 Adam step's collectives, one SGD step on each one-axis mesh ((1, 8) and (8, 1): jitted, collectives,
-FLOPs), and the collectives of the Adam step taken from init_tp_state's output on (1, 8);
-init_tp_state is given momentum SGD on the technique checks' mesh and Adam on the others.
+FLOPs), and the collectives of the Adam steps taken from init_tp_state's output on (1, 8) and (8, 1);
+init_tp_state is given momentum SGD and Adam on every mesh.
 """
 
 import contextlib
@@ -70,13 +70,13 @@ PSUM = frozenset({"psum", "psum_invariant", "psum2"})
 OTHER_COLLECTIVES = frozenset({"all_gather", "all_gather_invariant", "all_to_all", "ragged_all_to_all", "ppermute",
                                "reduce_scatter", "psum_scatter", "pmax", "pmin", "pbroadcast"})
 COMMUNICATION = ("all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-# The state check's one Adam step from what init_tp_state returns is taken on the one-axis mesh
-# whose "model" axis is split, compiled there (no more compiles than on another mesh), and its
-# collectives are read too: a step that is Megatron only where both axes are split, and gathers
-# the weights where one axis holds one device, shows it there.
-ONE_AXIS_STEP = (1, 8)
-# One step of momentum SGD (at the SGD run's sizes, from the grader's placement) is also taken on
-# both one-axis meshes, held to the grader's own single-device step, and read as the run mesh's
+# The state check takes one Adam step from what init_tp_state returns on each one-axis mesh,
+# compiled there, and its collectives are read too: a step that is Megatron only where both axes are
+# split (gathering the weights where "data" holds one device, or the batch where "model" does), or
+# only for the optimizer the SGD steps use, shows it there.
+ADAM_STEP_MESHES = ((1, 8), (8, 1))
+# One step of momentum SGD (from the grader's placement; at square sizes on (1, 8) and the SGD run's
+# on (8, 1): one_axis_sizes) is also taken on both one-axis meshes, held to the grader's own single-device step, and read as the run mesh's
 # step is: jitted, its collectives against the grader's own Megatron step compiled on that mesh,
 # its per-device FLOPs. A step that is Megatron only where both axes are split (or that gathers the
 # batch where "model" holds one device, or raises there) shows it there. One program per mesh, run
@@ -90,7 +90,7 @@ ONE_AXIS_MESHES = ((1, 8), (8, 1))
 # alike) and 1.05-1.17x in the SGD step (the update and relu are elementwise on blocks split over "model"
 # only, so they shrink less than the matmuls); a device that keeps the whole batch or the whole
 # weights does 2x or more (measured 2x to 8x; 9x for a replicated program beside a decoy). 1.5 lies
-# between them. The SGD step taken on the one-axis meshes (ONE_AXIS_MESHES, at the SGD run's sizes)
+# between them. The SGD step taken on the one-axis meshes (ONE_AXIS_MESHES, then at the SGD run's sizes)
 # measured 1.08-1.24x on (1, 8) and 1.09-1.16x on (8, 1) (reference/ and tests/right/ex7 at seeds 7
 # and 276678, reference/ at 20261130 too; 0.83-0.91x for the step under jax.checkpoint against its
 # allowance); a step gathering the batch on (8, 1), or the weights or the activations on (1, 8),
@@ -168,10 +168,10 @@ def configs(seed: int) -> dict:
             return drawn
 
 
-def problem(seed: int, shape, k: int, attempt: int = 0):
-    """w1, w2, x, y of the sizes drawn for this mesh, their values drawn from the seed and k (and
-    the attempt, for a draw made again: trained_away_from_the_kink)."""
-    d, h, b = configs(seed)[tuple(shape)]
+def problem(seed: int, config, k: int, attempt: int = 0):
+    """w1, w2, x, y of these sizes (D, H, B), their values drawn from the seed and k (and the
+    attempt, for a draw made again: trained_away_from_the_kink)."""
+    d, h, b = config
     r = np.random.default_rng([seed, k] + ([attempt] if attempt else []))
     return r.normal(size=(d, h)) * 0.3, r.normal(size=(h, d)) * 0.3, r.normal(size=(b, d)), r.normal(size=(b, d))
 
@@ -211,11 +211,11 @@ def nearest_the_kink(w1, w2, x, y, opt: str, steps: int) -> float:
     return nearest
 
 
-def trained_away_from_the_kink(seed: int, shape, k: int, opt: str, steps: int):
-    """problem(seed, shape, k), drawn again (attempt 1, 2, ...) while a pre-activation of its
+def trained_away_from_the_kink(seed: int, config, k: int, opt: str, steps: int):
+    """problem(seed, config, k), drawn again (attempt 1, 2, ...) while a pre-activation of its
     training comes within KINK_MARGIN of ReLU's kink."""
     for attempt in range(64):
-        drawn = problem(seed, shape, k, attempt)
+        drawn = problem(seed, config, k, attempt)
         if nearest_the_kink(*drawn, opt, steps) >= KINK_MARGIN:
             return drawn
     return drawn
@@ -243,7 +243,7 @@ def source_of(program: dict, key: str):
 
 
 def forward_inputs(seed: int, shape):
-    w1, w2, x, _ = problem(seed, shape, 10 + MESH_SHAPES.index(tuple(shape)))
+    w1, w2, x, _ = problem(seed, configs(seed)[tuple(shape)], 10 + MESH_SHAPES.index(tuple(shape)))
     return w1, w2, x
 
 
@@ -629,9 +629,24 @@ def run_shape(opt: str, seed: int):
     return main_shape(seed) if opt == "sgd" else other_shape(seed)
 
 
+def one_axis_sizes(shape, seed: int) -> tuple:
+    """(D, H, B) of the SGD step taken on this one-axis mesh: square weights on (1, 8), where "model"
+    splits them, so momentum SGD is read with D == H too (its run's D != H): the Adam run's D, and a
+    batch B != D (on (1, 8) a batch of B rows and the forward's partial sums (B, D) would otherwise
+    share a weight's shape); the SGD run's sizes on (8, 1)."""
+    if tuple(shape) != (1, 8):
+        return configs(seed)[run_shape("sgd", seed)]
+    d = configs(seed)[other_shape(seed)][0]
+    return d, d, int(rng([seed, 8]).choice([b for b in BATCHES if b != d]))
+
+
 @functools.cache
-def training_problem(opt: str, seed: int):
-    return trained_away_from_the_kink(seed, run_shape(opt, seed), RUNS[opt], opt, STEPS)
+def training_problem(opt: str, seed: int, sizes=None):
+    """w1, w2, x, y of this optimizer's run (at these sizes (D, H, B), its run mesh's unless told),
+    drawn away from ReLU's kink."""
+    own = configs(seed)[run_shape(opt, seed)]
+    sizes = tuple(sizes or own)
+    return trained_away_from_the_kink(seed, sizes, RUNS[opt] if sizes == own else RUNS[opt] + 10, opt, STEPS)
 
 
 @functools.cache
@@ -677,9 +692,9 @@ def own_step_collectives(shape, config, opt: str = "sgd") -> list[tuple[str, tup
 
 
 @expected
-def single_run(opt: str, seed: int, keep_state: bool = True, steps: int = STEPS):
+def single_run(opt: str, seed: int, keep_state: bool = True, steps: int = STEPS, sizes=None):
     """STEPS steps of the grader's own single-device training: final params and the losses."""
-    w1, w2, x, y = (jnp.asarray(a, jnp.float32) for a in training_problem(opt, seed))
+    w1, w2, x, y = (jnp.asarray(a, jnp.float32) for a in training_problem(opt, seed, sizes))
     tx = make_tx(OPTIMIZERS[opt])
     params = {"w1": w1, "w2": w2}
     step = single_step_jit(opt)
@@ -694,30 +709,36 @@ def single_run(opt: str, seed: int, keep_state: bool = True, steps: int = STEPS)
 _SINGLE: dict = {}
 
 
-def single(opt: str, seed: int, keep_state: bool = True, steps: int = STEPS):
+def single(opt: str, seed: int, keep_state: bool = True, steps: int = STEPS, sizes=None):
     """single_run, computed once per grading for each set of arguments: held_step compares every
-    step program with the same first step (four times for SGD)."""
-    key = (opt, seed, keep_state, steps)
+    step program with the same first step (three times for SGD)."""
+    key = (opt, seed, keep_state, steps, sizes)
     if key not in _SINGLE:
-        _SINGLE[key] = single_run(opt, seed, keep_state, steps)
+        _SINGLE[key] = single_run(opt, seed, keep_state, steps, sizes)
     return _SINGLE[key]
 
 
-def step(worker, opt: str, shape, seed: int, steps: int = STEPS):
+def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
     """The learner's training step for this optimizer on this mesh: its program, sent by the probe
     (traced at the grader's placement: params split Megatron-style, the state made from them),
     rebuilt here, compiled and run `steps` times from the grader's own placed inputs, each step
     from the params and state the last one returned (placed back where the first step took them):
-    the compiled program's per-device FLOPs and collectives, the losses and final params."""
-    key = ("step", id(worker), seed, opt, tuple(shape), steps)
+    the compiled program's per-device FLOPs and collectives, the losses and final params. (At the
+    sizes drawn for the mesh `sizes`, the optimizer's run mesh's unless told.)"""
+    key = ("step", id(worker), seed, opt, tuple(shape), steps, sizes)
     if key not in _RUNS:
-        inputs = training_problem(opt, seed)
+        inputs = training_problem(opt, seed, sizes)
         m = mesh(shape)
         with jax.set_mesh(m):
-            args = jax.tree.leaves(placed_training(m, OPTIMIZERS[opt], *inputs))
+            placed_args = placed_training(m, OPTIMIZERS[opt], *inputs)
+        args = jax.tree.leaves(placed_args)
+        paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(placed_args[1])[0]]
         closed = decoded(worker.step_program(OPTIMIZERS[opt], shape, *inputs), "your training step", shape,
                          len(args), len(args) - 1)
         exe, outs = compiled_run(closed, shape, args)
+        # Where the first step's params and state land (the program's own output placements): a step
+        # must keep them where they came in, as the next step of a training loop takes them.
+        after = placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], paths)
         losses = [outs[-1]]
         first = {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}
         try:
@@ -731,7 +752,7 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS):
                  f"{' '.join(str(exc).split())[:200]}). Hint: return params and opt_state of the shapes and types "
                  "they came in.")
         text = exe.as_text()
-        _RUNS[key] = {"closed": closed, "flops": looped_flops(exe, text), "trips_unknown": hlo.trips_unknown(text),
+        _RUNS[key] = {"closed": closed, "after": after, "flops": looped_flops(exe, text), "trips_unknown": hlo.trips_unknown(text),
                       **collectives_of([text], shape),
                       "losses": losses, "first": first,
                       "params": {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}}
@@ -746,14 +767,14 @@ def learner_run(worker, opt: str, seed: int):
     return got["params"], np.array(losses)
 
 
-def held_step(worker, shape, seed: int, steps: int = STEPS, opt: str = "sgd"):
+def held_step(worker, shape, seed: int, steps: int = STEPS, opt: str = "sgd", sizes=None):
     """step() for this optimizer (SGD unless told) on this mesh, once the params after its first
     step are the grader's own single-device step's: a check that reads the step's program reads one
     that trains the MLP. (Only the first step: a step that does not carry the optimizer state, a
     named mistake of the training checks, makes it right.)"""
-    got = step(worker, opt, shape, seed, steps)
-    expected, _ = single(opt, seed, steps=1)
-    D, H, B = configs(seed)[run_shape(opt, seed)]
+    got = step(worker, opt, shape, seed, steps, sizes)
+    expected, _ = single(opt, seed, steps=1, sizes=sizes)
+    D, H, B = sizes or configs(seed)[run_shape(opt, seed)]
     name, rtol, atol = ("momentum SGD", SGD_RTOL, 1e-6) if opt == "sgd" else ("Adam", 0.0, ADAM_ATOL)
     where = f"after one step of {name} on a {tuple(shape)} mesh (D={D}, H={H}, B={B})"
     for k in ("w1", "w2"):
@@ -764,12 +785,13 @@ def held_step(worker, shape, seed: int, steps: int = STEPS, opt: str = "sgd"):
 
 
 def one_axis_steps(worker, seed: int):
-    """(mesh, held_step) of one momentum-SGD step on each of ONE_AXIS_MESHES, in order; a step that
-    fails there (the learner's error, or a program that does not train) fails the check that reads
-    it, with the mesh named."""
+    """(mesh, the mesh whose sizes it is at, held_step) of one momentum-SGD step on each of
+    ONE_AXIS_MESHES, in order (at one_axis_sizes); a step that fails there (the learner's error, or a
+    program that does not train) fails the check that reads it, with the mesh named."""
     for shape in ONE_AXIS_MESHES:
+        sizes = one_axis_sizes(shape, seed)
         try:
-            yield shape, held_step(worker, shape, seed, steps=1)
+            yield shape, sizes, held_step(worker, shape, seed, steps=1, sizes=sizes)
         except Verdict as exc:
             if exc.outcome != "failed":
                 raise
@@ -824,7 +846,7 @@ def step_calls(closed) -> dict:
 def test_training_step_is_jitted(worker, seed):
     """make_tp_train_step returns a jitted step: calling it runs compiled programs only, no operation one by one (on (2, 4) or (4, 2), (1, 8) and (8, 1))."""
     check_jitted(step_calls(held_step(worker, run_shape("sgd", seed), seed)["closed"]), "")
-    for shape, got in one_axis_steps(worker, seed):
+    for shape, _, got in one_axis_steps(worker, seed):
         check_jitted(step_calls(got["closed"]), f" on a {shape} mesh")
 
 
@@ -1018,27 +1040,27 @@ def describe_moves(extra, config, shape) -> str:
 
 @pytest.mark.points(2)
 def test_training_step_communicates_like_megatron(worker, note, seed):
-    """The compiled SGD and Adam steps (the SGD step on (1, 8) and (8, 1) too, and the Adam step from init_tp_state's output on (1, 8)) sum over each mesh axis only what the grader's own Megatron step sums there (in any pieces) and gather nothing whole."""
+    """The compiled SGD and Adam steps (the SGD step on (1, 8) and (8, 1) too, and the Adam steps from init_tp_state's output on (1, 8) and (8, 1)) sum over each mesh axis only what the grader's own Megatron step sums there (in any pieces) and gather nothing whole."""
     for opt in OPTIMIZERS:
         check_step_collectives(worker, opt, seed, note)
-    for shape, got in one_axis_steps(worker, seed):
-        check_step_collectives(worker, "sgd", seed, note, got, shape, configs(seed)[run_shape("sgd", seed)])
-    stepped = one_axis_step(worker, seed)
-    if stepped is not None:
-        check_step_collectives(worker, "adam", seed, note, stepped)
+    for shape, sizes, got in one_axis_steps(worker, seed):
+        check_step_collectives(worker, "sgd", seed, note, got, shape, sizes)
+    for shape in ADAM_STEP_MESHES:
+        stepped = adam_step_from_init(worker, shape, seed)
+        if stepped is not None:
+            check_step_collectives(worker, "adam", seed, note, stepped, shape)
 
 
-def one_axis_step(worker, seed: int):
+def adam_step_from_init(worker, shape, seed: int):
     """The compiled collectives of the Adam step the state check takes from init_tp_state's output
-    on ONE_AXIS_STEP, or None where that step cannot be read so: init_tp_state or the step failed
-    or placed the parameters or moments wrong (the state check says so), or the step holds no
-    jitted call and runs operations outside a jit only. A step with operations outside a jit (its
-    values then lie where eager code puts them) is evaluated equation by equation, not compiled
-    whole, and the compilations that makes (its jitted calls, each compiled as the learner's call
-    compiles it) are read (`compilations`): an eager tail after a step that gathers is read too."""
-    shape = ONE_AXIS_STEP
+    on this mesh (one of ADAM_STEP_MESHES), or None where that step cannot be read so: init_tp_state
+    or the step failed or placed the parameters or moments wrong (the state check says so), or the
+    step holds no jitted call and runs operations outside a jit only. A step with operations outside
+    a jit (its values then lie where eager code puts them) is evaluated equation by equation, not
+    compiled whole, and the compilations that makes (its jitted calls, each compiled as the learner's
+    call compiles it) are read (`compilations`): an eager tail after a step that gathers is read too."""
     try:
-        got, after = state_run(worker, shape, seed)
+        got, after = state_run(worker, shape, seed, "adam")
         check_specs(shape, configs(seed)[shape], got, "")
         stepped = after()
     except Exception:  # noqa: BLE001 (the learner's error, or a failure: the state check's to say)
@@ -1047,10 +1069,10 @@ def one_axis_step(worker, seed: int):
 
 
 def check_step_collectives(worker, opt: str, seed: int, note, got=None, shape=None, config=None):
-    """The step's collectives on the optimizer's run mesh (or those of `got`: the Adam step from
-    init_tp_state's output on ONE_AXIS_STEP, or a step taken on `shape` at the sizes `config`)
-    against the grader's own step's there."""
-    shape = shape or (run_shape(opt, seed) if got is None else ONE_AXIS_STEP)
+    """The step's collectives on the optimizer's run mesh (or those of `got`: a step taken on `shape`,
+    at the sizes `config` or the mesh's own: the Adam steps from init_tp_state's output are) against
+    the grader's own step's there."""
+    shape = shape or run_shape(opt, seed)
     config = config or configs(seed)[shape]
     if got is None:
         got = held_step(worker, shape, seed, opt=opt)
@@ -1115,7 +1137,8 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
         baseline = RECOMPUTE_ALLOWANCE * own_step
     # The step's messages come after the main mesh's forwards' and before the other meshes'.
     programs.insert(2, ("the training step", shape, alone, stepped["flops"], baseline, floor_of(stepped, own_step)))
-    for shape, got in one_axis_steps(worker, seed):
+    for shape, sizes, got in one_axis_steps(worker, seed):
+        _, own_step = single_device_flops(sizes)
         alone, baseline = "the grader's own step on one device", own_step
         if recomputes(got["closed"]):
             alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
@@ -1168,7 +1191,13 @@ def other_mesh(shape, placed) -> str:
     return f" on a {tuple(sizes.values())} mesh ({sizes}), not the {tuple(shape)} mesh it was given"
 
 
-def check_specs(shape, config, placement, when: str):
+# What a moment placed wrong needs, by where it was read: made by init_tp_state, or returned by a step.
+INIT_HINT = "Hint: call tx.init on the placed parameters; zeros_like inherits their sharding."
+STEP_HINT = ("Hint: return the params and opt_state that optax.apply_updates and tx.update give, placed as they came "
+             "in: reshard nothing in the step.")
+
+
+def check_specs(shape, config, placement, when: str, hint: str = INIT_HINT):
     params = placement["params"]
     for k in ("w1", "w2"):
         elsewhere = other_mesh(shape, params[k])
@@ -1198,17 +1227,19 @@ def check_specs(shape, config, placement, when: str):
                "every moment whole, which is the memory tensor parallelism should split"
                if replicated else "not split like its parameter")
         fail(f"{when}, the optimizer state's moment opt_state{path} is {placed['spec']}, expected {spec}: it is "
-             f"{why}. Hint: call tx.init on the placed parameters; zeros_like inherits their sharding.")
+             f"{why}. {hint}")
 
 
 @pytest.mark.points(2)
 def test_optimizer_state_carries_parameter_specs(worker, seed):
-    """init_tp_state places params Megatron-style with the optimizer's moments split alike on all four meshes (momentum SGD on one, Adam on the others), and a step keeps them."""
-    for shape in MESH_SHAPES:
+    """init_tp_state places params Megatron-style with the optimizer's moments split alike on all four meshes, given momentum SGD or Adam, and an Adam step on (1, 8) and (8, 1) keeps them."""
+    stepped = {}
+    for shape, opt in state_configurations(seed):
         config = configs(seed)[shape]
         host = state_problem(seed, shape)[0]
-        got, after = state_run(worker, shape, seed)
-        where = f"on a (data, model) = {shape} mesh (D={config[0]}, H={config[1]})"
+        got, after = state_run(worker, shape, seed, opt)
+        name = "momentum SGD" if opt == "sgd" else "Adam"
+        where = f"given {name} on a (data, model) = {shape} mesh (D={config[0]}, H={config[1]})"
         for k in ("w1", "w2"):
             what = f"init_tp_state's params['{k}'] {where}"
             values = received(got["values"][k], what, host[k].shape)
@@ -1241,30 +1272,54 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
             # away: code that places right only when traced places wrong where it is used.
             check_specs(shape, config, got["called"], f"when init_tp_state is called with NumPy arrays {where} "
                         "(as a training script calls it, not traced)")
-        if shape == ONE_AXIS_STEP:  # One Adam step on that mesh (at its sizes), from init_tp_state's own output.
-            stepped = after()
-    shape = ONE_AXIS_STEP
-    if "error" in stepped:
-        fail(f"one training step from what init_tp_state returns on a {shape} mesh failed: {stepped['error']}. "
-             "Hint: step(params, opt_state, x, y) should take the params and state init_tp_state returns.")
-    check_specs(shape, configs(seed)[shape], stepped, f"after one training step on a {shape} mesh")
+        if after is not None:  # One Adam step on that mesh (at its sizes), from init_tp_state's own output.
+            stepped[shape] = after()
+    for shape, after in stepped.items():
+        if "error" in after:
+            fail(f"one Adam training step from what init_tp_state returns on a {shape} mesh failed: {after['error']}. "
+                 "Hint: step(params, opt_state, x, y) should take the params and state init_tp_state returns.")
+        check_specs(shape, configs(seed)[shape], after, f"after one Adam training step on a {shape} mesh", STEP_HINT)
+    # The training runs' steps (both axes split) keep them too: each run places the step's outputs
+    # back where the first step took them, so a step returning moments placed otherwise is read here.
+    for opt in OPTIMIZERS:
+        shape = run_shape(opt, seed)
+        try:
+            after = step(worker, opt, shape, seed)["after"]
+        except Exception:  # noqa: BLE001 (a step that cannot run: the training checks say so)
+            continue
+        name = "momentum SGD" if opt == "sgd" else "Adam"
+        check_specs(shape, configs(seed)[shape], after, f"after one {name} training step on a {shape} mesh", STEP_HINT)
 
 
 def state_problem(seed: int, shape):
     """(the host params init_tp_state is given on this mesh, x and y of the Adam step taken from
-    its output, or None, None on the meshes where none is)."""
-    w1, w2, x, y = trained_away_from_the_kink(seed, shape, 40 + MESH_SHAPES.index(shape), "adam", 1)
+    its output on ADAM_STEP_MESHES, or None, None on the other meshes)."""
+    w1, w2, x, y = trained_away_from_the_kink(seed, configs(seed)[tuple(shape)], 40 + MESH_SHAPES.index(shape), "adam", 1)
     host = {"w1": np.asarray(w1, np.float32), "w2": np.asarray(w2, np.float32)}
-    return (host, x, y) if tuple(shape) == ONE_AXIS_STEP else (host, None, None)
+    return (host, x, y) if tuple(shape) in ADAM_STEP_MESHES else (host, None, None)
 
 
-def state_run(worker, shape, seed: int):
-    """state_runs on this mesh, once per grading (the step's collectives check reads the one on
-    ONE_AXIS_STEP before the state check does): its result, or the same failure again."""
-    key = ("state", id(worker), seed, tuple(shape))
+def state_configurations(seed: int) -> list:
+    """(mesh, optimizer) of every init_tp_state the state check reads: both optimizers on every mesh
+    (code that splits one optimizer's state only, or only on some meshes, shows it), each mesh's
+    first the one it was given alone before (the technique mesh momentum SGD, the others Adam), so
+    a mistake made everywhere is said as it was."""
+    main = main_shape(seed)
+    return [(shape, opt) for shape in MESH_SHAPES
+            for opt in (("sgd", "adam") if shape == main else ("adam", "sgd"))]
+
+
+def state_run(worker, shape, seed: int, opt: str):
+    """state_runs on this mesh for this optimizer, once per grading (the step's collectives check
+    reads the Adam ones on ADAM_STEP_MESHES before the state check does): its result, or the same
+    failure again. The Adam step is taken from the Adam state only."""
+    key = ("state", id(worker), seed, tuple(shape), opt)
     if key not in _RUNS:
         try:
-            got, after = state_runs(worker, shape, *state_problem(seed, shape), opt=state_optimizer(shape, seed))
+            host, x, y = state_problem(seed, shape)
+            if opt != "adam":
+                x = y = None
+            got, after = state_runs(worker, shape, host, x, y, opt=opt)
             _RUNS[key] = got, once(after)
         except Exception as exc:  # noqa: BLE001 (a failure or the learner's error, said by the check that reads it)
             _RUNS[key] = exc
@@ -1415,13 +1470,6 @@ def placed_as_typed(value, aval, shape):
         return jax.device_put(value, NamedSharding(mesh(shape), spec))
     except Exception:  # noqa: BLE001 (a spec this value cannot take: it goes in as it is)
         return value
-
-
-def state_optimizer(shape, seed: int) -> str:
-    """The optimizer init_tp_state is given on this mesh: momentum SGD on the technique checks' mesh
-    (its one momentum per parameter must be split as Adam's two are: code that splits Adam's state
-    only shows it there), Adam on the others. Each mesh traces init_tp_state once either way."""
-    return "sgd" if tuple(shape) == main_shape(seed) else "adam"
 
 
 def state_runs(worker, shape, host: dict, x, y, opt: str = "adam"):

@@ -341,9 +341,27 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
     m = mesh(shape)
     step = learner_step(sol, optimizer, shape)
     with on_mesh(m):
-        closed, out = jax.make_jaxpr(step, return_shape=True)(*placed_training(m, optimizer, w1, w2, x, y))
+        args = placed_training(m, optimizer, w1, w2, x, y)
+    closed, out = step_traced(m, step, *args)
     check_step_output(out)
     return _encoded(closed, sol)
+
+
+def step_traced(m, step, *args):
+    """The learner's step traced at these arguments under jax.set_mesh(m) (`traced`); where that
+    fails, again with the no-ops JAX refuses in a trace skipped (program.no_ops_traced: a wrapper
+    that enters jax.set_mesh(mesh) with the mesh already set, or waits with .block_until_ready(),
+    does nothing to the step's values or placement). Where that fails too, the learner's own error
+    of the first attempt propagates."""
+    try:
+        return traced(m, step, *args)
+    except Exception as exc:  # noqa: BLE001 (said below unless the no-ops were all that failed)
+        error = exc
+    try:
+        with program.no_ops_traced(m):
+            return traced(m, step, *args)
+    except Exception:  # noqa: BLE001 (the learner's error of the plain trace is said)
+        raise error from None
 
 
 def placement(params, state, paths) -> dict:
@@ -464,8 +482,8 @@ def init_programs(sol, optimizer, shape, params, x, y):
         # What the step makes of init_tp_state's output is read after init_tp_state's own placement
         # (on every mesh): a step that cannot take it is said then, not here.
         try:
-            after, stepped = traced(m, learner_step(sol, optimizer, shape), placed, state, put(m, x, X_SPEC),
-                                    put(m, y, X_SPEC))
+            after, stepped = step_traced(m, learner_step(sol, optimizer, shape), placed, state, put(m, x, X_SPEC),
+                                         put(m, y, X_SPEC))
             check_step_output(stepped)
         except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
             reply["step_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -1,10 +1,11 @@
-"""WRONG (by the exercise's own words, though its docstring exempts the compiler's reduction under jit): under jit the learner asks for the WHOLE summed gradient on every device, jax.reshard(g, P()) (an all-reduce), and only then takes each device's block with jax.reshard(g, spec).
+"""Right (by what it costs): under jit the learner asks for the WHOLE summed gradient on every device,
+jax.reshard(g, P()), and only then takes each device's block with jax.reshard(g, spec).
 
-Scored (seed 376531): 19/19 without --sandbox, 19/19 with --sandbox (verdicts and messages the same in both modes).
-Should score: 17/19 if the learner's own jax.reshard(g, P()) is judged; the docstring exempts only "the compiler's own reduction" under jit.
-Checks failed: none.
-Why: Under jit no psum is read, so an explicit request for the whole summed gradient on every device is not seen (on CPU the compiler writes the same all-reduce + slice for a right program, so the HLO cannot tell; the program's own reshard to P() of a gradient could).
-Grade: put this file as ex9_zero1_adamw.py in a folder D; .venv/bin/python -m graders ex9 --solutions D -v --seed 376531 [--sandbox]
+Full marks: on CPU the compiler writes the same all-reduce and slice for it as for
+tests/right/ex9/jit_reshard (the same collectives, 11,278 FLOPs per device on 8 devices at seed 376531,
+the same optimizer work): only the spelling differs, and the stub says the compiled program is graded
+and that under jax.jit the compiler's own reduction is not judged. 19/19 in both modes at seeds 376531,
+20261130 and 7.
 """
 
 import jax
