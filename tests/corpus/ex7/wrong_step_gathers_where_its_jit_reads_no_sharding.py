@@ -14,9 +14,13 @@ judge reads, runs and compiles is the Megatron one. The module detects the retry
 anything of the grader: the patched .sharding reaches code inside the learner's own jit, which no
 eager call has.
 
-Scored 22/22 at --seed 20261130, 7 and 276678, with and without --sandbox.
-Should lose training_step_communicates_like_megatron and each_device_does_its_share_of_the_work:
-18/22 (what the same step scores without the wrapper's set_mesh, the gathering path traced).
+Was 22/22 at seeds 20261130, 7 and 276678 in both modes: the trace made again with the no-ops skipped
+gave every traced value a .sharding, inside the learner's jit too. Since the grader's fix only the
+values at the trace's top level (the eager call's arrays) have one there: 18/22 in both modes at seeds
+20261130 and 7.
+
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
+loses: each_device_does_its_share_of_the_work: devices repeat each other's work
 """
 import jax
 import jax.numpy as jnp

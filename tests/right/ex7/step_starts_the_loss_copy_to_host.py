@@ -1,4 +1,4 @@
-"""RIGHT: the reference's jitted Megatron step, returned inside a plain function that calls it and
+"""Right: the reference's jitted Megatron step, returned inside a plain function that calls it and
 then starts the loss's transfer to the host with `loss.copy_to_host_async()` (so that a training
 loop logging the loss later does not stall on it; the values and placement are untouched).
 Natively on (2, 4), Adam, D=32, H=40, B=64 it trains like the reference (losses 1.491, 1.297,
@@ -12,7 +12,10 @@ learner's own error: the plain trace is retried outside any mesh (probes.traced)
 reads "Using PartitionSpec when you are not under a mesh context is not allowed" (from tp_mlp's
 out_sharding), a hint unrelated to the wrapper.
 
-Scored 13/22 at --seed 20261130 and 7, with and without --sandbox (13/22 at 276678 with --sandbox). Should score 22/22.
+Was 13/22 at seeds 20261130 and 7 in both modes.
+
+Full marks: the step is traced again with the no-ops JAX refuses in a trace skipped where the plain
+trace fails (probes.step_traced; copy_to_host_async is one of the no-ops, program.no_ops_traced): 22/22 in both modes at seeds 20261130 and 7.
 """
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""RIGHT: the reference's jitted Megatron step, returned inside a plain function that, on its first
+"""Right: the reference's jitted Megatron step, returned inside a plain function that, on its first
 call, draws where w1 and w2 lie (jax.debug.visualize_array_sharding, a debugging aid that prints
 a table of devices), then calls the jitted step. Natively on (2, 4), Adam, D=32, H=40, B=64 it
 prints the two tables and trains like the reference, the params staying P(None, 'model') /
@@ -10,7 +10,10 @@ program holds inspect_sharding has effects (Debug)"): every step check fails. Th
 neither computes nor places anything the step returns (like jax.set_mesh or block_until_ready,
 which program.no_ops_traced skips).
 
-Scored 13/22 at --seed 20261130 and 7, with and without --sandbox (13/22 at 276678 with --sandbox). Should score 22/22.
+Was 13/22 at seeds 20261130 and 7 in both modes (the program refused: "has effects (Debug)").
+
+Full marks: ex7's programs are now sent with jax.debug.visualize_array_sharding left out (program.encode's drop_prints: it returns
+nothing, so the program computes the same without it): 22/22 in both modes at seeds 20261130 and 7.
 """
 import jax
 import jax.numpy as jnp

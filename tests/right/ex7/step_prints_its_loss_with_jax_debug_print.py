@@ -1,4 +1,4 @@
-"""RIGHT: the reference's jitted Megatron step with one line more inside the jit,
+"""Right: the reference's jitted Megatron step with one line more inside the jit,
 `jax.debug.print("loss {loss:.4f}", loss=loss)`: the compiled step prints its loss as it runs (the
 usual way to log from inside a jitted function). Natively on (2, 4), Adam, D=32, H=40, B=64 it
 prints "loss 1.4912" ... "loss 1.0576" and trains like the reference, the params staying
@@ -10,7 +10,10 @@ jax.debug.print out (PRINTS, a print returns nothing) only where it is given pol
 (tests/right/ex6/debug_print_between_blocks is graded whole); ex7's step programs are encoded
 without, so a print costs 9 points there.
 
-Scored 13/22 at --seed 20261130 and 7, with and without --sandbox. Should score 22/22.
+Was 13/22 at seeds 20261130 and 7 in both modes (the program refused: "has effects (Debug)").
+
+Full marks: ex7's programs are now sent with jax.debug.print left out (program.encode's drop_prints: it returns
+nothing, so the program computes the same without it): 22/22 in both modes at seeds 20261130 and 7.
 """
 import jax
 import jax.numpy as jnp
