@@ -410,7 +410,7 @@ def test_a_policy_of_ones_own_travels_as_a_number_when_asked_for_and_is_never_ru
     assert "unreadable" in program.encode_or_reason(jax.make_jaxpr(jax.value_and_grad(fn))(*args))
 
 
-def test_a_print_is_left_out_by_encode_with_policies_only():
+def test_a_print_is_left_out_by_encode_with_policies_and_where_asked():
     def fn(x):
         y = jax.checkpoint(lambda x: jnp.sin(x) * 2)(x)
         jax.debug.print("{}", y)
@@ -418,6 +418,8 @@ def test_a_print_is_left_out_by_encode_with_policies_only():
 
     closed = jax.make_jaxpr(jax.grad(fn))(jnp.ones(3))
     assert "unreadable" in program.encode_or_reason(closed)
+    asked = program.decode(wire.round_trip(program.encode_or_reason(closed, drop_prints=True)))
+    assert np.allclose(asked.run(jnp.ones(3))[0], jax.grad(fn)(jnp.ones(3)))
     message, _ = program.encode_with_policies(closed)
     rebuilt = program.decode(wire.round_trip(message), custom_policies=True)
     assert np.allclose(rebuilt.run(jnp.ones(3))[0], jax.grad(fn)(jnp.ones(3)))
@@ -542,17 +544,22 @@ def test_a_traced_values_sharding_is_read_from_its_type_while_no_ops_are_skipped
     x = jax.device_put(np.zeros((8, 2), np.float32), split)
 
     def checked(v):
-        assert v.sharding.is_equivalent_to(split, 2)
-        return v + 1
+        assert v.sharding.is_equivalent_to(split, 2) and not v.is_deleted()
+        v.copy_to_host_async()
+        return jax.jit(inside)(v)
+
+    def inside(v):  # inside its own jit the eager call's values are traced too: no .sharding there
+        return v + 1 if hasattr(v, "sharding") else v - 1
 
     with jax.set_mesh(mesh):
         with pytest.raises(AttributeError, match="sharding"):
             jax.make_jaxpr(checked)(x)
-        with program.no_ops_traced(mesh):
-            closed = jax.make_jaxpr(checked)(x)
+        with program.no_ops_traced(mesh) as skipped:
+            closed = jax.make_jaxpr(skipped.top(checked))(x)
             with pytest.raises(AssertionError):  # a type's sharding is read as it is, not as asked
-                jax.make_jaxpr(checked)(jax.device_put(np.zeros((8, 2), np.float32), NamedSharding(mesh, P())))
-    assert "add" in str(closed)
+                jax.make_jaxpr(skipped.top(checked))(jax.device_put(np.zeros((8, 2), np.float32),
+                                                                    NamedSharding(mesh, P())))
+    assert "sub" in str(closed) and "add" not in str(closed)
     with pytest.raises(AttributeError, match="sharding"):  # put back
         jax.make_jaxpr(lambda v: v.sharding)(x)
 

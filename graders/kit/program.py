@@ -74,8 +74,9 @@ reduce_window_min select_and_scatter_add select_and_gather_add polygamma igamma 
 random_gamma_grad bessel_i0e bessel_i1e regularized_incomplete_beta zeta
 """.split()) | MESH_PRIMITIVES
 
-# What jax.debug.print binds: effects and no outputs. encode_with_policies leaves them out.
-PRINTS = frozenset({"debug_print", "debug_callback"})
+# What jax.debug.print (and jax.debug.visualize_array_sharding inside a jit) binds: effects and no
+# outputs. encode_with_policies, and encode where asked (drop_prints), leaves them out.
+PRINTS = frozenset({"debug_print", "debug_callback", "inspect_sharding"})
 
 CUSTOM = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
@@ -209,11 +210,12 @@ def said_name(obj) -> str:
 # ---- encoding (the worker) ------------------------------------------------------------------
 
 class _Encoder:
-    def __init__(self, filename: str, forward: bool, policies: list | None = None, meshes: bool = False):
+    def __init__(self, filename: str, forward: bool, policies: list | None = None, meshes: bool = False,
+                 drop_prints: bool = False):
         self.filename, self.forward = str(filename or ""), forward
         self.allow_meshes = meshes  # programs on a mesh of devices are sent (ex3); refused otherwise
         self.policies = policies  # encode_with_policies: the learner's own policies, by number
-        self.drop_prints = policies is not None  # ... and jax.debug.print left out (PRINTS)
+        self.drop_prints = drop_prints or policies is not None  # ... and jax.debug.print left out (PRINTS)
         self.count = 0
         self.table: list = []  # every program, each after the programs it holds (no nesting on the wire)
         self.done: dict = {}  # id(jaxpr) -> its index in table
@@ -518,21 +520,24 @@ def as_one_call(closed, ctx_mesh):
     return lambda *args: jit_p.bind(*args, **params)
 
 
-def encode_or_reason(closed, filename: str = "", forward: bool = False, meshes: bool = False) -> dict:
+def encode_or_reason(closed, filename: str = "", forward: bool = False, meshes: bool = False,
+                     drop_prints: bool = False) -> dict:
     """encode's result, or {"unreadable": why} for a program that holds what is not sent (the
     judge's check then fails saying so)."""
     try:
-        return encode(closed, filename, forward, meshes)
+        return encode(closed, filename, forward, meshes, drop_prints)
     except ProgramError as exc:
         return {"unreadable": str(exc)}
 
 
-def encode(closed, filename: str = "", forward: bool = False, meshes: bool = False) -> dict:
+def encode(closed, filename: str = "", forward: bool = False, meshes: bool = False, drop_prints: bool = False) -> dict:
     """A traced program (jax.make_jaxpr's result) as plain data for graders/kit/wire.py, or a
     ProgramError saying what it holds that is not sent. `filename`: the learner's file, whose
     lines the equations keep; `forward`: custom_jvp/custom_vjp functions as their primal;
-    `meshes`: a program on a mesh of devices is sent (refused unless asked for)."""
-    encoder = _Encoder(filename, forward, meshes=meshes)
+    `meshes`: a program on a mesh of devices is sent (refused unless asked for); `drop_prints`:
+    a jax.debug.print or visualize_array_sharding (PRINTS: no outputs) is left out, as the program
+    computes the same without it (refused unless asked for)."""
+    encoder = _Encoder(filename, forward, meshes=meshes, drop_prints=drop_prints)
     encoder.jaxpr(closed)
     if encoder.typed:  # a program on a mesh: the sharded types its values refer to
         return {"program": encoder.table, "types": encoder.typed}
@@ -1215,22 +1220,20 @@ def primitive_sequence(closed) -> list[str]:
 def no_ops_traced(m):
     """While a function called eagerly under jax.set_mesh(m) is traced: the calls it may make that
     do nothing to its values or their placement, and that JAX refuses inside a trace, do nothing
-    there too: block_until_ready on a traced value (it waits for the value, which a trace has not
-    computed), and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the
-    caller set it). set_mesh with any other mesh still raises JAX's own error. A traced value's
-    .sharding (which JAX gives concrete arrays only) reads its type's sharding on m, what the eager
-    call's array has (a step that checks its inputs' placement before its jitted call); a type on
-    another mesh still has none."""
+    there too: block_until_ready and copy_to_host_async on a traced value (they wait for, or start
+    copying, the value, which a trace has not computed), is_deleted (a traced value is not deleted),
+    and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the caller set
+    it). set_mesh with any other mesh still raises JAX's own error. Yields an object whose
+    top(fn) is fn entered at the trace's top level: there (only: inside the function's own jax.jit
+    the eager call's values are traced too, and have none) a traced value's .sharding, which JAX
+    gives concrete arrays only, reads its type's sharding on m, what the eager call's array has (a
+    step that checks its inputs' placement before its jitted call); a type on another mesh still
+    has none."""
     from jax._src import sharding_impls
     from jax.sharding import NamedSharding
     enter = sharding_impls.set_mesh.__init__
-    no_sharding = vars(core.Tracer)["sharding"]
-
-    def sharding(self):
-        typed = getattr(self.aval, "sharding", None)
-        if isinstance(typed, NamedSharding) and typed.mesh == m.abstract_mesh:
-            return NamedSharding(m, typed.spec)
-        return no_sharding.fget(self)
+    no_sharding, deleted = vars(core.Tracer)["sharding"], vars(core.Tracer)["is_deleted"]
+    skipped = _Skipped()
 
     def set_mesh(self, mesh_):
         if mesh_ is m and not core.trace_state_clean():
@@ -1239,18 +1242,39 @@ def no_ops_traced(m):
             return
         enter(self, mesh_)
 
-    had = "block_until_ready" in vars(core.Tracer)
+    def sharding(self):
+        typed = getattr(self.aval, "sharding", None)
+        if (skipped.outer is not None and getattr(self, "_trace", None) is skipped.outer
+                and isinstance(typed, NamedSharding) and typed.mesh == m.abstract_mesh):
+            return NamedSharding(m, typed.spec)
+        return no_sharding.fget(self)
+
+    added = [name for name in ("block_until_ready", "copy_to_host_async") if name not in vars(core.Tracer)]
     try:
-        if not had:
-            core.Tracer.block_until_ready = lambda self: self
+        for name in added:
+            setattr(core.Tracer, name, (lambda self: self) if name == "block_until_ready" else (lambda self: None))
+        core.Tracer.is_deleted = lambda self: False
         sharding_impls.set_mesh.__init__ = set_mesh
         core.Tracer.sharding = property(sharding)
-        yield
+        yield skipped
     finally:
         core.Tracer.sharding = no_sharding
+        core.Tracer.is_deleted = deleted
         sharding_impls.set_mesh.__init__ = enter
-        if not had:
-            del core.Tracer.block_until_ready
+        for name in added:
+            delattr(core.Tracer, name)
+
+
+class _Skipped:
+    """no_ops_traced's: the trace at whose top level the function was entered (top)."""
+
+    outer = None
+
+    def top(self, fn):
+        def at_top(*args, **kwargs):
+            self.outer = core.trace_ctx.trace
+            return fn(*args, **kwargs)
+        return at_top
 
 
 @contextlib.contextmanager

@@ -136,7 +136,8 @@ def _encoded(closed, sol) -> dict:
     """A traced program as data (graders/kit/program.py, issue 31), or the reason it cannot be
     sent. forward=True: the judge only runs these programs forwards (the step already holds its
     backward pass), so a custom_jvp/custom_vjp call (jax.nn.relu) is sent as its primal."""
-    message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True, meshes=True)
+    message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True, meshes=True,
+                                       drop_prints=True)
     judge = IN_PROCESS.get("judge")
     if judge is None or "program" not in message:
         return message
@@ -348,18 +349,20 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
 
 
 def step_traced(m, step, *args):
-    """The learner's step traced at these arguments under jax.set_mesh(m) (`traced`); where that
-    fails, again with the no-ops JAX refuses in a trace skipped (program.no_ops_traced: a wrapper
-    that enters jax.set_mesh(mesh) with the mesh already set, or waits with .block_until_ready(),
-    does nothing to the step's values or placement). Where that fails too, the learner's own error
-    of the first attempt propagates."""
+    """The learner's step traced at these arguments under jax.set_mesh(m); where that fails, again
+    with the no-ops JAX refuses in a trace skipped (program.no_ops_traced: a wrapper that enters
+    jax.set_mesh(mesh) with the mesh already set, waits with .block_until_ready(), starts
+    .copy_to_host_async(), asks .is_deleted() or reads its inputs' .sharding does nothing to the
+    step's values or placement). Where that fails too, the learner's own error of the first attempt
+    propagates."""
     try:
-        return traced(m, step, *args)
+        with on_mesh(m):
+            return jax.make_jaxpr(step, return_shape=True)(*args)
     except Exception as exc:  # noqa: BLE001 (said below unless the no-ops were all that failed)
         error = exc
     try:
-        with program.no_ops_traced(m):
-            return traced(m, step, *args)
+        with on_mesh(m), program.no_ops_traced(m) as skipped:
+            return jax.make_jaxpr(skipped.top(step), return_shape=True)(*args)
     except Exception:  # noqa: BLE001 (the learner's error of the plain trace is said)
         raise error from None
 
