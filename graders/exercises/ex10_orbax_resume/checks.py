@@ -62,7 +62,8 @@ from graders.exercises.ex10_orbax_resume.probes import (
 # kernels stay split; one with its axes in the other order. Every grading restores onto all three:
 # the experiment's restore onto one drawn, the grader's checkpoint at the path save wrote onto one
 # with the axes in the other order (saved_path_target), the one at another path onto the third
-# (elsewhere_target): a restore that takes another route on one of them only shows it there.
+# (third_target) as well as onto mesh A: a restore that takes another route on one of them only
+# shows it there.
 TARGETS = (
     {"shape": (2, 2), "axes": AXES, "devices": (4, 5, 6, 7)},
     {"shape": (1, 4), "axes": AXES, "devices": (0, 2, 4, 6)},
@@ -950,24 +951,25 @@ def saved_path_target(seed: int) -> dict:
     return [t for t in TARGETS if tuple(t["axes"]) == AXES][seed % 2]
 
 
-def elsewhere_target(seed: int) -> dict:
-    """The mesh the restore of the grader's checkpoint at a path save never wrote goes onto: the one
-    of the TARGETS that neither the experiment's restore nor the one at the saved path goes onto."""
+def third_target(seed: int) -> dict:
+    """The mesh the grader's checkpoint at a path save never wrote is also restored onto (after mesh
+    A): the one of the TARGETS that neither the experiment's restore nor the one at the saved path
+    goes onto."""
     taken = (draw(seed)["target"], saved_path_target(seed))
     return next(t for t in TARGETS if t not in taken)
 
 
-def elsewhere_when(seed: int) -> str:
-    target = elsewhere_target(seed)
+def third_when(seed: int) -> str:
+    target = third_target(seed)
     return (f"while restore ran onto a {tuple(target['shape'])} mesh of devices {list(target['devices'])} on the "
             "checkpoint the grader wrote at another path")
 
 
 def given_answer(worker, seed: int) -> dict | str:
     """The learner's restores of the checkpoint the grader wrote (the learner's own, rewritten with
-    given_values), once per grading: at a path save never wrote onto elsewhere_target, and at the path
-    the experiment's save wrote onto saved_path_target; or a text saying why the grader could not
-    write it."""
+    given_values), once per grading: at a path save never wrote onto mesh A and onto third_target, and
+    at the path the experiment's save wrote onto saved_path_target; or a text saying why the grader
+    could not write it."""
     got = checkpoint(worker, seed)
     if "answer" not in got:
         with tempfile.TemporaryDirectory(prefix="ex10-given-") as folder:  # only when a check gets here
@@ -977,7 +979,7 @@ def given_answer(worker, seed: int) -> dict | str:
         path = experiment(worker, seed).get("path")
         got["answer"] = given if isinstance(given, str) else worker.restore_from(
             draw(seed)["config"], given, path if isinstance(path, str) else None, saved_path_target(seed),
-            elsewhere_target(seed))
+            third_target(seed))
     return got["answer"]
 
 
@@ -1004,9 +1006,16 @@ def reads_the_given_checkpoint(worker, seed: int, what: str, placements: bool = 
         "checkpoint does not hold: they came from somewhere else than the checkpoint (kept in memory since save, or a "
         "copy of the state beside the Orbax checkpoint)."), missing)
     if placements:  # where that restore put the data: the route a restarted job takes
-        target = elsewhere_target(seed)
-        shards_straight(draw(seed), target, elsewhere_when(seed),
-                        blocks(answer.get("pieces") or [], split_leaves(draw(seed), target)), answer.get("moves") or [])
+        shards_straight(draw(seed), MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
+                        blocks(answer.get("pieces") or [], split_leaves(draw(seed), MESH_A)), answer.get("moves") or [])
+        third = answer.get("third")
+        if isinstance(third, dict):
+            if third["restore"] is not None:
+                fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there onto a "
+                     f"{tuple(third_target(seed)['shape'])} mesh raised: {third['restore']['message']} {hint}")
+            target = third_target(seed)
+            shards_straight(draw(seed), target, third_when(seed),
+                            blocks(third.get("pieces") or [], split_leaves(draw(seed), target)), third.get("moves") or [])
         reads_the_saved_path_again(seed, answer, what, missing)
 
 
@@ -1446,13 +1455,15 @@ def test_restore_never_holds_a_whole_array(worker, seed):
         whole_arrays(d, desc, when, placed, moves_of(worker, seed, which))
     read_from_the_checkpoint(worker, seed, "a restore that reads only each device's shards from the checkpoint")
     answer = given_answer(worker, seed)
-    # The restores of the grader's checkpoint: at another path, and at the path save wrote (onto a
-    # mesh with the axes in the other order). That checkpoint was written from host arrays: it holds
-    # no sharding of its own, so a template without shardings makes Orbax read it whole onto the host
-    # where it read the learner's checkpoint onto the devices it was saved from (the experiment's
-    # restores judge that template). Here only what reached the devices, and whole copies restore
-    # itself made, count.
-    given = [(elsewhere_target(seed), elsewhere_when(seed), answer if isinstance(answer, dict) else None),
+    # The restores of the grader's checkpoint: at another path (onto mesh A, then the third target),
+    # and at the path save wrote (onto a mesh with the axes in the other order). That checkpoint was
+    # written from host arrays: it holds no sharding of its own, so a template without shardings makes
+    # Orbax read it whole onto the host where it read the learner's checkpoint onto the devices it was
+    # saved from (the experiment's restores judge that template). Here only what reached the devices,
+    # and whole copies restore itself made, count.
+    given = [(MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
+              answer if isinstance(answer, dict) else None),
+             (third_target(seed), third_when(seed), answer.get("third") if isinstance(answer, dict) else None),
              (saved_path_target(seed), saved_path_when(seed), at_saved_path(answer))]
     for target, when, at in given:
         if at is not None and at.get("restore") is None:

@@ -933,18 +933,21 @@ def _restored_from(sol, config, path, target) -> dict:
 
 
 @probe
-def restore_from(sol, config, files, saved=None, target=None, elsewhere=None):
+def restore_from(sol, config, files, saved=None, target=None, third=None):
     """The learner's restore from a checkpoint folder the grader wrote (`files`: relative path ->
-    bytes, "checkpoint/..." as in the experiment's folder), twice: onto the mesh `elsewhere` (mesh A
-    unless given) at a path the learner's save never wrote to; and, when `saved` is the path the
+    bytes, "checkpoint/..." as in the experiment's folder): onto mesh A at a path the learner's save
+    never wrote to (in this process, which restored onto mesh A after the second save too); at that
+    path again onto the mesh `third`, when given ("third"); and, when `saved` is the path the
     experiment's save wrote, at that very path (its folder made again, holding only these files)
-    onto the mesh `target`. For each, every restored leaf described and every piece of data placed
-    on a device meanwhile, or what restore raised; "at_saved" is None when there was no such path."""
+    onto the mesh `target` ("at_saved"). For each, every restored leaf described and every piece of
+    data placed on a device meanwhile, or what restore raised; "third" and "at_saved" are None when
+    not asked for."""
     folder = tempfile.mkdtemp(prefix="ex10-given-")
     try:
         unpack(files, folder)
-        answer = _restored_from(sol, config, os.path.join(folder, "checkpoint"),
-                                elsewhere if isinstance(elsewhere, dict) else MESH_A)
+        answer = _restored_from(sol, config, os.path.join(folder, "checkpoint"), MESH_A)
+        answer["third"] = (_restored_from(sol, config, os.path.join(folder, "checkpoint"), third)
+                           if isinstance(third, dict) else None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     answer["at_saved"] = None

@@ -5,9 +5,9 @@ tests/corpus/ex10/host_route_unless_the_axes_are_reversed with the host route on
 
 Was 22/22 in both modes at seed 20261130 (10/22 at seed 7): the grader restored onto two of its three target
 meshes per grading (the drawn one, and one with the axes in the other order), and seed 20261130 never used
-(1, 4). Since the grader's fix the restore of its checkpoint at another path goes onto the third target
-(checks.elsewhere_target, in place of mesh A, which the experiment's same-mesh restore covers), so every grading
-restores onto all three: 10/22 in both modes at seeds 20261130, 7, 0 and 1.
+(1, 4). Since the grader's fix its checkpoint at another path is restored onto the third target too
+(checks.third_target, after mesh A), so every grading restores onto all three: 10/22 in both modes at seeds
+20261130, 7, 0 and 1.
 
 loses: restore_reads_each_shard_straight_onto_its_device: cut from larger host arrays
 loses: restore_never_holds_a_whole_array: was on the host

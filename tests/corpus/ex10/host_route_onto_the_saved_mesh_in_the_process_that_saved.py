@@ -4,13 +4,14 @@ reference's, with force=True: a second save replaces the first whole) notes the 
 rollback after a bad step) reads every array whole onto the host (NumPy leaves in the template) and
 places it with jax.device_put. Everywhere else it is the reference.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0. Should score
-10/22 (restore_reads_each_shard_straight_onto_its_device and restore_never_holds_a_whole_array, as
-tests/corpus/ex10/host_route_on_the_saved_mesh_size). The only restore the grader runs in the process
-that saved onto mesh A is the one after the second save (probes._saved_again, which reads values only:
-no Placements, no moves); the experiment's restore onto mesh A runs in the restarted process, and the
-grader's checkpoint goes onto the other two targets. The host route is taken there (a trace written in
-that branch of restore showed it once per grading at seed 20261130).
+Was 22/22 in both modes at seeds 20261130, 7 and 0: the only restore the grader ran onto mesh A in the
+process that saved was the one after the second save (values only), and the grader's checkpoint went onto
+the other two targets. Since the grader's fix its checkpoint at another path is restored onto mesh A in
+that process again (then onto the third target), and that restore's placements are judged: 10/22 in both
+modes at seeds 20261130 and 7.
+
+loses: restore_reads_each_shard_straight_onto_its_device: cut from larger host arrays
+loses: restore_never_holds_a_whole_array: was on the host
 """
 
 import jax
