@@ -8,7 +8,8 @@ starting state and the batches, and sends them; one probe, `experiment`, hands b
 learner's code made of them, as plain data: k steps on mesh A and the learner's `save` (the
 checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
 changing); for each target mesh, the learner's `restore`, run as a job restarted after the save runs it
-(in a process forked before the learner's module was imported: before_solution) (what `make_state` was asked for, every
+(in a process forked before the learner's module was imported: before_solution; its temporary and home folders
+empty, so that of what save wrote it sees only the checkpoint folder) (what `make_state` was asked for, every
 piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
 m more steps from what came back; then a second save to the same path, and what it did. A second
 probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
@@ -724,14 +725,39 @@ def experiment(sol, config, values, batches, k, targets, second):
            tuple(np.asarray(a).tobytes() for batch in batches for a in batch))
     if key not in _results:
         folder = tempfile.mkdtemp(prefix="ex10-")
+        scratch = tempfile.mkdtemp(prefix="ex10-save-tmp-")
         try:
-            _results[key] = _experiment(sol, config, values, batches, k, targets, second, folder)
+            _results[key] = _experiment(sol, config, values, batches, k, targets, second, folder, scratch)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
     return _results[key]
 
 
-def _experiment(sol, config, values, batches, k, targets, second, folder) -> dict:
+@contextlib.contextmanager
+def temporary_folder(folder: str, home: bool = False):
+    """While on, the temporary folder of this process is `folder` (tempfile.gettempdir() and TMPDIR,
+    which processes started meanwhile inherit), and with `home` its home folder too (HOME, which
+    os.path.expanduser reads); then the ones before."""
+    names = ("TMPDIR", "HOME") if home else ("TMPDIR",)
+    env, kept = {name: os.environ.get(name) for name in names}, tempfile.tempdir
+    for name in names:
+        os.environ[name] = folder
+    tempfile.tempdir = folder
+    try:
+        yield folder
+    finally:
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        tempfile.tempdir = kept
+
+
+def _experiment(sol, config, values, batches, k, targets, second, folder, scratch) -> dict:
+    """`folder` holds the checkpoint; `scratch` is the temporary folder the learner's saves get (the
+    machine that saved's), which the restarted job's restores never see: they get an empty one."""
     result = {"save": None, "at_return": None, "folder": None, "runs": [], "twice": None}
     m_a = mesh(MESH_A)
     objects = build(config, values, m_a)
@@ -743,7 +769,8 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
         before = sys.getswitchinterval()
         sys.setswitchinterval(SAVE_SWITCH_INTERVAL)
         try:
-            sol.save(path, *objects)
+            with temporary_folder(scratch):
+                sol.save(path, *objects)
             at_return = listing(folder)
         finally:
             sys.setswitchinterval(before)
@@ -753,7 +780,8 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
     result["at_return"] = at_return
     result["folder"] = settled(folder)
     result["runs"] = restarted_runs(sol, config, batches[k:], targets, path)
-    result["twice"] = _saved_again(sol, config, second, path)
+    with temporary_folder(scratch):  # the process that saved, on its machine
+        result["twice"] = _saved_again(sol, config, second, path)
     return result
 
 
@@ -811,15 +839,25 @@ def _restarted_job(sock) -> None:
     except (EOFError, OSError, wire.WireError):
         return  # the grading ended without asking
     name, folder = request["name"], Path(request["dir"])
+    empty = tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
+    try:
+        # Another machine's temporary and home folders, before the learner's file is imported: nothing
+        # save wrote outside the checkpoint folder (a file in tempfile.gettempdir() or under ~) is in them.
+        with temporary_folder(empty, home=True):
+            runs = _restarted_runs_here(name, folder, request)
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+    wire.send(sock, {"runs": runs})
+
+
+def _restarted_runs_here(name: str, folder: Path, request: dict) -> list:
     try:
         sol = verdicts.load_module(name, folder)
     except BaseException as exc:  # noqa: BLE001 (the learner's import, which ran once already)
         error = as_restarted({"outcome": "failed", "message": verdicts.describe(exc, folder)}, True)
-        wire.send(sock, {"runs": [dict(NO_RUN, restore=error) for _ in request["targets"]]})
-        return
-    runs = [_resumed(sol, request["config"], request["batches"], target, request["path"], fresh=None)
+        return [dict(NO_RUN, restore=error) for _ in request["targets"]]
+    return [_resumed(sol, request["config"], request["batches"], target, request["path"], fresh=None)
             for target in request["targets"]]
-    wire.send(sock, {"runs": runs})
 
 
 NO_RUN = {"restore": None, "calls": [], "pieces": [], "moves": [], "restored": None, "train": None, "losses": None,
@@ -829,10 +867,16 @@ NO_RUN = {"restore": None, "calls": [], "pieces": [], "moves": [], "restored": N
 def restarted_runs(sol, config, batches, targets, path) -> list:
     """The experiment's restores onto each target and the grader's steps after each, as a job
     restarted after save runs them: in the process before_solution forked, else from the learner's
-    file imported afresh here (restarted)."""
+    file imported afresh here (restarted); either way with empty temporary and home folders of their
+    own (temporary_folder), as a job restarted on another machine has."""
     sock = _RESTART.pop("sock", None)
     if sock is None:
-        return [_resumed(sol, config, batches, target, path) for target in targets]
+        empty = tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
+        try:
+            with temporary_folder(empty, home=True):
+                return [_resumed(sol, config, batches, target, path) for target in targets]
+        finally:
+            shutil.rmtree(empty, ignore_errors=True)
     try:
         wire.send(sock, {"name": sol.__name__, "dir": str(Path(sol.__file__).resolve().parent), "config": config,
                          "batches": batches, "targets": targets, "path": path})
@@ -866,8 +910,10 @@ def as_restarted(error: dict, new_process: bool) -> dict:
     if error["outcome"] == "not_attempted":
         return error
     # The fact, not a hint: the error may have another cause than something kept in memory.
-    where = ("in a process that never saved, your file imported afresh: nothing your code kept since save is there"
-             if new_process else "your file imported afresh: nothing your module kept since save is there")
+    where = ("in a process that never saved, your file imported afresh, empty temporary and home folders: nothing your "
+             "code kept since save is there, and of what save wrote only the checkpoint folder" if new_process else
+             "your file imported afresh, empty temporary and home folders: nothing your module kept since save is "
+             "there, and of what save wrote only the checkpoint folder")
     return dict(error, message=f"restore runs here as a job restarted after save runs it ({where}), and {error['message']}")
 
 
