@@ -1,13 +1,18 @@
-"""tests/corpus/ex10/counters_and_key_from_a_file_in_tmp with only the integer leaves (the optimizer's step,
-the schedule's counts, the dropout stream's count) taken from the file in /tmp; the key is read from the
-checkpoint. A job restarted on another machine has no such file.
+"""tests/corpus/ex10/counters_and_key_from_a_file_in_tmp with only the integer leaves (the optimizer's
+step, the schedule's counts, the dropout stream's count) taken from a file save leaves in the temporary
+directory (tempfile.gettempdir(), outside the checkpoint folder); the key and every floating-point leaf are
+read from the checkpoint with a sharded template. A job restarted on another machine has no such file.
 
-22/22 (seed 20261130, without --sandbox); should be about 11/22 (the 11 points of reading the state from
-the checkpoint). The experiment's restores run in a process that never saved but shares the file system,
-and the grader's rewrite keeps the counters as saved (moving them broke right layouts that file the step
-in a folder's name, a pointer or an index), so counters read from a file beside the checkpoint equal the
-checkpoint's everywhere the grader looks. Catching it needs the restore to run where only the checkpoint
-folder exists (another file system), or counters the rewrite can move without breaking those layouts.
+4/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores run with
+an empty temporary folder of their own (a job restarted on another machine has the checkpoint folder and
+nothing else save wrote), where the file is not: restore fails there (FileNotFoundError), and every check
+that reads a restore says so. 22/22 before: the restores ran in a process that never saved but saw the
+same temporary folder, and the grader's rewrite keeps the counters as saved (moving them broke right
+layouts that file the step in a folder's name, a pointer or an index), so the file's counters equalled the
+checkpoint's everywhere the grader looked.
+
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
+loses: step_and_schedule_continue: FileNotFoundError
 """
 import os
 import tempfile
