@@ -353,31 +353,32 @@ def test_where_jax_has_made_its_devices_the_restores_import_the_learners_file_af
 
 def test_the_restarted_jobs_temporary_folder_is_empty_and_its_own(tmp_path):
     # save's temporary folder is the experiment's; the restarted job's restores get another, empty
-    # one (a job restarted on another machine has the checkpoint folder and nothing else save wrote),
-    # and the process's own comes back after each.
+    # one, their home folder too (a job restarted on another machine has the checkpoint folder and
+    # nothing else save wrote), and the process's own come back after each.
     import importlib.util
     import os
     import tempfile
 
     from graders.exercises.ex10_orbax_resume import probes
 
-    before = (tempfile.gettempdir(), os.environ.get("TMPDIR"))
+    before = (tempfile.gettempdir(), os.environ.get("TMPDIR"), os.environ.get("HOME"))
     with probes.temporary_folder(str(tmp_path)):
         assert tempfile.gettempdir() == os.environ["TMPDIR"] == str(tmp_path)
         (tmp_path / "kept.txt").write_text("written at save")
-    assert (tempfile.gettempdir(), os.environ.get("TMPDIR")) == before
+    assert (tempfile.gettempdir(), os.environ.get("TMPDIR"), os.environ.get("HOME")) == before
     jax.devices()  # the restores run in this process (see the test above), in a temporary folder of their own
     (tmp_path / "ex10_orbax_resume.py").write_text(
         "import os\nimport tempfile\n\n\ndef restore(path, make_state, mesh, shardings):\n"
-        "    seen = os.listdir(tempfile.gettempdir())\n    raise ValueError(f'saw {seen}')\n")
+        "    seen = os.listdir(tempfile.gettempdir())\n"
+        "    raise ValueError(f'saw {seen}, home {os.path.expanduser(\"~\") == tempfile.gettempdir()}')\n")
     spec = importlib.util.spec_from_file_location("ex10_orbax_resume", tmp_path / "ex10_orbax_resume.py")
     sol = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sol)
     with probes.temporary_folder(str(tmp_path)):
         [run] = probes.restarted_runs(sol, ex10.draw(TEST_SEED)["config"], [], [probes.MESH_A], "ckpt")
     message = run["restore"]["message"]
-    assert "saw []" in message and "only the checkpoint folder" in message, message
-    assert (tempfile.gettempdir(), os.environ.get("TMPDIR")) == before
+    assert "saw [], home True" in message and "only the checkpoint folder" in message, message
+    assert (tempfile.gettempdir(), os.environ.get("TMPDIR"), os.environ.get("HOME")) == before
 
 
 def test_numbers_written_outside_the_arrays_are_read_where_the_learner_writes_them():
