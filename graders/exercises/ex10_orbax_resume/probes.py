@@ -21,6 +21,7 @@ so the checks that need only an earlier stage still judge it.
 """
 
 import contextlib
+import errno
 import importlib.util
 import os
 import shutil
@@ -769,6 +770,7 @@ def _experiment(sol, config, values, batches, k, targets, second, folder, scratc
         before = sys.getswitchinterval()
         sys.setswitchinterval(SAVE_SWITCH_INTERVAL)
         try:
+            started = time.time()
             with temporary_folder(scratch):
                 sol.save(path, *objects)
             at_return = listing(folder)
@@ -779,7 +781,7 @@ def _experiment(sol, config, values, batches, k, targets, second, folder, scratc
         return result
     result["at_return"] = at_return
     result["folder"] = settled(folder)
-    result["runs"] = restarted_runs(sol, config, batches[k:], targets, path)
+    result["runs"] = restarted_runs(sol, config, batches[k:], targets, path, since=started)
     with temporary_folder(scratch):  # the process that saved, on its machine
         result["twice"] = _saved_again(sol, config, second, path)
     return result
@@ -840,6 +842,8 @@ def _restarted_job(sock) -> None:
         return  # the grading ended without asking
     name, folder = request["name"], Path(request["dir"])
     empty = tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
+    if isinstance(request.get("since"), float):
+        hold_back_files_written_since(request["since"], spared=(os.path.dirname(request["path"]), empty, str(folder)))
     try:
         # Another machine's temporary and home folders, before the learner's file is imported: nothing
         # save wrote outside the checkpoint folder (a file in tempfile.gettempdir() or under ~) is in them.
@@ -848,6 +852,40 @@ def _restarted_job(sock) -> None:
     finally:
         shutil.rmtree(empty, ignore_errors=True)
     wire.send(sock, {"runs": runs})
+
+
+# A file that save wrote outside the checkpoint folder, in a folder any job on the machine reaches (a
+# path written out in full: "/tmp/...", "~/..."), is not on the machine a restarted job runs on.
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def hold_back_files_written_since(since: float, spared=()) -> None:
+    """In the restarted job's process only (the hook stays for the process's life): opening a file
+    under the temporary folder, the home folder or SHARED_FOLDERS that was written since `since`
+    (when save began) fails as a missing file does, unless it is under a `spared` folder (the
+    experiment's, the learner's own), the compilation cache, or bytecode."""
+    home = os.path.expanduser("~")
+    roots = [os.path.realpath(r) for r in (tempfile.gettempdir(), *SHARED_FOLDERS, home)
+             if r and os.path.realpath(r) != os.sep]
+    kept = [os.path.realpath(f) for f in (*spared, os.environ.get("JAX_COMPILATION_CACHE_DIR")) if f]
+
+    def under(full: str, folders) -> bool:
+        return any(full == f or full.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+
+    def hook(event, args):
+        if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        try:
+            full = os.path.realpath(os.fsdecode(args[0]))
+            if (not under(full, roots) or under(full, kept) or "__pycache__" in full.split(os.sep)
+                    or os.stat(full).st_mtime < since):
+                return
+        except (OSError, ValueError, TypeError):
+            return
+        raise FileNotFoundError(errno.ENOENT, "save wrote it outside the checkpoint folder; a job restarted on "
+                                "another machine has no such file", os.fsdecode(args[0]))
+
+    sys.addaudithook(hook)
 
 
 def _restarted_runs_here(name: str, folder: Path, request: dict) -> list:
@@ -864,11 +902,13 @@ NO_RUN = {"restore": None, "calls": [], "pieces": [], "moves": [], "restored": N
           "final": None}
 
 
-def restarted_runs(sol, config, batches, targets, path) -> list:
+def restarted_runs(sol, config, batches, targets, path, since: float | None = None) -> list:
     """The experiment's restores onto each target and the grader's steps after each, as a job
     restarted after save runs them: in the process before_solution forked, else from the learner's
     file imported afresh here (restarted); either way with empty temporary and home folders of their
-    own (temporary_folder), as a job restarted on another machine has."""
+    own (temporary_folder), as a job restarted on another machine has, and in the forked process no
+    file written since `since` (when save began) outside the checkpoint folder in a folder the
+    machine's jobs share (hold_back_files_written_since)."""
     sock = _RESTART.pop("sock", None)
     if sock is None:
         empty = tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
@@ -879,7 +919,7 @@ def restarted_runs(sol, config, batches, targets, path) -> list:
             shutil.rmtree(empty, ignore_errors=True)
     try:
         wire.send(sock, {"name": sol.__name__, "dir": str(Path(sol.__file__).resolve().parent), "config": config,
-                         "batches": batches, "targets": targets, "path": path})
+                         "batches": batches, "targets": targets, "path": path, "since": since})
         reply = wire.receive(sock)
     except (EOFError, OSError, wire.WireError):
         reply = None
