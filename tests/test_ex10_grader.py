@@ -383,6 +383,7 @@ def test_the_restarted_jobs_temporary_folder_is_empty_and_its_own(tmp_path):
 
 def test_the_restarted_job_cannot_open_a_file_written_since_save_began_outside_the_checkpoint(tmp_path):
     # The hook stays for the process's life: tried in a process of its own, as the restarted job is one.
+    # What that process writes itself it reads back.
     import subprocess
     import sys
     import time
@@ -399,6 +400,8 @@ def test_the_restarted_job_cannot_open_a_file_written_since_save_began_outside_t
         "folder = Path(sys.argv[1])\n"
         "probes.hold_back_files_written_since(float(sys.argv[2]), spared=(str(folder / 'checkpoint'),))\n"
         "assert (folder / 'before.txt').read_text() and (folder / 'checkpoint' / 'item').read_text()\n"
+        "(folder / 'own.txt').write_text('a restore writes and reads back a file of its own')\n"
+        "assert (folder / 'own.txt').read_text()\n"
         "try:\n    open(folder / 'side.txt').close()\nexcept FileNotFoundError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path), repr(since)], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

@@ -863,7 +863,7 @@ def hold_back_files_written_since(since: float, spared=()) -> None:
     """In the restarted job's process only (the hook stays for the process's life): opening a file
     under the temporary folder, the home folder or SHARED_FOLDERS that was written since `since`
     (when save began) fails as a missing file does, unless it is under a `spared` folder (the
-    experiment's, the learner's own), the compilation cache, or bytecode."""
+    experiment's, the learner's own), the compilation cache, or bytecode, or this process wrote it."""
     home = os.path.expanduser("~")
     roots = [os.path.realpath(r) for r in (tempfile.gettempdir(), *SHARED_FOLDERS, home)
              if r and os.path.realpath(r) != os.sep]
@@ -872,12 +872,22 @@ def hold_back_files_written_since(since: float, spared=()) -> None:
     def under(full: str, folders) -> bool:
         return any(full == f or full.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
+    written: set = set()  # what this process wrote itself (a restore's own scratch file) it may read back
+
     def hook(event, args):
+        if event == "os.rename" and len(args) > 1 and isinstance(args[1], (str, bytes, os.PathLike)):
+            written.add(os.path.realpath(os.fsdecode(args[1])))
+            return
         if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
             return
         try:
             full = os.path.realpath(os.fsdecode(args[0]))
-            if (not under(full, roots) or under(full, kept) or "__pycache__" in full.split(os.sep)
+            mode, flags = (list(args) + [None, None])[1:3]
+            if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                    isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)):
+                written.add(full)
+                return
+            if (full in written or not under(full, roots) or under(full, kept) or "__pycache__" in full.split(os.sep)
                     or os.stat(full).st_mtime < since):
                 return
         except (OSError, ValueError, TypeError):
