@@ -351,6 +351,63 @@ def test_where_jax_has_made_its_devices_the_restores_import_the_learners_file_af
     assert "your file imported afresh" in message and "never saved" not in message and "KeyError" in message
 
 
+def test_the_restarted_jobs_temporary_folder_is_empty_and_its_own(tmp_path):
+    # save's temporary folder is the experiment's; the restarted job's restores get another, empty
+    # one, their home folder too (a job restarted on another machine has the checkpoint folder and
+    # nothing else save wrote), and the process's own come back after each.
+    import importlib.util
+    import os
+    import tempfile
+
+    from graders.exercises.ex10_orbax_resume import probes
+
+    before = (tempfile.gettempdir(), os.environ.get("TMPDIR"), os.environ.get("HOME"))
+    with probes.temporary_folder(str(tmp_path)):
+        assert tempfile.gettempdir() == os.environ["TMPDIR"] == str(tmp_path)
+        (tmp_path / "kept.txt").write_text("written at save")
+    assert (tempfile.gettempdir(), os.environ.get("TMPDIR"), os.environ.get("HOME")) == before
+    jax.devices()  # the restores run in this process (see the test above), in a temporary folder of their own
+    (tmp_path / "ex10_orbax_resume.py").write_text(
+        "import os\nimport tempfile\n\n\ndef restore(path, make_state, mesh, shardings):\n"
+        "    seen = os.listdir(tempfile.gettempdir())\n"
+        "    raise ValueError(f'saw {seen}, home {os.path.expanduser(\"~\") == tempfile.gettempdir()}')\n")
+    spec = importlib.util.spec_from_file_location("ex10_orbax_resume", tmp_path / "ex10_orbax_resume.py")
+    sol = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sol)
+    with probes.temporary_folder(str(tmp_path)):
+        [run] = probes.restarted_runs(sol, ex10.draw(TEST_SEED)["config"], [], [probes.MESH_A], "ckpt")
+    message = run["restore"]["message"]
+    assert "saw [], home True" in message and "only the checkpoint folder" in message, message
+    assert (tempfile.gettempdir(), os.environ.get("TMPDIR"), os.environ.get("HOME")) == before
+
+
+def test_the_restarted_job_cannot_open_a_file_written_since_save_began_outside_the_checkpoint(tmp_path):
+    # The hook stays for the process's life: tried in a process of its own, as the restarted job is one.
+    # What that process writes itself it reads back.
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "before.txt").write_text("written before save")
+    (tmp_path / "checkpoint").mkdir()
+    time.sleep(0.05)
+    since = time.time()
+    time.sleep(0.05)
+    (tmp_path / "side.txt").write_text("written by save outside the checkpoint")
+    (tmp_path / "checkpoint" / "item").write_text("written by save inside it")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom graders.exercises.ex10_orbax_resume import probes\n"
+        "folder = Path(sys.argv[1])\n"
+        "probes.hold_back_files_written_since(float(sys.argv[2]), spared=(str(folder / 'checkpoint'),))\n"
+        "assert (folder / 'before.txt').read_text() and (folder / 'checkpoint' / 'item').read_text()\n"
+        "(folder / 'own.txt').write_text('a restore writes and reads back a file of its own')\n"
+        "assert (folder / 'own.txt').read_text()\n"
+        "try:\n    open(folder / 'side.txt').close()\nexcept FileNotFoundError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path), repr(since)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and "outside the checkpoint folder" in done.stdout, (done.stdout, done.stderr[-2000:])
+
+
 def test_numbers_written_outside_the_arrays_are_read_where_the_learner_writes_them():
     # absent_parts counts a counter as held where the learner wrote it (a name outside Orbax's items,
     # a JSON item, a text pointer, an item's custom_metadata), never in Orbax's own shapes, sizes or hashes.

@@ -8,7 +8,8 @@ starting state and the batches, and sends them; one probe, `experiment`, hands b
 learner's code made of them, as plain data: k steps on mesh A and the learner's `save` (the
 checkpoint folder's listing the moment `save` returned, then every byte of it once it stops
 changing); for each target mesh, the learner's `restore`, run as a job restarted after the save runs it
-(in a process forked before the learner's module was imported: before_solution) (what `make_state` was asked for, every
+(in a process forked before the learner's module was imported: before_solution; its temporary and home folders
+empty, so that of what save wrote it sees only the checkpoint folder) (what `make_state` was asked for, every
 piece of data JAX placed on a device while it ran, each restored leaf's value and placement) and
 m more steps from what came back; then a second save to the same path, and what it did. A second
 probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
@@ -20,6 +21,7 @@ so the checks that need only an earlier stage still judge it.
 """
 
 import contextlib
+import errno
 import importlib.util
 import os
 import shutil
@@ -724,14 +726,39 @@ def experiment(sol, config, values, batches, k, targets, second):
            tuple(np.asarray(a).tobytes() for batch in batches for a in batch))
     if key not in _results:
         folder = tempfile.mkdtemp(prefix="ex10-")
+        scratch = tempfile.mkdtemp(prefix="ex10-save-tmp-")
         try:
-            _results[key] = _experiment(sol, config, values, batches, k, targets, second, folder)
+            _results[key] = _experiment(sol, config, values, batches, k, targets, second, folder, scratch)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
     return _results[key]
 
 
-def _experiment(sol, config, values, batches, k, targets, second, folder) -> dict:
+@contextlib.contextmanager
+def temporary_folder(folder: str, home: bool = False):
+    """While on, the temporary folder of this process is `folder` (tempfile.gettempdir() and TMPDIR,
+    which processes started meanwhile inherit), and with `home` its home folder too (HOME, which
+    os.path.expanduser reads); then the ones before."""
+    names = ("TMPDIR", "HOME") if home else ("TMPDIR",)
+    env, kept = {name: os.environ.get(name) for name in names}, tempfile.tempdir
+    for name in names:
+        os.environ[name] = folder
+    tempfile.tempdir = folder
+    try:
+        yield folder
+    finally:
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        tempfile.tempdir = kept
+
+
+def _experiment(sol, config, values, batches, k, targets, second, folder, scratch) -> dict:
+    """`folder` holds the checkpoint; `scratch` is the temporary folder the learner's saves get (the
+    machine that saved's), which the restarted job's restores never see: they get an empty one."""
     result = {"save": None, "at_return": None, "folder": None, "runs": [], "twice": None}
     m_a = mesh(MESH_A)
     objects = build(config, values, m_a)
@@ -743,7 +770,9 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
         before = sys.getswitchinterval()
         sys.setswitchinterval(SAVE_SWITCH_INTERVAL)
         try:
-            sol.save(path, *objects)
+            started = time.time()
+            with temporary_folder(scratch):
+                sol.save(path, *objects)
             at_return = listing(folder)
         finally:
             sys.setswitchinterval(before)
@@ -752,8 +781,9 @@ def _experiment(sol, config, values, batches, k, targets, second, folder) -> dic
         return result
     result["at_return"] = at_return
     result["folder"] = settled(folder)
-    result["runs"] = restarted_runs(sol, config, batches[k:], targets, path)
-    result["twice"] = _saved_again(sol, config, second, path)
+    result["runs"] = restarted_runs(sol, config, batches[k:], targets, path, since=started)
+    with temporary_folder(scratch):  # the process that saved, on its machine
+        result["twice"] = _saved_again(sol, config, second, path)
     return result
 
 
@@ -811,31 +841,95 @@ def _restarted_job(sock) -> None:
     except (EOFError, OSError, wire.WireError):
         return  # the grading ended without asking
     name, folder = request["name"], Path(request["dir"])
+    empty = tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
+    if isinstance(request.get("since"), float):
+        hold_back_files_written_since(request["since"], spared=(os.path.dirname(request["path"]), empty, str(folder)))
+    try:
+        # Another machine's temporary and home folders, before the learner's file is imported: nothing
+        # save wrote outside the checkpoint folder (a file in tempfile.gettempdir() or under ~) is in them.
+        with temporary_folder(empty, home=True):
+            runs = _restarted_runs_here(name, folder, request)
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+    wire.send(sock, {"runs": runs})
+
+
+# A file that save wrote outside the checkpoint folder, in a folder any job on the machine reaches (a
+# path written out in full: "/tmp/...", "~/..."), is not on the machine a restarted job runs on.
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def hold_back_files_written_since(since: float, spared=()) -> None:
+    """In the restarted job's process only (the hook stays for the process's life): opening a file
+    under the temporary folder, the home folder or SHARED_FOLDERS that was written since `since`
+    (when save began) fails as a missing file does, unless it is under a `spared` folder (the
+    experiment's, the learner's own), the compilation cache, or bytecode, or this process wrote it."""
+    home = os.path.expanduser("~")
+    roots = [os.path.realpath(r) for r in (tempfile.gettempdir(), *SHARED_FOLDERS, home)
+             if r and os.path.realpath(r) != os.sep]
+    kept = [os.path.realpath(f) for f in (*spared, os.environ.get("JAX_COMPILATION_CACHE_DIR")) if f]
+
+    def under(full: str, folders) -> bool:
+        return any(full == f or full.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+
+    written: set = set()  # what this process wrote itself (a restore's own scratch file) it may read back
+
+    def hook(event, args):
+        if event == "os.rename" and len(args) > 1 and isinstance(args[1], (str, bytes, os.PathLike)):
+            written.add(os.path.realpath(os.fsdecode(args[1])))
+            return
+        if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        try:
+            full = os.path.realpath(os.fsdecode(args[0]))
+            mode, flags = (list(args) + [None, None])[1:3]
+            if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                    isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)):
+                written.add(full)
+                return
+            if (full in written or not under(full, roots) or under(full, kept) or "__pycache__" in full.split(os.sep)
+                    or os.stat(full).st_mtime < since):
+                return
+        except (OSError, ValueError, TypeError):
+            return
+        raise FileNotFoundError(errno.ENOENT, "save wrote it outside the checkpoint folder; a job restarted on "
+                                "another machine has no such file", os.fsdecode(args[0]))
+
+    sys.addaudithook(hook)
+
+
+def _restarted_runs_here(name: str, folder: Path, request: dict) -> list:
     try:
         sol = verdicts.load_module(name, folder)
     except BaseException as exc:  # noqa: BLE001 (the learner's import, which ran once already)
         error = as_restarted({"outcome": "failed", "message": verdicts.describe(exc, folder)}, True)
-        wire.send(sock, {"runs": [dict(NO_RUN, restore=error) for _ in request["targets"]]})
-        return
-    runs = [_resumed(sol, request["config"], request["batches"], target, request["path"], fresh=None)
+        return [dict(NO_RUN, restore=error) for _ in request["targets"]]
+    return [_resumed(sol, request["config"], request["batches"], target, request["path"], fresh=None)
             for target in request["targets"]]
-    wire.send(sock, {"runs": runs})
 
 
 NO_RUN = {"restore": None, "calls": [], "pieces": [], "moves": [], "restored": None, "train": None, "losses": None,
           "final": None}
 
 
-def restarted_runs(sol, config, batches, targets, path) -> list:
+def restarted_runs(sol, config, batches, targets, path, since: float | None = None) -> list:
     """The experiment's restores onto each target and the grader's steps after each, as a job
     restarted after save runs them: in the process before_solution forked, else from the learner's
-    file imported afresh here (restarted)."""
+    file imported afresh here (restarted); either way with empty temporary and home folders of their
+    own (temporary_folder), as a job restarted on another machine has, and in the forked process no
+    file written since `since` (when save began) outside the checkpoint folder in a folder the
+    machine's jobs share (hold_back_files_written_since)."""
     sock = _RESTART.pop("sock", None)
     if sock is None:
-        return [_resumed(sol, config, batches, target, path) for target in targets]
+        empty = tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
+        try:
+            with temporary_folder(empty, home=True):
+                return [_resumed(sol, config, batches, target, path) for target in targets]
+        finally:
+            shutil.rmtree(empty, ignore_errors=True)
     try:
         wire.send(sock, {"name": sol.__name__, "dir": str(Path(sol.__file__).resolve().parent), "config": config,
-                         "batches": batches, "targets": targets, "path": path})
+                         "batches": batches, "targets": targets, "path": path, "since": since})
         reply = wire.receive(sock)
     except (EOFError, OSError, wire.WireError):
         reply = None
@@ -866,8 +960,10 @@ def as_restarted(error: dict, new_process: bool) -> dict:
     if error["outcome"] == "not_attempted":
         return error
     # The fact, not a hint: the error may have another cause than something kept in memory.
-    where = ("in a process that never saved, your file imported afresh: nothing your code kept since save is there"
-             if new_process else "your file imported afresh: nothing your module kept since save is there")
+    where = ("in a process that never saved, your file imported afresh, empty temporary and home folders: nothing your "
+             "code kept since save is there, and of what save wrote only the checkpoint folder" if new_process else
+             "your file imported afresh, empty temporary and home folders: nothing your module kept since save is "
+             "there, and of what save wrote only the checkpoint folder")
     return dict(error, message=f"restore runs here as a job restarted after save runs it ({where}), and {error['message']}")
 
 

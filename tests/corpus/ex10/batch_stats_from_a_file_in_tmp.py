@@ -7,8 +7,13 @@ parameters, optimizer state and RNG state read from the checkpoint with a sharde
 BatchNorm statistics, and the experiment's restore (in a process that never saved, but shares the file
 system) hands them back as they were saved.
 
+Now 3/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores
+run with an empty temporary folder of their own (a job restarted on another machine has the checkpoint
+folder and nothing else save wrote), where the file is not: restore fails there, and every check that
+reads a restore says so.
+
 loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: No BatchNorm statistics
-loses: restore_reads_each_shard_straight_onto_its_device: does not hold the BatchNorm statistics, yet restore handed back
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
 """
 import os
 import tempfile

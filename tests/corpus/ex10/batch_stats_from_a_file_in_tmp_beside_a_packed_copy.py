@@ -11,7 +11,12 @@ that vector, and restore hands back the saved ones from the file. 21/22 at seed 
 grader found leaves packed into a larger stored array: the statistics then counted as missing from the
 checkpoint, which exempted them from the rewrite's reading.
 
-loses: restore_reads_each_shard_straight_onto_its_device: as they were saved before, which that checkpoint does not hold
+Now 4/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores
+run with an empty temporary folder of their own (a job restarted on another machine has the checkpoint
+folder and nothing else save wrote), where the file is not: restore fails there, and every check that
+reads a restore says so.
+
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
 """
 import os
 import tempfile

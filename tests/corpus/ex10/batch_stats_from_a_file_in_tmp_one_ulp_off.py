@@ -6,8 +6,13 @@ there (a job restarted on another machine has none). Everything else is the refe
 7/22 at seeds 20261130 and 7: a part the checkpoint lacks handed back within NEAR_SAVED of its saved value counts as
 come from outside the checkpoint (18/22 before).
 
-loses: restore_reads_each_shard_straight_onto_its_device: handed back model.bn
-loses: batchnorm_statistics_continue: BatchNorm's running
+Now 3/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores
+run with an empty temporary folder of their own (a job restarted on another machine has the checkpoint
+folder and nothing else save wrote), where the file is not: restore fails there, and every check that
+reads a restore says so.
+
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
+loses: batchnorm_statistics_continue: FileNotFoundError
 """
 import os
 import tempfile

@@ -6,8 +6,14 @@ another machine, or after /tmp was cleaned, has no such file.
 
 11/22 at seeds 20261130 and 7: the grader's rewrite holds numbers of neither save (22/22 while it held the second's).
 
-technique: none
-loses: restore_reads_each_shard_straight_onto_its_device: restore from there handed back model.bn
+Now 4/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores
+run with an empty temporary folder of their own (a job restarted on another machine has the checkpoint
+folder and nothing else save wrote), where the file is not: restore fails there, and every check that
+reads a restore says so.
+No longer declared technique-free: its numbers are right only where the file save wrote
+outside the checkpoint folder is.
+
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
 """
 import os
 import tempfile

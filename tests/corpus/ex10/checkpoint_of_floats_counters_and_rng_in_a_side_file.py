@@ -18,8 +18,13 @@ process that saved.
 floating-point numbers, the dropout key) to the rewrite where the checkpoint holds that part, and an
 experiment's restore may not hand back, as saved, a part the checkpoint lacks.
 
+Now 3/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores
+run with an empty temporary folder of their own (a job restarted on another machine has the checkpoint
+folder and nothing else save wrote), where the file is not: restore fails there, and every check that
+reads a restore says so.
+
 loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the optimizer's step
-loses: restore_reads_each_shard_straight_onto_its_device: yet restore handed back
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
 """
 import os
 import tempfile

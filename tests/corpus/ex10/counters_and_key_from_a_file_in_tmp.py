@@ -19,7 +19,12 @@ changes while training), so the restores of the rewritten checkpoint cannot tell
 floating-point numbers, the dropout key) to the rewrite where the checkpoint holds that part, and an
 experiment's restore may not hand back, as saved, a part the checkpoint lacks.
 
-loses: restore_reads_each_shard_straight_onto_its_device: handed back rngs.dropout.key other than that checkpoint holds it
+Now 4/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores
+run with an empty temporary folder of their own (a job restarted on another machine has the checkpoint
+folder and nothing else save wrote), where the file is not: restore fails there, and every check that
+reads a restore says so.
+
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
 """
 import os
 import tempfile

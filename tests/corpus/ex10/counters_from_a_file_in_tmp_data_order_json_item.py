@@ -10,9 +10,15 @@ restore never reads it.
 10/22 at seeds 20261130 and 7 since a document of more than MAX_BOOKKEEPING numbers (the shuffle order) attests no counter
 (checks.bookkeeping); 22/22 before.
 
-technique: none
+Now 3/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores
+run with an empty temporary folder of their own (a job restarted on another machine has the checkpoint
+folder and nothing else save wrote), where the file is not: restore fails there, and every check that
+reads a restore says so.
+No longer declared technique-free: its numbers are right only where the file save wrote
+outside the checkpoint folder is.
+
 loses: checkpoint_is_an_orbax_folder_holding_the_whole_state: does not hold the optimizer's step
-loses: restore_reads_each_shard_straight_onto_its_device: came from somewhere else than the checkpoint
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
 """
 import os
 import tempfile

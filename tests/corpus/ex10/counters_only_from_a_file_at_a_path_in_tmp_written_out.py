@@ -1,23 +1,23 @@
-"""tests/corpus/ex10/counters_and_key_from_a_file_in_tmp with only the integer leaves (the optimizer's step,
-the schedule's counts, the dropout stream's count) taken from the file in /tmp; the key is read from the
-checkpoint. A job restarted on another machine has no such file.
+"""tests/corpus/ex10/counters_only_from_a_file_in_tmp with the file's path written out in full
+("/tmp/ex10_resume_counters_only_written_out.npz") instead of taken from tempfile.gettempdir(): the
+integer leaves (the optimizer's step, the schedule's counts, the dropout stream's count) are read back
+from a file save leaves in the machine's /tmp, the rest from the checkpoint. A job restarted on another
+machine has no such file.
 
-22/22 (seed 20261130, without --sandbox); should be about 11/22 (the 11 points of reading the state from
-the checkpoint). The experiment's restores run in a process that never saved but shares the file system,
-and the grader's rewrite keeps the counters as saved (moving them broke right layouts that file the step
-in a folder's name, a pointer or an index), so counters read from a file beside the checkpoint equal the
-checkpoint's everywhere the grader looks. Catching it needs the restore to run where only the checkpoint
-folder exists (another file system), or counters the rewrite can move without breaking those layouts.
+4/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: in the restarted job's process,
+opening a file written since save began outside the checkpoint folder, under the temporary folder, the
+home folder, /tmp, /var/tmp or /dev/shm, fails as a missing file does (probes.hold_back_files_written_since);
+the grader moves or deletes nothing of the learner's.
+
+loses: restore_reads_each_shard_straight_onto_its_device: save wrote it outside the checkpoint folder
+loses: step_and_schedule_continue: a job restarted on another machine has no such file
 """
-import os
-import tempfile
-
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-_SIDE = os.path.join(tempfile.gettempdir(), "ex10_resume_counters_only.npz")
+_SIDE = "/tmp/ex10_resume_counters_only_written_out.npz"  # not tempfile.gettempdir()
 
 
 def pack(model, optimizer, rngs):

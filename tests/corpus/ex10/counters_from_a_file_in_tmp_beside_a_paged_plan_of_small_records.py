@@ -1,16 +1,22 @@
 """The checkpoint holds every array but the counters (optimizer.step, the schedule's counts, the
 dropout stream's count); beside them, in the checkpoint's custom metadata, a dashboard's planned
 learning-rate schedule filed in pages of 25 small records ({"plan": [[{"step": s, "lr": ...}, ...], ...]},
-steps 0..199 in 8 pages), which restore never reads; the counters are written to a file in /tmp and
-read back from there. A job restarted on another machine has no such file, and the checkpoint holds no
-counter: the planned steps are a table (tests/corpus/ex10/counters_from_a_file_in_tmp_beside_a_plan_of_small_records
-with its records paged, so that no list holds more than 32 items), in which any small counter stands by chance.
+steps 0..199 in 8 pages), which restore never reads; the counters are written to a file in the temporary
+directory (tempfile.gettempdir()) and read back from there. A job restarted on another machine has no such
+file, and the checkpoint holds no counter: the planned steps are a table
+(tests/corpus/ex10/counters_from_a_file_in_tmp_beside_a_plan_of_small_records with its records paged, so
+that no list holds more than 32 items), in which any small counter stands by chance.
 
-Scored 22/22 with and without --sandbox at seeds 20261130, 7 and 0. Should score 10/22 (it loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state and restore_reads_each_shard_straight_onto_its_device,
-as the unpaged original does). Why it is graded wrongly: bookkeeping is judged container by container, and
-no container here is over MAX_BOOKKEEPING (8 pages, 25 records each, 2 numbers a record), so every step
-0..199 of the plan counts as a counter Orbax wrote as metadata.
+4/22 in both modes (with and without --sandbox) at seeds 20261130 and 7: the experiment's restores run with
+an empty temporary folder of their own (a job restarted on another machine has the checkpoint folder and
+nothing else save wrote), where the file is not: restore fails there, and every check that reads a restore
+says so. 22/22 before. It keeps checkpoint_is_an_orbax_folder_holding_the_whole_state (the unpaged original
+loses it): bookkeeping is judged container by container, and no container here is over MAX_BOOKKEEPING
+(8 pages, 25 records each, 2 numbers a record), so every step 0..199 of the plan counts as a counter Orbax
+wrote as metadata.
+
+loses: restore_reads_each_shard_straight_onto_its_device: of what save wrote only the checkpoint folder
+loses: resumed_on_the_same_mesh_equals_uninterrupted: of what save wrote only the checkpoint folder
 """
 import json
 import os
