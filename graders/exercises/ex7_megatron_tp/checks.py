@@ -76,9 +76,9 @@ COMMUNICATION = ("all-gather", "reduce-scatter", "all-to-all", "collective-permu
 # only for the optimizer the SGD steps use, shows it there.
 ADAM_STEP_MESHES = ((1, 8), (8, 1))
 # One step of momentum SGD (from the grader's placement; at square sizes on (1, 8) and the SGD run's
-# on (8, 1): one_axis_sizes) is also taken on both one-axis meshes, held to the grader's own single-device step, and read as the run mesh's
-# step is: jitted, its collectives against the grader's own Megatron step compiled on that mesh,
-# its per-device FLOPs. A step that is Megatron only where both axes are split (or that gathers the
+# on (8, 1): one_axis_sizes) is also taken on both one-axis meshes, held to the grader's own
+# single-device step, and read as the run mesh's step is: jitted, its collectives against the
+# grader's own Megatron step compiled on that mesh, its per-device FLOPs. A step that is Megatron only where both axes are split (or that gathers the
 # batch where "model" holds one device, or raises there) shows it there. One program per mesh, run
 # once. On (8, 1) the weights are whole on every device, and the grader's own step moves only the
 # weights' gradients and the loss over "data".
@@ -724,7 +724,7 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
     rebuilt here, compiled and run `steps` times from the grader's own placed inputs, each step
     from the params and state the last one returned (placed back where the first step took them):
     the compiled program's per-device FLOPs and collectives, the losses and final params. (At the
-    sizes drawn for the mesh `sizes`, the optimizer's run mesh's unless told.)"""
+    sizes `sizes`, (D, H, B); the optimizer's run mesh's unless told.)"""
     key = ("step", id(worker), seed, opt, tuple(shape), steps, sizes)
     if key not in _RUNS:
         inputs = training_problem(opt, seed, sizes)
@@ -785,9 +785,9 @@ def held_step(worker, shape, seed: int, steps: int = STEPS, opt: str = "sgd", si
 
 
 def one_axis_steps(worker, seed: int):
-    """(mesh, the mesh whose sizes it is at, held_step) of one momentum-SGD step on each of
-    ONE_AXIS_MESHES, in order (at one_axis_sizes); a step that fails there (the learner's error, or a
-    program that does not train) fails the check that reads it, with the mesh named."""
+    """(mesh, its sizes (D, H, B), held_step) of one momentum-SGD step on each of ONE_AXIS_MESHES, in
+    order (at one_axis_sizes); a step that fails there (the learner's error, or a program that does
+    not train) fails the check that reads it, with the mesh named."""
     for shape in ONE_AXIS_MESHES:
         sizes = one_axis_sizes(shape, seed)
         try:
