@@ -38,10 +38,11 @@ WHAT = "\x00what\x00"  # in a reading's message: the check's own description of 
 _jitted: dict = {}  # (id(sol), name) -> (sol, jax.jit(sol.name)): one compile for every call
 # Without --sandbox the probes run in the judge's own process, which set its nonce here
 # (IN_PROCESS["judge"], checks.py): scaled_grads_program then also files the learner's jitted
-# scaled_grads (IN_PROCESS[(nonce, "scaled_grads")]), the function the learner's calls (probe
-# scaled_grads) compile, and the judge runs the program it read through it: one compilation, where
-# compiling the program it rebuilt made a second of the same program. Under --sandbox nothing the
-# worker does reaches this dict, and the judge compiles the program it rebuilt.
+# scaled_grads (IN_PROCESS[(nonce, "scaled_grads")]) with the program traced, the function the
+# learner's calls (probe scaled_grads) compile; where that function's own trace is the program read
+# (a function whose trace changes between calls is not), the judge runs it through that function:
+# one compilation, where compiling the program it rebuilt made a second of the same program. Under
+# --sandbox nothing the worker does reaches this dict, and the judge compiles the program it rebuilt.
 IN_PROCESS: dict = {}
 
 
@@ -210,7 +211,7 @@ def scaled_grads_program(sol, params, x, y, scale):
         return {"error": str(exc)}
     judge = IN_PROCESS.get("judge")
     if judge is not None:
-        IN_PROCESS[(judge, "scaled_grads")] = jitted(sol, "scaled_grads")
+        IN_PROCESS[(judge, "scaled_grads")] = (jitted(sol, "scaled_grads"), closed)
     return program_data.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True)
 
 
@@ -220,9 +221,10 @@ def grads_reading(closed, params, data, scales, called=None) -> dict:
     and the gradients it computes, run here, on each data set (params, x, y) of `data` at each
     scale of `scales` ({"grads": [[flat float64 gradient per scale] per data set]}); or {"error":
     why it is not a program of scaled_grads' inputs and results}. Run in the judge: compiled from
-    the program itself, or (`called`, without --sandbox: IN_PROCESS) run by calling the learner's
-    jitted scaled_grads the program was traced from, which compiles that same program once for
-    both the learner's calls and this."""
+    the program itself, or (`called`, without --sandbox: IN_PROCESS, the learner's jitted
+    scaled_grads and the program traced) by calling that function where its own trace (JAX's, of
+    the call) is the traced program, equation for equation: one compilation for the learner's calls
+    and this."""
     leaves = jax.tree.leaves((params, data[0][1], data[0][2], np.float32(1)))
     want_in = [(tuple(np.shape(a)), "float32") for a in leaves]
     got_in = [(tuple(v.aval.shape), str(v.aval.dtype)) for v in closed.invars]
@@ -235,11 +237,12 @@ def grads_reading(closed, params, data, scales, called=None) -> dict:
         return {"error": f"the program sent for scaled_grads returns values of shapes {got_out}, not the gradients "
                          f"of params (a dict of shapes {dict(zip(KEYS, shapes))}) and finite"}
     compiled = jax.jit(jax.extend.core.jaxpr_as_fun(closed))
+    function = _traced_as_read(called, data[0], np.float32(1))
 
     def run(p, xx, yy, scale):
-        if called is not None:
+        if function is not None:
             try:
-                outs = jax.tree.leaves(called(*arrays((p, xx, yy)), jnp.float32(scale)))
+                outs = jax.tree.leaves(function(*arrays((p, xx, yy)), jnp.float32(scale)))
                 if [tuple(np.shape(o)) for o in outs] == got_out:
                     return outs
             except Exception:  # noqa: BLE001 (the program itself is run, and says what is wrong)
@@ -256,6 +259,21 @@ def grads_reading(closed, params, data, scales, called=None) -> dict:
         grads.append(per_scale)
     return {"dots": [[str(v.aval.dtype) for v in e.invars] for e in jaxpr.find(jaxpr.live(closed), "dot")],
             "grads": grads}
+
+
+def _traced_as_read(called, example, scale):
+    """The learner's jitted function of `called` (function, program traced), where JAX's own trace of
+    a call at these arguments is that program equation for equation (the trace a call compiles), else
+    None: a function whose trace changes between traces is judged on the program read, run as such."""
+    if called is None:
+        return None
+    function, traced_program = called
+    try:
+        outer = jax.make_jaxpr(function)(*arrays(example), jnp.float32(scale))
+        inner = outer.eqns[0].params["jaxpr"] if len(outer.eqns) == 1 else None
+    except Exception:  # noqa: BLE001 (the program read is run instead)
+        return None
+    return function if inner is not None and str(inner) == str(traced_program) else None
 
 
 # ---------------------------------------------------------------- train_fp16_dynamic
