@@ -232,9 +232,10 @@ class _Encoder:
     def aval(self, aval):
         if type(aval) is not core.ShapedArray:
             raise ProgramError(f"a value of kind {type(aval).__name__} ({aval}): only plain arrays are read")
-        if aval.dtype.name not in _DTYPES:
+        dtype = _dtype_name(aval.dtype)
+        if dtype not in _DTYPES:
             raise ProgramError(f"a value of dtype {aval.dtype}: only numeric arrays are read")
-        plain = [list(int(n) for n in aval.shape), aval.dtype.name, bool(aval.weak_type)]
+        plain = [list(int(n) for n in aval.shape), dtype, bool(aval.weak_type)]
         memory = aval.memory_space
         if (memory is not core.MemorySpace.Device and getattr(memory, "name", None) not in _MEMORY_SPACES
                 or aval.layout is not core.AutoLayout):
@@ -335,12 +336,15 @@ class _Encoder:
         if not self.filename:
             return 0
         try:
-            frames = list(source_info_util.user_frames(eqn.source_info.traceback))
+            traceback = eqn.source_info.traceback
+            code, lasti = traceback.raw_frames() if traceback else ([], [])
         except Exception:  # no traceback kept
             return 0
-        for frame in frames:
-            if frame.file_name == self.filename:
-                return int(frame.start_line)
+        # The innermost frame of the learner's file, as source_info_util.user_frames would list it;
+        # only that frame is turned into a line (every frame's location is most of encode's time).
+        for c, i in zip(code, lasti):
+            if c.co_filename == self.filename and source_info_util.is_user_filename(c.co_filename):
+                return int(source_info_util.raw_frame_to_frame(c, i).start_line)
         return 0
 
     def param(self, value, depth):
@@ -495,6 +499,11 @@ LINE = "graders_learner_line"  # where a rebuilt equation keeps the learner's li
 _DTYPES = frozenset(np.dtype(t).name for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64, np.complex64, np.complex128)) | {"bfloat16"}
+
+
+@functools.cache
+def _dtype_name(dtype) -> str:
+    return dtype.name  # NumPy builds the name anew on each read; encode reads one per value
 
 
 def _as_jit(params, n_in, n_out, kind="custom_primal") -> dict:
