@@ -1244,6 +1244,7 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
     from_second = [n for n in second if n in got and same(got[n], second[n]) and not same(first[n], second[n])]
     differing = [n for n in first if not same(first[n], second[n])]
     if len(from_second) == len(differing):
+        second_at_the_path(worker, seed, twice)
         return
     if len(from_first) == len(differing):
         fail("the second save to the same path returned without an error, yet restore still reads the first state: "
@@ -1254,6 +1255,43 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
     fail(f"after two saves to the same path, restore reads a mix: {len(from_first)} leaves from the first state "
          f"(e.g. {show(from_first[0]) if from_first else '-'}) and {len(from_second)} from the second. "
          "Hint: one save writes one checkpoint; raise an error saying it exists, or replace it whole.")
+
+
+def second_at_the_path(worker, seed: int, twice: dict) -> None:
+    """Fail unless, after a second save to the path that raised nothing (and a restore that read the
+    second state back), the checkpoint at the path, read from the folder's files with the grader's own
+    StandardCheckpointer, holds the second state's parameters: a restore answering from a copy kept in
+    memory, or from a checkpoint written beside the path, reads it back too, while every other reader
+    of the path (a restarted job) gets the first state. Where the first save wrote nothing under the
+    path itself, the whole folder counts."""
+    files, got = twice.get("folder"), checkpoint(worker, seed)
+    path = experiment(worker, seed).get("path")
+    if not isinstance(files, dict) or got["error"] is not None or not isinstance(path, str):
+        return  # no folder sent, or none the grader reads (checkpoint_is_an_orbax_folder_... says why)
+    name = os.path.basename(path.rstrip("/"))
+    first = own_runs(seed)["saved"]
+    stored = []
+    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
+        unpack(files, folder)
+        items = item_folders(folder)
+        at_path = [i for i in items if PurePosixPath(os.path.relpath(i, folder)).parts[0] == name]
+        if any(PurePosixPath(rel).parts[0] == name for rel in got["items"]):
+            items = at_path
+        for item in items:
+            try:
+                stored += read_checkpoint_of(read_tree(item))
+            except Exception:  # an item the grader cannot read holds nothing it can count
+                continue
+    if "the parameters" not in missing_parts(stored, second_values(seed)):
+        return
+    still = "the parameters" not in missing_parts(stored, first)
+    fail("the second save to the same path returned without an error and restore then handed back the second state, "
+         "yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold the second "
+         f"state's parameters{' (it still holds the first state)' if still else ''}: restore read them from somewhere "
+         "else than the checkpoint at the path (a copy kept in memory, or a checkpoint written beside it), and any "
+         "other reader of the path, such as a restarted job, gets another state. Hint: raise an error saying the "
+         "checkpoint exists, or replace it at the path (StandardCheckpointer.save(..., force=True); with a "
+         "CheckpointManager, check what save returns or delete the step first).")
 
 
 def still_the_first(seed: int, twice: dict, error: dict) -> None:

@@ -1005,8 +1005,9 @@ _RETURNED: list = []
 def _saved_again(sol, config, second, path) -> dict:
     """A second save to the path that holds a checkpoint: what it raised, if anything; then what
     restore onto mesh A reads there (the second state after an overwrite, still the first after a
-    refusal: a refused save that changed the checkpoint left a mix)."""
-    twice = {"error": None, "restore": None, "restored": None}
+    refusal: a refused save that changed the checkpoint left a mix); after an overwrite, also the
+    folder's files, as the experiment's save's are sent."""
+    twice = {"error": None, "restore": None, "restored": None, "folder": None}
     m_a = mesh(MESH_A)
     try:
         sol.save(path, *build(config, second, m_a))
@@ -1016,6 +1017,8 @@ def _saved_again(sol, config, second, path) -> dict:
                           "text": " ".join(str(exc).split())[:300], "names_the_path": path in str(exc)}
         if error["outcome"] != "failed":  # out of time, or not written yet: nothing more to ask
             return twice
+    else:  # what the path holds now, for the judge's own reading (not only what restore says)
+        twice["folder"] = settled(os.path.dirname(path))
     try:
         out = restored_objects(sol.restore(path, lambda: fresh_state(config), m_a, shardings_on(config, m_a)))
     except Exception as exc:
