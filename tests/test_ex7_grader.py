@@ -216,7 +216,8 @@ def _asked(sol, shape, kind: str):
     if kind == "step":
         inputs = checks.training_problem("sgd", TEST_SEED)
         n = len(jax.tree.leaves(probes.placed_training(probes.mesh(shape), checks.OPTIMIZERS["sgd"], *inputs)))
-        return probes.step_program(sol, checks.OPTIMIZERS["sgd"], shape, *inputs), ("your training step", shape, n, n - 1)
+        reply = probes.step_program(sol, checks.OPTIMIZERS["sgd"], shape, *inputs)["step"]
+        return reply, ("your training step", shape, n, n - 1)
     host, x, y = checks.state_problem(TEST_SEED, shape)
     reply = probes.init_programs(sol, checks.OPTIMIZERS["adam"], shape, host, x, y)["init"]
     return reply, ("init_tp_state", shape, (2, 0), None)
