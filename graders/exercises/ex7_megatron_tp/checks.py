@@ -20,7 +20,10 @@ not type), and otherwise only to take the points away (a module placing right on
 The technique checks read the forwards on every mesh the numbers are checked on, the SGD and the
 Adam step's collectives, one SGD step on each one-axis mesh ((1, 8) and (8, 1): jitted, collectives,
 FLOPs), and the collectives of the Adam steps taken from init_tp_state's output on (1, 8) and (8, 1);
-init_tp_state is given momentum SGD and Adam on every mesh.
+init_tp_state is given momentum SGD and Adam on every mesh. Each step taken from the grader's
+placement is also traced fed back the params and state it returned (a training loop's later
+steps): where that second call makes another program, it is the runs' later steps and is read as
+the first call is (jitted, collectives, FLOPs, where its params and moments land).
 """
 
 import contextlib

@@ -3,12 +3,13 @@ traced on (data, model) meshes of the 8 CPU devices and sent to the judge as pro
 (graders/kit/program.py, issue 31).
 
 What comes back: the program of each forward version on each mesh, of the training step at the
-grader's placement, of init_tp_state and of the step at what init_tp_state returns. The judge
-rebuilds each on its own devices, runs it on its own inputs (holding it to its own single-device
-computation), compiles it for collectives, FLOPs and output shardings, and reads it with the
-functions below (read_tp_mlp, read_shard_map, placement). Nothing here knows an expected value,
-and nothing the worker says of a program is believed. The mesh, the specs, `make_tx` and
-`sharding_key` are shared: the judge imports them from here.
+grader's placement (and of its second call, fed back what the first returned), of init_tp_state
+and of the step at what init_tp_state returns. The judge rebuilds each on its own devices, runs
+it on its own inputs (holding it to its own single-device computation), compiles it for
+collectives, FLOPs and output shardings, and reads it with the functions below (read_tp_mlp,
+read_shard_map, placement). Nothing here knows an expected value, and nothing the worker says of
+a program is believed. The mesh, the specs, `make_tx` and `sharding_key` are shared: the judge
+imports them from here.
 """
 
 import contextlib
@@ -377,15 +378,14 @@ def second_call(closed, fed: int, first: int, inputs: int):
     the values it was fed (the first call's params and state, x and y), or why it is no function of
     them alone (it reads the first call's inputs or its intermediate values, or is fed one value
     twice or a constant)."""
-    body = closed
-    ins = list(body.outvars[:fed]) + list(body.invars[inputs:inputs + 2])
-    outs = list(body.outvars[first:])
+    ins = list(closed.outvars[:fed]) + list(closed.invars[inputs:inputs + 2])
+    outs = list(closed.outvars[first:])
     if not all(isinstance(v, core.Var) for v in ins) or len(set(map(id, ins))) != len(ins):
         return "the step returned one array twice, or a constant, among its params and state"
     given = set(map(id, ins))
     needed = {id(v) for v in outs if isinstance(v, core.Var) and id(v) not in given}
     eqns = []
-    for eqn in reversed(body.eqns):
+    for eqn in reversed(closed.eqns):
         if not any(id(v) in needed for v in eqn.outvars):
             continue
         if any(id(v) in given for v in eqn.outvars):
@@ -394,7 +394,7 @@ def second_call(closed, fed: int, first: int, inputs: int):
         needed |= {id(v) for v in eqn.invars if isinstance(v, core.Var) and id(v) not in given}
     eqns.reverse()
     needed -= {id(v) for eqn in eqns for v in eqn.outvars}
-    kept = [(v, c) for v, c in zip(body.constvars, closed.consts) if id(v) in needed]
+    kept = [(v, c) for v, c in zip(closed.constvars, closed.consts) if id(v) in needed]
     if needed - {id(v) for v, _ in kept}:
         return "its second call reads the arrays its first call was given"
     return closed.replace(constvars=[v for v, _ in kept], consts=[c for _, c in kept], invars=ins, outvars=outs,
