@@ -20,7 +20,10 @@ not type), and otherwise only to take the points away (a module placing right on
 The technique checks read the forwards on every mesh the numbers are checked on, the SGD and the
 Adam step's collectives, one SGD step on each one-axis mesh ((1, 8) and (8, 1): jitted, collectives,
 FLOPs), and the collectives of the Adam steps taken from init_tp_state's output on (1, 8) and (8, 1);
-init_tp_state is given momentum SGD and Adam on every mesh.
+init_tp_state is given momentum SGD and Adam on every mesh. Each step taken from the grader's
+placement is also traced fed back the params and state it returned (a training loop's later
+steps): where that second call makes another program, it is the runs' later steps and is read as
+the first call is (jitted, collectives, FLOPs, where its params and moments land).
 """
 
 import contextlib
@@ -723,8 +726,11 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
     (traced at the grader's placement: params split Megatron-style, the state made from them),
     rebuilt here, compiled and run `steps` times from the grader's own placed inputs, each step
     from the params and state the last one returned (placed back where the first step took them):
-    the compiled program's per-device FLOPs and collectives, the losses and final params. (At the
-    sizes `sizes`, (D, H, B); the optimizer's run mesh's unless told.)"""
+    the compiled program's per-device FLOPs and collectives, the losses and final params. Where the
+    step fed back its own outputs makes another program (fed_back_program), that program is the
+    second step (and every later one, its outputs placed back where it took them), and its
+    placements, FLOPs and collectives are kept too ("later"). (At the sizes `sizes`, (D, H, B);
+    the optimizer's run mesh's unless told.)"""
     key = ("step", id(worker), seed, opt, tuple(shape), steps, sizes)
     if key not in _RUNS:
         inputs = training_problem(opt, seed, sizes)
@@ -733,30 +739,71 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
             placed_args = placed_training(m, OPTIMIZERS[opt], *inputs)
         args = jax.tree.leaves(placed_args)
         paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(placed_args[1])[0]]
-        closed = decoded(worker.step_program(OPTIMIZERS[opt], shape, *inputs), "your training step", shape,
-                         len(args), len(args) - 1)
+        reply = worker.step_program(OPTIMIZERS[opt], shape, *inputs)
+        reply = reply if isinstance(reply, dict) else {}
+        closed = decoded(reply.get("step"), "your training step", shape, len(args), len(args) - 1)
         exe, outs = compiled_run(closed, shape, args)
         # Where the first step's params and state land (the program's own output placements): a step
         # must keep them where they came in, as the next step of a training loop takes them.
         after = placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], paths)
         losses = [outs[-1]]
         first = {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}
+        # The step fed back what it returned (a training loop's every later step): its own program
+        # where that is not the first call's, compiled and run on the first call's outputs as they
+        # came out, then replayed for the remaining steps in place of the first.
+        later = fed_back_program(reply.get("fed_back"), closed, shape, len(args))
+        run, taken, stepped = exe, args, outs
+        if later is not None:
+            taken = [placed_as_typed(a, v.aval, shape) for a, v in zip([*outs[:-1], *args[-2:]], later.invars)]
+            run, outs = compiled_run(later, shape, taken)
+            later = {"closed": later,
+                     "after": placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], paths)}
+            losses.append(outs[-1])
         try:
             with jax.set_mesh(m):
-                for _ in range(steps - 1):
-                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:-1], args)]
-                    outs = list(exe(*carried, *args[-2:]))
+                for _ in range(steps - len(losses)):
+                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:-1], taken)]
+                    outs = list(run(*carried, *taken[-2:]))
                     losses.append(outs[-1])
         except Exception as exc:  # noqa: BLE001 (what a step returns cannot be taken by the next step)
             fail(f"the grader could not run your training step again on what it returned ({type(exc).__name__}: "
                  f"{' '.join(str(exc).split())[:200]}). Hint: return params and opt_state of the shapes and types "
                  "they came in.")
+        if later is not None:
+            text = run.as_text()
+            later.update(flops=looped_flops(run, text), trips_unknown=hlo.trips_unknown(text),
+                         **collectives_of([text], shape))
         text = exe.as_text()
         _RUNS[key] = {"closed": closed, "after": after, "flops": looped_flops(exe, text), "trips_unknown": hlo.trips_unknown(text),
                       **collectives_of([text], shape),
-                      "losses": losses, "first": first,
-                      "params": {"w1": np.asarray(outs[0], np.float64), "w2": np.asarray(outs[1], np.float64)}}
+                      "losses": losses[:steps], "first": first, "later": later,
+                      "params": {k: np.asarray(v, np.float64) for k, v in zip(("w1", "w2"), outs if steps > 1 else stepped)}}
     return _RUNS[key]
+
+
+# What the second call of a step is, in the messages about it.
+FED_BACK = (" fed back the params and state its first call returned (its second call, as every later step of a "
+            "training loop is made)")
+
+
+def fed_back_program(message, closed, shape, inputs: int):
+    """The program of the learner's step fed back the params and state it returned (probes.fed_back),
+    rebuilt here, or None where it is the first call's own program (the same equations on the same
+    types and constants, as for every step whose program does not depend on where its inputs came
+    from) or the probe could not cut it out of the two chained calls (it reads more than it was
+    fed). A step that fails when fed its own outputs fails here."""
+    if isinstance(message, dict) and isinstance(message.get("error"), str):
+        fail(f"your training step failed when fed back the params and state it had returned (its second call, as "
+             f"in a training loop): {message['error'][:300]}. Hint: return params and opt_state of the shapes, "
+             "types and placements they came in, and keep no state between calls.")
+    if not isinstance(message, dict) or "unread" in message:
+        return None
+    later = decoded(message, "your training step" + FED_BACK, shape, inputs, inputs - 1)
+    if str(later) == str(closed) and len(later.consts) == len(closed.consts) and all(
+            np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+            for a, b in zip(later.consts, closed.consts)):
+        return None
+    return later
 
 
 def learner_run(worker, opt: str, seed: int):
@@ -845,9 +892,17 @@ def step_calls(closed) -> dict:
 @pytest.mark.points(1)
 def test_training_step_is_jitted(worker, seed):
     """make_tp_train_step returns a jitted step: calling it runs compiled programs only, no operation one by one (on (2, 4) or (4, 2), (1, 8) and (8, 1))."""
-    check_jitted(step_calls(held_step(worker, run_shape("sgd", seed), seed)["closed"]), "")
-    for shape, _, got in one_axis_steps(worker, seed):
-        check_jitted(step_calls(got["closed"]), f" on a {shape} mesh")
+    for got, when in calls_of(held_step(worker, run_shape("sgd", seed), seed)):
+        check_jitted(step_calls(got["closed"]), when)
+    for shape, _, stepped in one_axis_steps(worker, seed):
+        for got, when in calls_of(stepped):
+            check_jitted(step_calls(got["closed"]), f"{when} on a {shape} mesh")
+
+
+def calls_of(got) -> list:
+    """(what step() read of a call of the learner's step, words for that call) for its first call and,
+    where that is another program, its call fed back what the first returned."""
+    return [(got, "")] + ([(got["later"], FED_BACK)] if got.get("later") else [])
 
 
 def check_jitted(calls: dict, where: str):
@@ -1076,10 +1131,16 @@ def check_step_collectives(worker, opt: str, seed: int, note, got=None, shape=No
     config = config or configs(seed)[shape]
     if got is None:
         got = held_step(worker, shape, seed, opt=opt)
+    for got, when in calls_of(got):
+        check_call_collectives(opt, note, got, shape, config, when)
+
+
+def check_call_collectives(opt: str, note, got, shape, config, when: str = ""):
+    """check_step_collectives of one call of the step (`when`: which, in words)."""
     own = own_step_collectives(shape, config, opt)
     name = "SGD" if opt == "sgd" else "Adam"
     found = ", ".join(f"{n} {op}" for op, n in got["collectives"].items() if n) or "no collectives"
-    note(f"collectives in the compiled {name} training step on a {shape} mesh: {found}")
+    note(f"collectives in the compiled {name} training step{when} on a {shape} mesh: {found}")
     # Every collective must be one the grader's own step holds: the same operation on as many
     # numbers (any layout). Repeating one (a step under jax.checkpoint recomputes the forward's
     # all-reduce) moves nothing new. An all-reduce of a scalar or of a vector of at most B or D
@@ -1103,7 +1164,7 @@ def check_step_collectives(worker, opt: str, seed: int, note, got=None, shape=No
         f"{describe_moves(rows, config, shape)} (over '{axis}': {spent:,.0f} numbers in all, each counted as an "
         f"all-reduce's, where Megatron's step sums {budget:,.0f} there: {ONCE[axis]})"
         for axis, (rows, spent, budget) in surplus.items())]))
-    what = "training step" if opt == "sgd" else "Adam training step"
+    what = ("training step" if opt == "sgd" else "Adam training step") + when
     hint = ("Hint: keep every array of the step split as it arrives: the loss on the P('data', None) predictions and "
             "targets, and gradients, updates and optimizer moments split like their parameters; reshard nothing."
             if extra else ONCE_HINT[next(iter(surplus))])
@@ -1137,6 +1198,8 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
         baseline = RECOMPUTE_ALLOWANCE * own_step
     # The step's messages come after the main mesh's forwards' and before the other meshes'.
     programs.insert(2, ("the training step", shape, alone, stepped["flops"], baseline, floor_of(stepped, own_step)))
+    if stepped.get("later"):
+        programs.insert(3, later_share(stepped["later"], shape, own_step))
     for shape, sizes, got in one_axis_steps(worker, seed):
         _, own_step = single_device_flops(sizes)
         alone, baseline = "the grader's own step on one device", own_step
@@ -1144,6 +1207,8 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
             alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
             baseline = RECOMPUTE_ALLOWANCE * own_step
         programs.append(("the training step", shape, alone, got["flops"], baseline, floor_of(got, own_step)))
+        if got.get("later"):
+            programs.append(later_share(got["later"], shape, own_step))
     # A step under jax.checkpoint may recompute anything from nothing (a policy saving the dots) to
     # the whole forward: held above to RECOMPUTE_ALLOWANCE times a share, below to a plain share.
     for what, shape, alone, got, single, least in programs:
@@ -1163,6 +1228,16 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
              f"{shape} mesh is about {share:,.0f}, and yours is {got / share:.1f} times that: devices repeat each "
              "other's work (a whole batch, or whole weights, on every device). Hint: each device multiplies its "
              "own B/data rows by its own H/model hidden units; nothing is gathered.")
+
+
+def later_share(got, shape, own_step: float) -> tuple:
+    """The FLOPs check's row for the step fed back its own outputs (step()'s "later"), held as its
+    first call is."""
+    alone, baseline = "the grader's own step on one device", own_step
+    if recomputes(got["closed"]):
+        alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
+        baseline = RECOMPUTE_ALLOWANCE * own_step
+    return "the training step" + FED_BACK, shape, alone, got["flops"], baseline, floor_of(got, own_step)
 
 
 def moment_specs(leaves, config):
@@ -1197,6 +1272,11 @@ STEP_HINT = ("Hint: return the params and opt_state that optax.apply_updates and
              "in: reshard nothing in the step.")
 
 
+LATER_HINT = ("Hint: a step's program should not depend on where its inputs came from: return the params and "
+              "opt_state that optax.apply_updates and tx.update give, reshard nothing, and keep no state between "
+              "calls.")
+
+
 def check_specs(shape, config, placement, when: str, hint: str = INIT_HINT):
     params = placement["params"]
     for k in ("w1", "w2"):
@@ -1212,8 +1292,8 @@ def check_specs(shape, config, placement, when: str, hint: str = INIT_HINT):
                      "it (where the caller puts x's rows). Hint: jax.device_put(w, NamedSharding(mesh, spec)) with "
                      "the `mesh` argument itself, not a mesh built from jax.devices().")
             fail(f"{when}, params['{k}'] is {params[k]['spec']}; expected {PARAM_SPECS[k]} (w1 split by columns, "
-                 "w2 by rows over 'model'). Hint: jax.device_put(w, NamedSharding(mesh, spec)) with the mesh "
-                 "you are given.")
+                 "w2 by rows over 'model'). " + (hint if hint == LATER_HINT else "Hint: jax.device_put(w, "
+                 "NamedSharding(mesh, spec)) with the mesh you are given."))
     moments = moment_specs(placement["leaves"], config)
     if not moments:
         fail(f"{when}, the optimizer state holds no array shaped like a parameter; momentum SGD keeps one moment "
@@ -1284,11 +1364,14 @@ def test_optimizer_state_carries_parameter_specs(worker, seed):
     for opt in OPTIMIZERS:
         shape = run_shape(opt, seed)
         try:
-            after = step(worker, opt, shape, seed)["after"]
+            got = step(worker, opt, shape, seed)
         except Exception:  # noqa: BLE001 (a step that cannot run: the training checks say so)
             continue
         name = "momentum SGD" if opt == "sgd" else "Adam"
-        check_specs(shape, configs(seed)[shape], after, f"after one {name} training step on a {shape} mesh", STEP_HINT)
+        check_specs(shape, configs(seed)[shape], got["after"], f"after one {name} training step on a {shape} mesh", STEP_HINT)
+        if got.get("later"):
+            check_specs(shape, configs(seed)[shape], got["later"]["after"], f"after a second {name} training step on "
+                        f"a {shape} mesh, the step{FED_BACK}", LATER_HINT)
 
 
 def state_problem(seed: int, shape):

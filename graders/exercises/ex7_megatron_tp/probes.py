@@ -3,12 +3,13 @@ traced on (data, model) meshes of the 8 CPU devices and sent to the judge as pro
 (graders/kit/program.py, issue 31).
 
 What comes back: the program of each forward version on each mesh, of the training step at the
-grader's placement, of init_tp_state and of the step at what init_tp_state returns. The judge
-rebuilds each on its own devices, runs it on its own inputs (holding it to its own single-device
-computation), compiles it for collectives, FLOPs and output shardings, and reads it with the
-functions below (read_tp_mlp, read_shard_map, placement). Nothing here knows an expected value,
-and nothing the worker says of a program is believed. The mesh, the specs, `make_tx` and
-`sharding_key` are shared: the judge imports them from here.
+grader's placement (and of its second call, fed back what the first returned), of init_tp_state
+and of the step at what init_tp_state returns. The judge rebuilds each on its own devices, runs
+it on its own inputs (holding it to its own single-device computation), compiles it for
+collectives, FLOPs and output shardings, and reads it with the functions below (read_tp_mlp,
+read_shard_map, placement). Nothing here knows an expected value, and nothing the worker says of
+a program is believed. The mesh, the specs, `make_tx` and `sharding_key` are shared: the judge
+imports them from here.
 """
 
 import contextlib
@@ -17,6 +18,7 @@ import functools
 import jax
 import numpy as np
 import optax
+from jax._src import core
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -345,7 +347,58 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
         args = placed_training(m, optimizer, w1, w2, x, y)
     closed, out = step_traced(m, step, *args)
     check_step_output(out)
-    return _encoded(closed, sol)
+    return {"step": _encoded(closed, sol), "fed_back": fed_back(sol, m, step, *args)}
+
+
+def fed_back(sol, m, step, *args) -> dict:
+    """The step's second call when fed back the very params and state its first call returned (as
+    a training loop feeds them: the same objects), with the same x and y: both calls traced as one
+    function (step_traced), the program of the second cut out as a function of what the first
+    returned and x, y (second_call), as data; or {"error": the learner's error} where the second
+    call fails, or {"unread": why} where the second call's program is no function of those alone.
+    The judge reads it where it is not the first call's program."""
+    def twice(params, state, x, y):
+        first = step(params, state, x, y)
+        check_step_output(first)
+        return first, step(first[0], first[1], x, y)
+    n = len(jax.tree.leaves(args[:2]))
+    try:
+        closed, (first, second) = step_traced(m, twice, *args)
+        check_step_output(second)
+    except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
+        return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+    cut = second_call(closed, len(jax.tree.leaves(first[:2])), len(jax.tree.leaves(first)), n)
+    return _encoded(cut, sol) if not isinstance(cut, str) else {"unread": cut}
+
+
+def second_call(closed, fed: int, first: int, inputs: int):
+    """From the program of two chained calls (inputs: the first call's `inputs` params and state
+    leaves, then x and y; outputs: the first call's `first` leaves, its `fed` params and state
+    leaves leading, then the second call's), the second call's own program: what it computes from
+    the values it was fed (the first call's params and state, x and y), or why it is no function of
+    them alone (it reads the first call's inputs or its intermediate values, or is fed one value
+    twice or a constant)."""
+    ins = list(closed.outvars[:fed]) + list(closed.invars[inputs:inputs + 2])
+    outs = list(closed.outvars[first:])
+    if not all(isinstance(v, core.Var) for v in ins) or len(set(map(id, ins))) != len(ins):
+        return "the step returned one array twice, or a constant, among its params and state"
+    given = set(map(id, ins))
+    needed = {id(v) for v in outs if isinstance(v, core.Var) and id(v) not in given}
+    eqns = []
+    for eqn in reversed(closed.eqns):
+        if not any(id(v) in needed for v in eqn.outvars):
+            continue
+        if any(id(v) in given for v in eqn.outvars):
+            return "its second call reads values its first call computed and did not return"
+        eqns.append(eqn)
+        needed |= {id(v) for v in eqn.invars if isinstance(v, core.Var) and id(v) not in given}
+    eqns.reverse()
+    needed -= {id(v) for eqn in eqns for v in eqn.outvars}
+    kept = [(v, c) for v, c in zip(closed.constvars, closed.consts) if id(v) in needed]
+    if needed - {id(v) for v, _ in kept}:
+        return "its second call reads the arrays its first call was given"
+    return closed.replace(constvars=[v for v, _ in kept], consts=[c for _, c in kept], invars=ins, outvars=outs,
+                          eqns=eqns, effects=core.join_effects(*(e.effects for e in eqns)))
 
 
 def step_traced(m, step, *args):
