@@ -1003,7 +1003,10 @@ def unneeded_collectives(rows, own, config, shape, recomputes_forward: bool):
     # Megatron's own arrays over each axis, its loss among them (a bucket may carry it too)
     mine = {axis: [size(dims) for op, dims, o_axis in own if o_axis == axis] for axis in ("data", "model")}
     budget = {axis: float(sum(sizes)) for axis, sizes in mine.items()}
-    if recomputes_forward:  # Megatron sums over "model" in its forward only: a recomputed forward sums once more
+    # Megatron sums over "model" in its forward only, and a step under jax.checkpoint recomputes that
+    # forward's sums once more: the right remat steps whose psum lies under jax.checkpoint (tests/right/ex7,
+    # one to three nested levels) sum exactly twice there, and lose this check with the budget not doubled.
+    if recomputes_forward:
         budget["model"] *= 2
     shapes = {axis: [sorted(dims) for _, dims, o_axis in own if o_axis == axis] for axis in budget}
     spent, pending, extra = dict.fromkeys(budget, 0.0), {axis: [] for axis in budget}, []
