@@ -1192,19 +1192,19 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
              "own B/data rows by its own H/model hidden units; nothing is gathered.")
 
 
-def step_program(shape, sizes, got):
-    """(what, mesh, baseline's name, FLOPs, baseline, floor, ceiling) of a training step taken on this
-    mesh at these sizes (D, H, B), for each_device_does_its_share_of_the_work. The baseline is the
-    grader's own step on one device; a step under jax.checkpoint may recompute anything from nothing
-    (a policy saving the dots) to its forward, through any nesting: held below to a plain share, above
-    to RECOMPUTE_ALLOWANCE times the grader's own Megatron step compiled on the same mesh (the ceiling;
+def step_program(shape, sizes, got, what: str = "the training step"):
+    """(what, mesh, baseline's name, FLOPs, baseline, floor, ceiling) of a training step's program
+    (`got`: held_step's) taken on this mesh at these sizes (D, H, B), for
+    each_device_does_its_share_of_the_work. The baseline is the grader's own step on one device; a
+    step under jax.checkpoint may recompute anything from nothing (a policy saving the dots) to its
+    forward, once more for each nested level: held below to a plain share, above to
+    RECOMPUTE_ALLOWANCE times the grader's own Megatron step compiled on the same mesh (the ceiling;
     None: FLOP_SLACK times a share)."""
     _, own_step = single_device_flops(sizes)
     most = None
     if recomputes(got["closed"]):
         most = RECOMPUTE_ALLOWANCE * own_step_flops_on_mesh(shape, sizes)
-    return ("the training step", shape, "the grader's own step on one device", got["flops"], own_step,
-            floor_of(got, own_step), most)
+    return (what, shape, "the grader's own step on one device", got["flops"], own_step, floor_of(got, own_step), most)
 
 
 def moment_specs(leaves, config):
