@@ -95,20 +95,27 @@ ONE_AXIS_MESHES = ((1, 8), (8, 1))
 # weights does 2x or more (measured 2x to 8x; 9x for a replicated program beside a decoy). 1.5 lies
 # between them. The SGD step taken on the one-axis meshes (ONE_AXIS_MESHES, then at the SGD run's sizes)
 # measured 1.08-1.24x on (1, 8) and 1.09-1.16x on (8, 1) (reference/ and tests/right/ex7 at seeds 7
-# and 276678, reference/ at 20261130 too; 0.83-0.91x for the step under jax.checkpoint against its
-# allowance); a step gathering the batch on (8, 1), or the weights or the activations on (1, 8),
-# 3.8x to 8.2x. The step is measured against the grader's own step on one device (RECOMPUTE_ALLOWANCE
-# for a step that recomputes its forward). Communication that costs few FLOPs (w2 split by columns, 1.2-1.4x) is the
+# and 276678, reference/ at 20261130 too; a step under jax.checkpoint: RECOMPUTE_ALLOWANCE); a step gathering the batch on (8, 1), or the weights or the activations on (1, 8),
+# 3.8x to 8.2x. The step is measured against the grader's own step on one device (a step holding
+# jax.checkpoint: RECOMPUTE_ALLOWANCE). Communication that costs few FLOPs (w2 split by columns, 1.2-1.4x) is the
 # collective checks' to catch.
 FLOP_SLACK = 1.5
-# The step's share is a share of the grader's own single-device step. A step that recomputes its
-# forward under jax.checkpoint does more: the right module tests/right/ex7/nested_checkpoint_and_jit.py
-# compiled on one device does 814,849 FLOPs against the grader's 513,792 (1.59x, seed 7); recomputing
-# the forward once more adds at most a forward (about a third of a step) and what XLA no longer
-# fuses. Such a step (jax.checkpoint anywhere in its program) is measured against this many times
-# the grader's own. (The learner's own one-device step is not the baseline: a step can tell
-# mesh.size == 1 and pad it, tests/corpus/ex7/wrong_one_device_baseline_padded.py.)
-RECOMPUTE_ALLOWANCE = 2.0
+# A step that recomputes under jax.checkpoint does more than a share: each level of jax.checkpoint
+# recomputes at most the forward (2 of the step's 5 matmuls) once more, and a checkpoint nested in
+# another recomputes what it holds once more again. Such a step (jax.checkpoint anywhere in its
+# program) is held above to this many times the grader's own Megatron step compiled on the same
+# mesh at the same sizes (per device: the elementwise work that shrinks less than the matmuls is
+# then in both). Measured against it (tests/right/ex7's remat steps, reference/'s step in the styles
+# of jax.checkpoint of the whole loss, of each layer, in and outside shard_map, jax.remat, policies
+# from everything_saveable to nothing_saveable; seeds 20261130, 7, 276678 and 0, each step on its
+# run mesh, (1, 8) and (8, 1)): one level 1.00-1.40x, two nested levels 1.46-1.57x, three nested
+# levels 1.61-1.75x. 1.9 leaves 8% above the most measured, about the spread one program shows
+# over the seeds' sizes and meshes (three levels: 1.61-1.75x). A step that runs its forward and
+# backward twice does 1.96-2.07x under a checkpoint that recomputes nothing, 2.31-2.33x recomputing
+# its hidden layer. Held below to a plain share (a policy saving the dots recomputes nearly nothing).
+# (The learner's own one-device step is not the baseline: a step can tell mesh.size == 1 and pad it,
+# tests/corpus/ex7/wrong_one_device_baseline_padded.py.)
+RECOMPUTE_ALLOWANCE = 1.9
 STEPS = 5
 SGD = (0.1, 0.9)  # learning rate, momentum
 ADAM_LR = 1e-2
@@ -672,10 +679,9 @@ def single_device_flops(config) -> list[float]:
     return figure_store.stored("ex7 own flops", tuple(config), lambda: _single_device_flops(*config))
 
 
-@expected
-def _own_step_collectives(shape, config, opt: str = "sgd") -> list:
-    """The collectives of the grader's own Megatron training step (global view, this optimizer),
-    compiled on this mesh for the grader's placement: [opcode, result shape] rows."""
+def own_step_compiled(shape, config, opt: str = "sgd"):
+    """The grader's own Megatron training step (global view, this optimizer), compiled on this mesh
+    for the grader's placement."""
     m = mesh(shape)
     tx = make_tx(OPTIMIZERS[opt])
     own = jax.jit(single_step(tx, lambda w1, w2, x: jnp.matmul(jax.nn.relu(x @ w1), w2, out_sharding=X_SPEC)))
@@ -684,8 +690,28 @@ def _own_step_collectives(shape, config, opt: str = "sgd") -> list:
         params = {"w1": jax.device_put(np.ones((d, h), np.float32), NamedSharding(m, W1_SPEC)),
                   "w2": jax.device_put(np.ones((h, d), np.float32), NamedSharding(m, W2_SPEC))}
         x = jax.device_put(np.ones((b, d), np.float32), NamedSharding(m, X_SPEC))
-        text = own.lower(params, tx.init(params), x, x).compile().as_text()
+        return own.lower(params, tx.init(params), x, x).compile()
+
+
+@expected
+def _own_step_collectives(shape, config, opt: str = "sgd") -> list:
+    """The collectives of the grader's own Megatron training step compiled on this mesh: [opcode,
+    result shape] rows."""
+    text = own_step_compiled(shape, config, opt).as_text()
     return [[op, list(dims), axis] for op, dims, axis, _ in collectives_of([text], shape)["collective_axes"]]
+
+
+@expected
+def _own_step_flops_on_mesh(shape, config) -> float:
+    exe = own_step_compiled(shape, config)
+    return looped_flops(exe, exe.as_text())
+
+
+def own_step_flops_on_mesh(shape, config) -> float:
+    """Per-device FLOPs of the grader's own Megatron SGD step compiled on this mesh at these sizes
+    (kept between runs): what a step under jax.checkpoint is held to (RECOMPUTE_ALLOWANCE)."""
+    return figure_store.stored("ex7 own step flops on the mesh", (tuple(shape), tuple(config)),
+                               lambda: _own_step_flops_on_mesh(shape, config))
 
 
 def own_step_collectives(shape, config, opt: str = "sgd") -> list[tuple[str, tuple, str]]:
@@ -1032,8 +1058,11 @@ def unneeded_collectives(rows, own, config, shape, recomputes_forward: bool):
     # Megatron's own arrays over each axis, its loss among them (a bucket may carry it too)
     mine = {axis: [size(dims) for op, dims, o_axis in own if o_axis == axis] for axis in ("data", "model")}
     budget = {axis: float(sum(sizes)) for axis, sizes in mine.items()}
+    # Megatron sums over "model" in its forward only, and a step under jax.checkpoint recomputes that
+    # forward's sums once more: the right remat steps whose psum lies under jax.checkpoint (tests/right/ex7,
+    # one to three nested levels) sum exactly twice there, and lose this check with the budget not doubled.
     if recomputes_forward:
-        budget["model"] *= RECOMPUTE_ALLOWANCE
+        budget["model"] *= 2
     shapes = {axis: [sorted(dims) for _, dims, o_axis in own if o_axis == axis] for axis in budget}
     spent, pending, extra = dict.fromkeys(budget, 0.0), {axis: [] for axis in budget}, []
     loss: dict = {}  # axis -> [numbers, rows] of small all-reduces and all-gathers
@@ -1189,34 +1218,24 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
         for v in VERSIONS:
             run = held_forward(worker, v, mesh_shape, seed)
             programs.append((f"the forward of {VERSIONS[v]}", mesh_shape, "one device", run["flops"], fwd,
-                             floor_of(run, fwd)))
-    _, own_step = single_device_flops(configs(seed)[shape])
+                             floor_of(run, fwd), None))
     stepped = held_step(worker, run_shape("sgd", seed), seed)
-    alone, baseline = "the grader's own step on one device", own_step
-    if recomputes(stepped["closed"]):
-        alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
-        baseline = RECOMPUTE_ALLOWANCE * own_step
     # The step's messages come after the main mesh's forwards' and before the other meshes'.
-    programs.insert(2, ("the training step", shape, alone, stepped["flops"], baseline, floor_of(stepped, own_step)))
+    programs.insert(2, step_program(shape, configs(seed)[shape], stepped))
     if stepped.get("later"):
-        programs.insert(3, later_share(stepped["later"], shape, own_step))
+        programs.insert(3, step_program(shape, configs(seed)[shape], stepped["later"], "the training step" + FED_BACK))
     for shape, sizes, got in one_axis_steps(worker, seed):
-        _, own_step = single_device_flops(sizes)
-        alone, baseline = "the grader's own step on one device", own_step
-        if recomputes(got["closed"]):
-            alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
-            baseline = RECOMPUTE_ALLOWANCE * own_step
-        programs.append(("the training step", shape, alone, got["flops"], baseline, floor_of(got, own_step)))
+        programs.append(step_program(shape, sizes, got))
         if got.get("later"):
-            programs.append(later_share(got["later"], shape, own_step))
-    # A step under jax.checkpoint may recompute anything from nothing (a policy saving the dots) to
-    # the whole forward: held above to RECOMPUTE_ALLOWANCE times a share, below to a plain share.
-    for what, shape, alone, got, single, least in programs:
+            programs.append(step_program(shape, sizes, got["later"], "the training step" + FED_BACK))
+    for what, shape, alone, got, single, least, most in programs:
         share_of = shape[0] * shape[1]
         share = single / share_of
+        under = most and (f"; the grader's own Megatron step compiled on this mesh: {most / RECOMPUTE_ALLOWANCE:,.0f}, "
+                          f"up to {RECOMPUTE_ALLOWANCE:g} times that under jax.checkpoint")
         note(f"per-device FLOPs of {what} on a {shape} mesh: {got:,.0f} ({alone}: {single:,.0f}; "
-             f"a 1/{share_of} share: {share:,.0f})")
-        if least / share_of / FLOP_SLACK <= got <= FLOP_SLACK * share:
+             f"a 1/{share_of} share: {share:,.0f}{under or ''})")
+        if least / share_of / FLOP_SLACK <= got <= (most or FLOP_SLACK * share):
             continue
         if not got >= least / share_of / FLOP_SLACK:  # a NaN, a zero or a negative figure is no program's either
             least = least or single
@@ -1224,20 +1243,33 @@ def test_each_device_does_its_share_of_the_work(worker, note, seed):
             fail(f"each device does {got:,.0f} FLOPs in {what}; the grader's own one does {least:,.0f} on one device, "
                  f"so a share on a {shape} mesh is about {share:,.0f}, and yours is less than 1/{FLOP_SLACK:g} of that: no "
                  "compiled program that computes the whole result, split over the devices, does so little on each.")
+        if most:
+            own = most / RECOMPUTE_ALLOWANCE
+            fail(f"each device does {got:,.0f} FLOPs in {what} on a {shape} mesh; the grader's own Megatron step "
+                 f"compiled there does {own:,.0f} on each, and a step under jax.checkpoint may do up to "
+                 f"{RECOMPUTE_ALLOWANCE:g} times that (its forward recomputed, even through nested checkpoints); "
+                 f"yours is {got / own:.2f} times it: the step repeats work beyond what rematerialising recomputes "
+                 "(a second forward and backward, a whole batch or whole weights on every device). Hint: differentiate "
+                 "the loss once; jax.checkpoint recomputes the forward by itself.")
         fail(f"each device does {got:,.0f} FLOPs in {what}; {alone} does {single:,.0f}, so a share on a "
              f"{shape} mesh is about {share:,.0f}, and yours is {got / share:.1f} times that: devices repeat each "
              "other's work (a whole batch, or whole weights, on every device). Hint: each device multiplies its "
              "own B/data rows by its own H/model hidden units; nothing is gathered.")
 
 
-def later_share(got, shape, own_step: float) -> tuple:
-    """The FLOPs check's row for the step fed back its own outputs (step()'s "later"), held as its
-    first call is."""
-    alone, baseline = "the grader's own step on one device", own_step
+def step_program(shape, sizes, got, what: str = "the training step"):
+    """(what, mesh, baseline's name, FLOPs, baseline, floor, ceiling) of a training step's program
+    (`got`: held_step's) taken on this mesh at these sizes (D, H, B), for
+    each_device_does_its_share_of_the_work. The baseline is the grader's own step on one device; a
+    step under jax.checkpoint may recompute anything from nothing (a policy saving the dots) to its
+    forward, once more for each nested level: held below to a plain share, above to
+    RECOMPUTE_ALLOWANCE times the grader's own Megatron step compiled on the same mesh (the ceiling;
+    None: FLOP_SLACK times a share)."""
+    _, own_step = single_device_flops(sizes)
+    most = None
     if recomputes(got["closed"]):
-        alone = f"the grader's own step on one device, times {RECOMPUTE_ALLOWANCE:g} for what jax.checkpoint recomputes"
-        baseline = RECOMPUTE_ALLOWANCE * own_step
-    return "the training step" + FED_BACK, shape, alone, got["flops"], baseline, floor_of(got, own_step)
+        most = RECOMPUTE_ALLOWANCE * own_step_flops_on_mesh(shape, sizes)
+    return (what, shape, "the grader's own step on one device", got["flops"], own_step, floor_of(got, own_step), most)
 
 
 def moment_specs(leaves, config):
