@@ -1,7 +1,7 @@
 """Right: four nested levels of jax.checkpoint (the first matmul, the hidden layer around it, the
 MLP around that, the loss around all): the first matmul recomputed once more for each level, the
 most of any right remat step measured; a learner would hardly nest this deep in a one-layer MLP,
-but nested checkpoints arise when a checkpointed layer calls checkpointed helpers.
+but nested checkpoints arise when a checkpointed layer calls checkpointed functions of its own.
 
 A step holding jax.checkpoint is held to RECOMPUTE_ALLOWANCE times the grader's own Megatron step
 compiled on the same mesh (per device) and to a plain share from below; this one measured
