@@ -12,7 +12,8 @@ than the checkpoint at the path"). Should score 22/22: the path names the second
 restarted job, reads it through the symlink). second_at_the_path walks the sent folder with os.walk, which
 does not follow a symlink, so it finds no item under the path's own name (the first save wrote the path
 itself) and reads nothing there. Reading the item the path resolves to (the symlink followed inside the
-sent folder) would keep the point.
+sent folder) would keep the point. tests/right/ex10/path_is_a_symlink_to_a_fresh_folder_each_save,
+whose first save already makes the path a symlink, gets full marks: the whole folder counts there.
 """
 
 import os
