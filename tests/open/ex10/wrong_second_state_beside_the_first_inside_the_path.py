@@ -1,8 +1,8 @@
 """Each save writes a new checkpoint inside the path (path/state-0, then path/state-1, ...) and the process
-remembers which one it wrote last; restore reads the one this process remembers while it is there, else path/state-0. A second
-save raises nothing and the process that made it reads the second state back, but any other reader of the
-path (a job restarted after the second save) reads the first: the path holds two states and says nothing
-of which is current.
+remembers which one it wrote last; restore reads the one this process remembers while it is there, else
+path/state-0. A second save raises nothing and the process that made it reads the second state back, but
+any other reader of the path (a job restarted after the second save) reads the first: the path holds two
+states and says nothing of which is current.
 
 Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
 Should score 21/22 (loses saving_twice_is_an_error_or_an_overwrite): second_at_the_path reads every item
