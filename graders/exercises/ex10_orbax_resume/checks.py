@@ -1232,7 +1232,7 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
             raise Verdict("not_attempted", error["message"])
         if error["type"] == "FileExistsError" or error["names_the_path"] or any(
                 word in error["text"].lower() for word in SAYS_IT_EXISTS):
-            still_the_first(seed, twice, error)
+            still_the_first(worker, seed, twice, error)
             return
         fail(f"the second save to the same path raised {error['type']}: {error['text']}, which does not say that a "
              "checkpoint is already there. Hint: a second save to one path should fail saying it exists (as "
@@ -1260,8 +1260,8 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
 def second_at_the_path(worker, seed: int, twice: dict) -> None:
     """Fail unless, after a second save to the path that raised nothing (and a restore that read the
     second state back), the checkpoint at the path, read from the folder's files with the grader's own
-    StandardCheckpointer, holds the second state's parameters: a restore answering from a copy kept in
-    memory, or from a checkpoint written beside the path, reads it back too, while every other reader
+    StandardCheckpointer, holds every part of the second state: a restore answering from a copy kept in
+    memory, or from a checkpoint written beside the path (or an overwrite of part of it), reads it back too, while every other reader
     of the path (a restarted job) gets the first state. Where the first save wrote nothing under the
     path itself, the whole folder counts."""
     files, got = twice.get("folder"), checkpoint(worker, seed)
@@ -1274,7 +1274,10 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
     with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
         unpack(files, folder)
         items = item_folders(folder)
-        at_path = [i for i in items if PurePosixPath(os.path.relpath(i, folder)).parts[0] == name]
+        # What the path leads to: the folder of its name, or where a link of that name points (an
+        # overwrite may write a new folder and swap a link at the path onto it).
+        root = os.path.realpath(os.path.join(folder, name))
+        at_path = [i for i in items if os.path.commonpath([root, os.path.realpath(i)]) == root]
         if any(PurePosixPath(rel).parts[0] == name for rel in got["items"]):
             items = at_path
         for item in items:
@@ -1282,22 +1285,27 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
                 stored += read_checkpoint_of(read_tree(item))
             except Exception:  # an item the grader cannot read holds nothing it can count
                 continue
-    if "the parameters" not in missing_parts(stored, second_values(seed)):
+    # Every part the second state was given (the counters as orbax_numbers finds them, as for the first save).
+    lacking = missing_parts(stored, second_values(seed), orbax_numbers(files))
+    if not lacking:
         return
-    still = "the parameters" not in missing_parts(stored, first)
+    still = [part for part in lacking if part not in missing_parts(stored, first, orbax_numbers(files))]
     fail("the second save to the same path returned without an error and restore then handed back the second state, "
-         "yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold the second "
-         f"state's parameters{' (it still holds the first state)' if still else ''}: restore read them from somewhere "
+         f"yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold "
+         f"{', '.join(lacking)} as the second save was given them{' (it still holds the first state' + chr(39) + 's)' if still else ''}: "
+         "restore read them from somewhere "
          "else than the checkpoint at the path (a copy kept in memory, or a checkpoint written beside it), and any "
          "other reader of the path, such as a restarted job, gets another state. Hint: raise an error saying the "
          "checkpoint exists, or replace it at the path (StandardCheckpointer.save(..., force=True); with a "
          "CheckpointManager, check what save returns or delete the step first).")
 
 
-def still_the_first(seed: int, twice: dict, error: dict) -> None:
+def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     """Fail unless, after a second save to the path was refused (`error`), restore onto mesh A in the
-    process that saved still reads the first checkpoint there: a refusal that removed it, or still
-    wrote part of the second state, is no clear error but a damaged checkpoint or a mix."""
+    process that saved still reads the first checkpoint there, and the folder's files as the refusal left
+    them (where any byte changed) still hold the whole first state: a refusal that removed it, or still
+    wrote part of the second state (or anything else over the first), is no clear error but a damaged
+    checkpoint or a mix."""
     refused = f"the second save to the same path raised {error['type']} (a clear error: {error['text'][:120]})"
     hint = ("Hint: refuse before writing anything (StandardCheckpointer.save raises when the path exists), so that "
             "the checkpoint already there stays as it was.")
@@ -1312,6 +1320,23 @@ def still_the_first(seed: int, twice: dict, error: dict) -> None:
         fail(f"{refused}, yet restore of that path then read {len(from_second)} leaves as the refused save was given "
              f"them (e.g. {show(from_second[0])}): that save still wrote part of the second state, and the path now "
              f"holds a mix of two states. {hint}")
+    files, before = twice.get("folder"), experiment(worker, seed).get("folder")
+    if not isinstance(files, dict) or files == before or checkpoint(worker, seed)["error"] is not None:
+        return  # every byte as the first save left it (or nothing the grader reads: another check says why)
+    stored = []
+    with tempfile.TemporaryDirectory(prefix="ex10-refused-") as folder:
+        unpack(files, folder)
+        for item in item_folders(folder):
+            try:
+                stored += read_checkpoint_of(read_tree(item))
+            except Exception:  # an item the grader cannot read holds nothing it can count
+                continue
+    lacking = missing_parts(stored, first, orbax_numbers(files))
+    if lacking:
+        fail(f"{refused}, yet the checkpoint's files at that path, read with the grader's own StandardCheckpointer just "
+             "after the refusal, no longer hold "
+             f"{', '.join(lacking)} as the first save wrote them: the refused save changed the checkpoint at the path, "
+             f"and any other reader of it (a restarted job) gets another state. {hint}")
 
 
 # --- checks: the technique of the restore ------------------------------------------------------

@@ -1017,6 +1017,9 @@ def _saved_again(sol, config, second, path) -> dict:
                           "text": " ".join(str(exc).split())[:300], "names_the_path": path in str(exc)}
         if error["outcome"] != "failed":  # out of time, or not written yet: nothing more to ask
             return twice
+        # The folder as the refusal left it (at once, no waiting: a save refused before it wrote leaves
+        # every byte as the first save wrote it, which is all the judge compares in the usual case).
+        twice["folder"] = read_folder(os.path.dirname(path), listing(os.path.dirname(path)))
     else:  # what the path holds now, for the judge's own reading (not only what restore says)
         twice["folder"] = settled(os.path.dirname(path))
     try:

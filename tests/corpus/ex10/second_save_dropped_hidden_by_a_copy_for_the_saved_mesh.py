@@ -7,10 +7,10 @@ the checkpoint with the reference's sharded template.
 Was 22/22 in both modes at seeds 20261130, 7 and 0: saving_twice_is_an_error_or_an_overwrite read only
 the restore after the second save, onto mesh A in the process that saved, which the copy answers.
 Since the grader's fix (after a second save that raised nothing, the judge also reads the folder's
-files at the path with its own StandardCheckpointer, which must hold the second state's parameters)
+files at the path with its own StandardCheckpointer, which must hold every part of the second state)
 21/22 in both modes at those seeds; without the copy it is tests/corpus/ex10/manager_drops_a_second_save.
 
-loses: saving_twice_is_an_error_or_an_overwrite: does not hold the second state's parameters (it still holds the first state)
+loses: saving_twice_is_an_error_or_an_overwrite: as the second save was given them (it still holds the first state's)
 """
 
 import jax

@@ -4,7 +4,7 @@ step (os.replace), and deletes the folder it named before; a reader never sees h
 path, and a second save replaces the first (the stub allows "or replace it"). Restore is the
 reference's (a sharded template at the path, which Orbax follows through the symlink).
 Full marks (22/22 in both modes at seeds 20261130, 7 and 0). Where the first save writes the path itself
-and only an overwrite swaps a symlink in, see tests/open/ex10/right_overwrite_swapped_in_by_a_symlink.
+and only an overwrite swaps a symlink in, see tests/right/ex10/overwrite_swapped_in_by_a_symlink.
 """
 
 import os

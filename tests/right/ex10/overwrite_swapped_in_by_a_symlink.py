@@ -5,15 +5,10 @@ save writes the path itself. Restore is the reference's (a sharded template at t
 follows through the symlink). The checkpoint at the path then holds the second state, which the stub
 allows ("or replace it").
 
-Scored 21/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: loses
-saving_twice_is_an_error_or_an_overwrite ("the checkpoint at that path, read with the grader's own
-StandardCheckpointer, does not hold the second state's parameters: restore read them from somewhere else
-than the checkpoint at the path"). Should score 22/22: the path names the second checkpoint (Orbax, and any
-restarted job, reads it through the symlink). second_at_the_path walks the sent folder with os.walk, which
-does not follow a symlink, so it finds no item under the path's own name (the first save wrote the path
-itself) and reads nothing there. Reading the item the path resolves to (the symlink followed inside the
-sent folder) would keep the point. tests/right/ex10/path_is_a_symlink_to_a_fresh_folder_each_save,
-whose first save already makes the path a symlink, gets full marks: the whole folder counts there.
+Full marks (22/22 in both modes at seeds 20261130, 7 and 0): the path names the second checkpoint (Orbax, and
+any restarted job, reads it through the symlink). Was 21/22: the judge's reading of the path after an overwrite
+walked the sent folder without following a symlink, so it found no item under the path's own name. Since the
+grader's fix it reads what the path leads to (the symlink followed inside the sent folder).
 """
 
 import os
