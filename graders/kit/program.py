@@ -1116,7 +1116,7 @@ class _AsSent:
             return value
         if callable(value) and not isinstance(value, type):
             name = policy_name(value)
-            if name is None and self.custom is not None and made_policy(value) is None:
+            if name is None and self.custom is not None:  # as encode sends it: by number, a factory's policy too
                 if id(value) not in self.custom:  # one placeholder per function, as decode makes one per number
                     if len(self.custom) >= MAX_CUSTOM_POLICIES:
                         raise _NotAlike
