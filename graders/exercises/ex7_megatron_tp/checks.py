@@ -272,10 +272,10 @@ def decoded(message, what: str, shape, inputs: int | tuple, outputs: int | None 
     if isinstance(message, dict) and set(message) == {"in_process"}:  # filed in this process (probes.IN_PROCESS)
         message, traced = IN_PROCESS.get((IN_PROCESS["judge"], message["in_process"]), (None, None))
         if traced is not None:
-            closed = program.as_sent(traced, forward=True, donated_as_copies=True)
+            closed = program.as_sent(traced, forward=True, donated_as_copies=True, custom_policies=True)
     if closed is None:
         try:
-            closed = program.decode(message, meshes=True, donated_as_copies=True).closed
+            closed = program.decode(message, custom_policies=True, meshes=True, donated_as_copies=True).closed
         except program.ProgramError as exc:
             fail(f"the program of {what} on a {tuple(shape)} mesh could not be read: {exc}.")
     allowed = inputs if isinstance(inputs, tuple) else (inputs,)

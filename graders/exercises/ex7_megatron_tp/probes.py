@@ -137,9 +137,11 @@ IN_PROCESS: dict = {}
 def _encoded(closed, sol) -> dict:
     """A traced program as data (graders/kit/program.py, issue 31), or the reason it cannot be
     sent. forward=True: the judge only runs these programs forwards (the step already holds its
-    backward pass), so a custom_jvp/custom_vjp call (jax.nn.relu) is sent as its primal."""
+    backward pass), so a custom_jvp/custom_vjp call (jax.nn.relu) is sent as its primal, and a
+    checkpoint policy of the learner's own as its number (custom_policies: lowering and running a
+    checkpoint never calls its policy)."""
     message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True, meshes=True,
-                                       drop_prints=True)
+                                       drop_prints=True, custom_policies=True)
     judge = IN_PROCESS.get("judge")
     if judge is None or "program" not in message:
         return message

@@ -1,18 +1,17 @@
-"""RIGHT: the reference's loss under jax.checkpoint with an offloading policy,
+"""Right: the reference's loss under jax.checkpoint with an offloading policy,
 jax.checkpoint_policies.save_and_offload_only_these_names (the hidden activations, named by
 checkpoint_name, moved to "pinned_host" memory in the forward and back for the backward; nothing
 else saved). It trains as the reference does (the same losses to float32 rounding on a (2, 4) mesh
 run by hand) and communicates like it: offloading moves memory, not work.
 
-Graded 13/22 with and without --sandbox at seeds 20261130, 7 and 0 (13/22 at 276678 without
---sandbox): the step's program holds a value in host memory, which the program encoding refuses
-("your program holds a sharded value in memory MemorySpace.Host: only device arrays are read on a
-mesh"), so both training checks, training_step_is_jitted, training_step_communicates_like_megatron,
-each_device_does_its_share_of_the_work and optimizer_state_carries_parameter_specs fail. Should
-get 22/22: offloading is one of jax.checkpoint's policies, and the chapter's memory-for-compute
-trade allows it. (tests/right/ex5/offload_policy_saving_nothing.py shows another judge reading an
-offload policy; here the host placement would need to be carried by the encoding, or the
-offloading policy read as the saving policy it names when rebuilt on the judge's mesh.)
+Was 13/22 with and without --sandbox at seeds 20261130, 7 and 0: the step's program holds its
+residuals in host memory with their sharded type (f32<host>[B@data, H@model]), which the program
+encoding refused ("a sharded value in memory MemorySpace.Host"), so every step check failed. Such
+a value is now sent as its sharded type and its memory space, and rebuilt alike; the judge
+compiles and runs the rebuilt step, the device_put to the host included.
+
+Full marks: offloading is one of jax.checkpoint's policies, and the chapter's memory-for-compute
+trade allows it. 22/22 with and without --sandbox at seeds 20261130, 7 and 0.
 """
 import jax
 import jax.numpy as jnp

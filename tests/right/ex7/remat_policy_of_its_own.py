@@ -1,19 +1,18 @@
-"""RIGHT: the reference's loss under jax.checkpoint with a policy of the learner's own (a function
+"""Right: the reference's loss under jax.checkpoint with a policy of the learner's own (a function
 of the primitive keeping every matmul's result, lax.dot_general_p: what
 jax.checkpoint_policies.checkpoint_dots does, written out). It trains as the reference does (the
 same losses to float32 rounding on a (2, 4) mesh run by hand) and communicates like it.
 
-Graded 13/22 with and without --sandbox at seeds 20261130, 7 and 0 (13/22 at 276678 without
---sandbox): the program encoding refuses the policy ("your program holds a function
-(_save_matmuls) in a parameter, e.g. a checkpoint policy of your own: only jax.checkpoint_policies
-are read"), so both training checks, training_step_is_jitted,
-training_step_communicates_like_megatron, each_device_does_its_share_of_the_work and
-optimizer_state_carries_parameter_specs fail. Should get 22/22: a policy is the learner's to
-choose (the chapter's remat lesson writes its own), and what it saves changes memory, not the
-values, the collectives or (beyond rematerialising's allowance) the work. ex6's judge already
-sends a policy of the learner's own as what it saves (`program.encode_with_policies`); ex7's
-probes could do the same, or the worker could send the step with each checkpoint's policy replaced
-by the named policy that saves the same equations.
+Was 13/22 with and without --sandbox at seeds 20261130, 7 and 0: the program encoding refused the
+policy ("your program holds a function (_save_matmuls) in a parameter"), so every step check
+failed. The step's program now carries such a policy as its number (program.encode with
+custom_policies, as ex6 sends one): the judge only lowers and runs the step, and lowering a
+checkpoint never calls its policy, so the placeholder it rebuilds (CustomPolicy) is never asked
+anything; in-process (no --sandbox) program.as_sent puts the same placeholder in its place.
+
+Full marks: a policy is the learner's to choose (the chapter's remat lesson writes its own), and
+what it saves changes memory, not the values, the collectives or (beyond rematerialising's
+allowance) the work. 22/22 with and without --sandbox at seeds 20261130, 7 and 0.
 """
 import jax
 import jax.numpy as jnp
