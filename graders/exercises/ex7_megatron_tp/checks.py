@@ -317,8 +317,12 @@ def forward(worker, version: str, shape, seed: int):
 
 
 def recomputes(closed) -> bool:
-    """Whether a program holds a rematerialised part (jax.checkpoint), through every nesting."""
-    return any(jaxpr.is_a(eqn, "checkpoint") for eqn in jaxpr.walk(closed))
+    """Whether a program recomputes under jax.checkpoint, through every nesting: a checkpoint that
+    something differentiates (its backward's copy is marked `differentiated`, and repeats the forward
+    it holds). A checkpoint nothing differentiates (jax.checkpoint(jax.value_and_grad(loss))) runs
+    once, as if it were not there, and buys no allowance for work or communication."""
+    return any(jaxpr.is_a(eqn, "checkpoint") and eqn.params.get("differentiated", True)
+               for eqn in jaxpr.walk(closed))
 
 
 def axis_of(groups, shape) -> str:
