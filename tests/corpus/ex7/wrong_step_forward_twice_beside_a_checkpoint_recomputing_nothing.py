@@ -1,4 +1,4 @@
-"""WRONG: the reference's step with a second forward for the loss it returns (the params through
+"""The reference's step with a second forward for the loss it returns (the params through
 lax.optimization_barrier, so XLA cannot share the first forward's work), beside
 jax.checkpoint(jax.value_and_grad(loss)): a checkpoint that nothing outside differentiates, so it
 recomputes nothing (tests/right/ex7/remat_of_the_gradient_function.py, 1.00x). Its only effect is
@@ -11,16 +11,20 @@ Per-device FLOPs 1.32-1.39x the grader's own Megatron step compiled on the same 
 20261130, 7, 0, 276678, 12345; run mesh, (1, 8), (8, 1)); its second (12, 16)-sized all-reduce
 over 'model' fits the doubled budget exactly.
 
-Scores: 22/22 with and without --sandbox at seeds 20261130, 7 and 0 (22/22 at 276678 and 12345
+Was: 22/22 with and without --sandbox at seeds 20261130, 7 and 0 (22/22 at 276678 and 12345
 without --sandbox). The same module without the jax.checkpoint wrapper: 18/22 at seeds 20261130,
 7 and 0 (training_step_communicates_like_megatron: "Yours also moves all-reduces of arrays of
 shape (12, 16) (over 'model' ..."; each_device_does_its_share_of_the_work: 1.6 times a share on
-(1, 8)). Should get 18/22: the checkpoint recomputes nothing, so nothing it does earns either
-allowance. A checkpoint whose backward recomputes nothing could be told from one that recomputes:
-compile the step once more with every checkpoint's body inlined (no barrier, so XLA shares its
-forward) and hold the learner's step to that program's FLOPs and collectives plus what the
-checkpoints add, or double the 'model' budget only where a psum over 'model' lies inside a
-checkpoint that the step differentiates.
+(1, 8)).
+
+Since the grader's fix (a checkpoint earns the remat allowances only where something differentiates it:
+its backward's copy, marked differentiated, repeats the forward it holds; one around
+jax.value_and_grad runs once and earns nothing): held to a plain share or 1.25 times the grader's own Megatron step (1.36x at
+seed 20261130) and to Megatron's 'model' budget once. 18/22 at seeds 20261130, 7 and 0, with and
+without --sandbox.
+
+loses: training_step_communicates_like_megatron: Yours also moves all-reduces of arrays of shape
+loses: each_device_does_its_share_of_the_work: devices repeat each other's work
 """
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""RIGHT: rematerialisation by hand: the MLP is a jax.custom_vjp whose forward keeps only its inputs
+"""Right: rematerialisation by hand: the MLP is a jax.custom_vjp whose forward keeps only its inputs
 and whose backward recomputes the forward (jax.vjp of tp_mlp) after passing the inputs through
 lax.optimization_barrier, the documented way to keep XLA from sharing the forward's activations
 (what jax.checkpoint does inside). Its values, collectives and placements are the reference's;
@@ -10,15 +10,17 @@ not to RECOMPUTE_ALLOWANCE times the grader's Megatron step; at seed 0 on (1, 8)
 Megatron step already does 1.31 times a share (18,160 against 13,824), and this step's 20,800 is
 1.505 times it.
 
-Scores: 22/22 with and without --sandbox at seeds 20261130 and 7 (22/22 at 276678 and 12345
+Was: 22/22 with and without --sandbox at seeds 20261130 and 7 (22/22 at 276678 and 12345
 without --sandbox); 20/22 with and without --sandbox at seed 0 (each_device_does_its_share_of_the_work:
 "each device does 20,800 FLOPs in the training step; ... a share on a (1, 8) mesh is about 13,824,
-and yours is 1.5 times that: devices repeat each other's work"). Should get 22/22: it does what
-one level of jax.checkpoint does, under another name. The allowance could follow what the
-program recomputes rather than the checkpoint primitive (an optimization_barrier feeding a second
-evaluation counts as well), or every step could be held to a multiple of the grader's own Megatron
-step on the same mesh (the plain share leaves a right step 15% of headroom where Megatron's own
-elementwise work is 1.31 times a share).
+and yours is 1.5 times that: devices repeat each other's work").
+
+Since the grader's fix (every step held to FLOP_SLACK times a share or OWN_STEP_SLACK = 1.25
+times the grader's own Megatron step on the same mesh, whichever is more): 1.15-1.18x.
+
+Full marks: it does what one level of jax.checkpoint does, under another name; its values,
+collectives and placements are the reference's. 22/22 with and without --sandbox at seeds
+20261130, 7 and 0.
 """
 import jax
 import jax.numpy as jnp
