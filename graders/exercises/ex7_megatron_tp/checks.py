@@ -780,7 +780,10 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
         later = fed_back_program(reply.get("fed_back"), closed, shape, len(args))
         run, taken, stepped = exe, args, outs
         if later is not None:
-            taken = [placed_as_typed(a, v.aval, shape) for a, v in zip([*outs[:-1], *args[-2:]], later.invars)]
+            # It takes the params and state the first call returned (and its loss, where it reads
+            # it: len(later.invars) - 2 of the first call's outputs), then x and y.
+            carried = outs[:len(later.invars) - 2]
+            taken = [placed_as_typed(a, v.aval, shape) for a, v in zip([*carried, *args[-2:]], later.invars)]
             run, outs = compiled_run(later, shape, taken)
             later = {"closed": later,
                      "after": placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], paths)}
@@ -788,7 +791,7 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
         try:
             with jax.set_mesh(m):
                 for _ in range(steps - len(losses)):
-                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:-1], taken)]
+                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:len(taken) - 2], taken)]
                     outs = list(run(*carried, *taken[-2:]))
                     losses.append(outs[-1])
         except Exception as exc:  # noqa: BLE001 (what a step returns cannot be taken by the next step)
@@ -824,7 +827,7 @@ def fed_back_program(message, closed, shape, inputs: int):
              "types and placements they came in, and keep no state between calls.")
     if not isinstance(message, dict) or "unread" in message:
         return None
-    later = decoded(message, "your training step" + FED_BACK, shape, inputs, inputs - 1)
+    later = decoded(message, "your training step" + FED_BACK, shape, (inputs, inputs + 1), inputs - 1)
     if str(later) == str(closed) and len(later.consts) == len(closed.consts) and all(
             np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
             for a, b in zip(later.consts, closed.consts)):
