@@ -383,7 +383,10 @@ def fed_back(sol, m, step, *args) -> dict:
             return {"unread": "the chained calls cannot be traced: " + type(exc).__name__}
         return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     cut = second_call(closed, len(jax.tree.leaves(first[:2])), len(jax.tree.leaves(first)), n)
-    return _encoded(cut, sol) if not isinstance(cut, str) else {"unread": cut}
+    if isinstance(cut, str):
+        return {"unread": cut}
+    cut, hidden = cut
+    return {"program": _encoded(cut, sol), "hidden": hidden} if hidden else _encoded(cut, sol)
 
 
 def second_call(closed, fed: int, first: int, inputs: int):
@@ -392,9 +395,11 @@ def second_call(closed, fed: int, first: int, inputs: int):
     its `fed` params and state leaves leading and its loss last, then the second call's), the
     second call's own program: what it computes from the values it was fed (the first call's
     params and state, its own x and y) and, where it reads it (a wrapper that carries it to the
-    next call), the loss the first call returned, an input between the state and x; or why it is
-    no function of those alone (it reads the first call's inputs or its intermediate values, or is
-    fed one value twice or a constant)."""
+    next call), the loss the first call returned, an input between the state and x, then (hidden)
+    the values the first call's own operations computed and did not return that the second reads
+    (an array a wrapper carries between calls: a device step counter); or why it is no function of
+    those (it reads the first call's inputs, or is fed one value twice or a constant). Returns
+    (the program, how many hidden inputs it takes) or that reason."""
     ins = list(closed.outvars[:fed]) + list(closed.invars[inputs + 2:inputs + 4])
     outs = list(closed.outvars[first:])
     if not all(isinstance(v, core.Var) for v in ins) or len(set(map(id, ins))) != len(ins):
@@ -402,12 +407,16 @@ def second_call(closed, fed: int, first: int, inputs: int):
     returned = [v for v in closed.outvars[fed:first] if isinstance(v, core.Var) and id(v) not in set(map(id, ins))]
     given = set(map(id, ins + returned))
     needed = {id(v) for v in outs if isinstance(v, core.Var) and id(v) not in given}
-    eqns = []
+    eqns, hidden = [], []
     for eqn in reversed(closed.eqns):
         if not any(id(v) in needed for v in eqn.outvars):
             continue
         if any(id(v) in given for v in eqn.outvars):
-            return "its second call reads values its first call computed and did not return"
+            # An operation of the first call (it made what the first call returned): what else
+            # of it the second call reads comes in as an input of its own.
+            hidden[:0] = [v for v in eqn.outvars if id(v) in needed]
+            needed -= {id(v) for v in hidden}
+            continue
         eqns.append(eqn)
         needed |= {id(v) for v in eqn.invars if isinstance(v, core.Var) and id(v) not in given}
     eqns.reverse()
@@ -416,9 +425,9 @@ def second_call(closed, fed: int, first: int, inputs: int):
     if needed - {id(v) for v, _ in kept}:
         return "its second call reads the arrays its first call was given"
     read = {id(v) for eqn in eqns for v in eqn.invars} | set(map(id, outs))
-    ins[fed:fed] = [v for v in dict.fromkeys(returned) if id(v) in read]
+    ins[fed:fed] = [v for v in dict.fromkeys(returned) if id(v) in read] + hidden
     return closed.replace(constvars=[v for v, _ in kept], consts=[c for _, c in kept], invars=ins, outvars=outs,
-                          eqns=eqns, effects=core.join_effects(*(e.effects for e in eqns)))
+                          eqns=eqns, effects=core.join_effects(*(e.effects for e in eqns))), len(hidden)
 
 
 def step_traced(m, step, *args, errors=None):
