@@ -837,7 +837,7 @@ def fed_back_program(message, closed, shape, inputs: int):
         return None, 0
     hidden = message.get("hidden", 0)
     if "hidden" in message:
-        message = message.get("program")
+        message = message.get("cut")
     if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 <= hidden <= 64:
         fail(f"the program sent for your training step{FED_BACK} could not be read: it takes {hidden!r} values "
              "the step carried between calls.")

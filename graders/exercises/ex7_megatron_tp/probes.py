@@ -386,7 +386,7 @@ def fed_back(sol, m, step, *args) -> dict:
     if isinstance(cut, str):
         return {"unread": cut}
     cut, hidden = cut
-    return {"program": _encoded(cut, sol), "hidden": hidden} if hidden else _encoded(cut, sol)
+    return {"cut": _encoded(cut, sol), "hidden": hidden} if hidden else _encoded(cut, sol)
 
 
 def second_call(closed, fed: int, first: int, inputs: int):
