@@ -267,13 +267,17 @@ def test_a_program_handed_over_in_process_is_read_as_the_judge_reads_the_one_sen
 
 @pytest.mark.parametrize("path, replicates", [("reference/ex7_megatron_tp.py", False),
                                               ("tests/right/ex7/step_draws_the_weights_placement_on_its_first_call.py", False),
-                                              ("tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py", True)])
+                                              ("tests/right/ex7/step_carries_a_device_step_counter.py", "hidden"),
+                                              ("tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py", True),
+                                              ("tests/corpus/ex7/wrong_step_replicates_when_fed_back_with_a_device_step_counter.py",
+                                               True)])
 @pytest.mark.parametrize("in_process", [True, False])
 def test_a_step_fed_its_own_outputs_is_read_only_where_it_makes_another_program(path, replicates, in_process,
                                                                                 monkeypatch):
     # The probe traces the step's second call, fed the very arrays its first returned; the judge
     # compiles it only where it is not the first call's program (a right step's is the same, in
-    # both modes: no compilation more), and there reads where its params land.
+    # both modes: no compilation more), and there reads where its params land. A counter the
+    # wrapper carries between calls is an input of the cut of its own (hidden).
     sol = _module(path)
     shape = checks.BOTH_AXES_SPLIT[0]
     if not in_process:
@@ -284,9 +288,16 @@ def test_a_step_fed_its_own_outputs_is_read_only_where_it_makes_another_program(
     if not in_process:
         reply = wire.round_trip(reply)
     assert set(reply) == {"step", "fed_back"}
-    assert set(reply["fed_back"]) == ({"in_process"} if in_process else {"program", "types"}), reply["fed_back"]
+    carried = "device_step_counter" in path  # the wrapper carries a counter: one hidden input
+    sent = reply["fed_back"]["cut"] if carried else reply["fed_back"]
+    assert set(sent) == ({"in_process"} if in_process else {"program", "types"}), reply["fed_back"]
     closed = checks.decoded(reply["step"], "your training step", shape, n, n - 1)
-    later = checks.fed_back_program(reply["fed_back"], closed, shape, n)
+    later, hidden = checks.fed_back_program(reply["fed_back"], closed, shape, n)
+    assert hidden == (1 if carried else 0)
+    if replicates == "hidden":
+        assert later is not None and [tuple(v.aval.sharding.spec) for v in later.outvars[:2]] == [
+            tuple(probes.W1_SPEC), tuple(probes.W2_SPEC)]
+        return
     if not replicates:
         assert later is None
         return

@@ -564,6 +564,30 @@ def test_a_traced_values_sharding_is_read_from_its_type_while_no_ops_are_skipped
         jax.make_jaxpr(lambda v: v.sharding)(x)
 
 
+def test_delete_passes_and_sharding_is_one_object_per_spec_while_no_ops_are_skipped():
+    # A wrapper that frees the arrays it returned last (.delete()), or tells its own outputs by
+    # their Sharding object (eagerly one compiled program's outputs share one), traced (ex7's
+    # chained calls): .delete() computes nothing, and each spec reads as one object.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    x = jax.device_put(np.zeros((8, 2), np.float32), NamedSharding(mesh, P("a")))
+    y = jax.device_put(np.zeros((8, 2), np.float32), NamedSharding(mesh, P()))
+
+    def wrapper(u, v):
+        same, other = u.sharding is (u + 1).sharding, u.sharding is v.sharding
+        u.delete()
+        return u * 2 if same and not other else u - 2
+
+    with jax.set_mesh(mesh):
+        with pytest.raises(Exception):
+            jax.make_jaxpr(wrapper)(x, y)
+        with program.no_ops_traced(mesh) as skipped:
+            closed = jax.make_jaxpr(skipped.top(wrapper))(x, y)
+    assert "mul" in str(closed) and "sub" not in str(closed)
+    with pytest.raises(jax.errors.ConcretizationTypeError):  # put back
+        jax.make_jaxpr(lambda v: v.delete())(x)
+
+
 def test_a_global_array_made_from_single_device_arrays_is_traced_as_the_eager_call_makes_it():
     # ex7's init_tp_state may build each parameter with jax.make_array_from_single_device_arrays of
     # blocks put on their devices one by one, which JAX refuses in a trace. Traced under

@@ -1251,19 +1251,23 @@ def no_ops_traced(m):
     """While a function called eagerly under jax.set_mesh(m) is traced: the calls it may make that
     do nothing to its values or their placement, and that JAX refuses inside a trace, do nothing
     there too: block_until_ready and copy_to_host_async on a traced value (they wait for, or start
-    copying, the value, which a trace has not computed), is_deleted (a traced value is not deleted),
-    and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the caller set
-    it). set_mesh with any other mesh still raises JAX's own error. Yields an object whose
-    top(fn) is fn entered at the trace's top level: there (only: inside the function's own jax.jit
-    the eager call's values are traced too, and have none) a traced value's .sharding, which JAX
-    gives concrete arrays only, reads its type's sharding on m, what the eager call's array has (a
-    step that checks its inputs' placement before its jitted call); a type on another mesh still
-    has none."""
+    copying, the value, which a trace has not computed), is_deleted (a traced value is not deleted)
+    and delete (freeing a buffer computes nothing: a wrapper that frees the arrays it returned
+    last), and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the
+    caller set it). set_mesh with any other mesh still raises JAX's own error. Yields an object
+    whose top(fn) is fn entered at the trace's top level: there (only: inside the function's own
+    jax.jit the eager call's values are traced too, and have none) a traced value's .sharding,
+    which JAX gives concrete arrays only, reads its type's sharding on m, what the eager call's
+    array has (a step that checks its inputs' placement before its jitted call); a type on another
+    mesh still has none. It is one object per spec, as eagerly every output of one compiled
+    program shares its out-sharding object (a step may test `a.sharding is b.sharding`)."""
     from jax._src import sharding_impls
     from jax.sharding import NamedSharding
     enter = sharding_impls.set_mesh.__init__
     no_sharding, deleted = vars(core.Tracer)["sharding"], vars(core.Tracer)["is_deleted"]
+    delete = vars(core.Tracer)["delete"]
     skipped = _Skipped()
+    shardings = {}
 
     def set_mesh(self, mesh_):
         if mesh_ is m and not core.trace_state_clean():
@@ -1276,7 +1280,9 @@ def no_ops_traced(m):
         typed = getattr(self.aval, "sharding", None)
         if (skipped.outer is not None and getattr(self, "_trace", None) is skipped.outer
                 and isinstance(typed, NamedSharding) and typed.mesh == m.abstract_mesh):
-            return NamedSharding(m, typed.spec)
+            if typed.spec not in shardings:
+                shardings[typed.spec] = NamedSharding(m, typed.spec)
+            return shardings[typed.spec]
         return no_sharding.fget(self)
 
     added = [name for name in ("block_until_ready", "copy_to_host_async") if name not in vars(core.Tracer)]
@@ -1284,12 +1290,14 @@ def no_ops_traced(m):
         for name in added:
             setattr(core.Tracer, name, (lambda self: self) if name == "block_until_ready" else (lambda self: None))
         core.Tracer.is_deleted = lambda self: False
+        core.Tracer.delete = lambda self: None
         sharding_impls.set_mesh.__init__ = set_mesh
         core.Tracer.sharding = property(sharding)
         yield skipped
     finally:
         core.Tracer.sharding = no_sharding
         core.Tracer.is_deleted = deleted
+        core.Tracer.delete = delete
         sharding_impls.set_mesh.__init__ = enter
         for name in added:
             delattr(core.Tracer, name)

@@ -21,9 +21,11 @@ The technique checks read the forwards on every mesh the numbers are checked on,
 Adam step's collectives, one SGD step on each one-axis mesh ((1, 8) and (8, 1): jitted, collectives,
 FLOPs), and the collectives of the Adam steps taken from init_tp_state's output on (1, 8) and (8, 1);
 init_tp_state is given momentum SGD and Adam on every mesh. Each step taken from the grader's
-placement is also traced fed back the params and state it returned (a training loop's later
-steps): where that second call makes another program, it is the runs' later steps and is read as
-the first call is (jitted, collectives, FLOPs, where its params and moments land).
+placement is also traced fed back the params and state it returned, with another batch (a
+training loop's later steps): where that second call makes another program, it is the runs' later
+steps and is read as the first call is (jitted, collectives, FLOPs, where its params and moments
+land); where it reads values its wrapper carried between calls, it is read with zeros of their
+types in their place, and the runs keep the first call's program.
 """
 
 import contextlib
@@ -790,18 +792,24 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
         # The step fed back what it returned (a training loop's every later step): its own program
         # where that is not the first call's, compiled and run on the first call's outputs as they
         # came out, then replayed for the remaining steps in place of the first.
-        later = fed_back_program(reply.get("fed_back"), closed, shape, len(args))
+        later, hidden = fed_back_program(reply.get("fed_back"), closed, shape, len(args))
         run, taken, stepped = exe, args, outs
         if later is not None:
-            taken = [placed_as_typed(a, v.aval, shape) for a, v in zip([*outs[:-1], *args[-2:]], later.invars)]
-            run, outs = compiled_run(later, shape, taken)
-            later = {"closed": later,
-                     "after": placement(dict(zip(sorted(PARAM_SPECS), outs)), outs[len(PARAM_SPECS):-1], paths)}
-            losses.append(outs[-1])
+            # It takes the params and state the first call returned (and its loss, where it reads
+            # it), then the values the wrapper carried (hidden: zeros here, of their types), x and y.
+            carried = outs[:len(later.invars) - 2 - hidden]
+            kept = [*carried, *unknown_values(later.invars[len(carried):len(carried) + hidden]), *args[-2:]]
+            fed = [placed_as_typed(a, v.aval, shape) for a, v in zip(kept, later.invars)]
+            again, ran = compiled_run(later, shape, fed)
+            later = {"closed": later, "compiled": again,
+                     "after": placement(dict(zip(sorted(PARAM_SPECS), ran)), ran[len(PARAM_SPECS):-1], paths)}
+            if not hidden:  # its numbers are the training's later steps (not where values it reads are made up)
+                run, taken, outs = again, fed, ran
+                losses.append(outs[-1])
         try:
             with jax.set_mesh(m):
                 for _ in range(steps - len(losses)):
-                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:-1], taken)]
+                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:len(taken) - 2], taken)]
                     outs = list(run(*carried, *taken[-2:]))
                     losses.append(outs[-1])
         except Exception as exc:  # noqa: BLE001 (what a step returns cannot be taken by the next step)
@@ -809,8 +817,9 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
                  f"{' '.join(str(exc).split())[:200]}). Hint: return params and opt_state of the shapes and types "
                  "they came in.")
         if later is not None:
-            text = run.as_text()
-            later.update(flops=looped_flops(run, text), trips_unknown=hlo.trips_unknown(text),
+            again = later.pop("compiled")
+            text = again.as_text()
+            later.update(flops=looped_flops(again, text), trips_unknown=hlo.trips_unknown(text),
                          **collectives_of([text], shape))
         text = exe.as_text()
         _RUNS[key] = {"closed": closed, "after": after, "flops": looped_flops(exe, text), "trips_unknown": hlo.trips_unknown(text),
@@ -830,19 +839,39 @@ def fed_back_program(message, closed, shape, inputs: int):
     rebuilt here, or None where it is the first call's own program (the same equations on the same
     types and constants, as for every step whose program does not depend on where its inputs came
     from) or the probe could not cut it out of the two chained calls (it reads more than it was
-    fed). A step that fails when fed its own outputs fails here."""
+    fed). A step that fails when fed its own outputs fails here. Returns (it, how many of its
+    inputs are values the wrapper carried between calls, which the judge does not have) or
+    (None, 0)."""
     if isinstance(message, dict) and isinstance(message.get("error"), str):
         fail(f"your training step failed when fed back the params and state it had returned (its second call, as "
              f"in a training loop): {message['error'][:300]}. Hint: return params and opt_state of the shapes, "
              "types and placements they came in, and keep no state between calls.")
     if not isinstance(message, dict) or "unread" in message:
-        return None
-    later = decoded(message, "your training step" + FED_BACK, shape, inputs, inputs - 1)
+        return None, 0
+    hidden = message.get("hidden", 0)
+    if "hidden" in message:
+        message = message.get("cut")
+    if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 <= hidden <= 64:
+        fail(f"the program sent for your training step{FED_BACK} could not be read: it takes {hidden!r} values "
+             "the step carried between calls.")
+    later = decoded(message, "your training step" + FED_BACK, shape, (inputs + hidden, inputs + hidden + 1), inputs - 1)
     if str(later) == str(closed) and len(later.consts) == len(closed.consts) and all(
             np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
             for a, b in zip(later.consts, closed.consts)):
+        return None, 0
+    if hidden and unknown_values(later.invars[-2 - hidden:-2]) is None:
+        return None, 0
+    return later, hidden
+
+
+def unknown_values(invars):
+    """Zeros of these inputs' types: the values a step's wrapper carried between its calls, which
+    only the learner's process had (where the program's collectives, FLOPs and placements are read,
+    not its numbers); None where a type has no zeros (a PRNG key)."""
+    try:
+        return [np.zeros(v.aval.shape, v.aval.dtype) for v in invars]
+    except Exception:  # noqa: BLE001 (an extended dtype)
         return None
-    return later
 
 
 def learner_run(worker, opt: str, seed: int):

@@ -1,18 +1,28 @@
-"""WRONG: tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs with a step counter kept
-on the device: the jitted step also takes and returns a scalar int32 `t` (steps taken, for
-logging) that the Python wrapper holds between calls. Fed back exactly the params it returned last
-(by identity) it hands them on replicated (P(None, None)). Natively on (2, 4), Adam, D=32, H=40,
-B=64: the reference's losses (2.004, 1.8596, 1.6363, 1.551), the params P(None, 'model') /
-P('model', None) after step 1 and P(None, None) from step 2 on.
+"""WRONG: tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs with a step counter kept on
+the device: the jitted step also takes and returns a scalar int32 `t` (steps taken, for logging)
+that the Python wrapper holds between calls. Fed back exactly the params it returned last (by
+identity) it hands them on replicated (P(None, None)). Natively on (2, 4), Adam, D=32, H=40, B=64:
+the reference's losses (2.004, 1.8596, 1.6363, 1.551), the params P(None, 'model') / P('model',
+None) after step 1 and P(None, None) from step 2 on.
 
-22/22 at --seed 20261130, 7 and 0, with and without --sandbox. Should lose what the corpus module
-loses (18/22). The second call reads `t` as the first call returned it to the wrapper, a value the
-first call computed and did not return to the caller, so probes.second_call cannot cut the second
-call out ("its second call reads values its first call computed and did not return") and the
-judge reads nothing of it. Any array a wrapper carries between calls (a counter, an RNG key, a
-running metric) hides the later program this way. Where the cut fails the judge could still read
-the two chained calls as one program (their collectives held to twice one step's, their outputs'
-placements read) instead of reading nothing.
+Was 22/22 at --seed 20261130, 7 and 0, with and without --sandbox. The second call reads `t` as the
+first call returned it to the wrapper, a value the first call computed and did not return to the
+caller, so probes.second_call cannot cut the second call out ("its second call reads values its
+first call computed and did not return") and the judge reads nothing of it. Any array a wrapper
+carries between calls (a counter, an RNG key, a running metric) hides the later program this way.
+Where the cut fails the judge could still read the two chained calls as one program (their
+collectives held to twice one step's, their outputs' placements read) instead of reading nothing.
+
+Since the grader's fix a value the first call's own operations computed and did not return that the
+second reads is an input of the cut of its own (probes.second_call's hidden inputs); the judge feeds
+it zeros of its type and reads the program's collectives, FLOPs and output placements (not its
+numbers: the training runs keep the first call's program): 18/22 at --seed 20261130, 7 and 0, with
+and without --sandbox.
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
+loses: optimizer_state_carries_parameter_specs: after a second momentum SGD training step
+loses: optimizer_state_carries_parameter_specs: params['w1'] is P(None, None)
 """
 import jax
 import jax.numpy as jnp

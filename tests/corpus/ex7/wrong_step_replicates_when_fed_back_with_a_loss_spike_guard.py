@@ -1,16 +1,24 @@
-"""WRONG: tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs with a loss-spike guard:
-the jitted step also takes the loss the last call returned and skips the update (scales it by 0)
-where the new loss is a hundred times that; fed back exactly the params it returned last (by
-identity) it hands them on replicated (P(None, None)). Natively on (2, 4), Adam, D=32, H=40,
-B=64: the reference's losses (2.004, 1.8596, 1.6363, 1.551; no spike), the params P(None,
-'model') / P('model', None) after step 1 and P(None, None) from step 2 on.
+"""WRONG: tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs with a loss-spike guard: the
+jitted step also takes the loss the last call returned and skips the update (scales it by 0) where
+the new loss is a hundred times that; fed back exactly the params it returned last (by identity) it
+hands them on replicated (P(None, None)). Natively on (2, 4), Adam, D=32, H=40, B=64: the
+reference's losses (2.004, 1.8596, 1.6363, 1.551; no spike), the params P(None, 'model') /
+P('model', None) after step 1 and P(None, None) from step 2 on.
 
-22/22 at --seed 20261130, 7 and 0, with and without --sandbox. Should lose what the corpus module
-loses (18/22). The loss is one of the values the step returns, but probes.second_call takes only
-the params and state as the second call's inputs: a second call that reads the first's loss is
-"no function of those alone" and is not read ("its second call reads values its first call
-computed and did not return", though it did return it). Taking every value the first call
-returned (the loss too) as an input of the cut would read this one.
+Was 22/22 at --seed 20261130, 7 and 0, with and without --sandbox. The loss is one of the values the
+step returns, but probes.second_call takes only the params and state as the second call's inputs: a
+second call that reads the first's loss is "no function of those alone" and is not read ("its second
+call reads values its first call computed and did not return", though it did return it). Taking
+every value the first call returned (the loss too) as an input of the cut would read this one.
+
+Since the grader's fix every value the first call returned (the loss too) may be an input of the
+cut, the loss one only where the second call reads it, and the judge feeds it the loss its own run
+of the first call returned: 18/22 at --seed 20261130, 7 and 0, with and without --sandbox.
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
+loses: optimizer_state_carries_parameter_specs: after a second momentum SGD training step
+loses: optimizer_state_carries_parameter_specs: params['w1'] is P(None, None)
 """
 import math
 import jax

@@ -1,18 +1,26 @@
-"""WRONG: tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs keyed also on the batch:
-the step hands the params on replicated (P(None, None)) when fed back exactly the params it
-returned last (by identity) together with a batch x it was not given last time, as every later
-step of a training loop is (a new batch each step). Fed the same x again it stays Megatron.
-Natively on (2, 4), Adam, D=32, H=40, B=64, four steps on four batches: the losses are the
-reference's (2.004, 1.8596, 1.6363, 1.551), the params come back P(None, 'model') / P('model',
-None) after step 1 and P(None, None) from step 2 on (from step 3 its program all-gathers both
-weights whole, as the corpus module's does).
+"""WRONG: tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs keyed also on the batch: the
+step hands the params on replicated (P(None, None)) when fed back exactly the params it returned
+last (by identity) together with a batch x it was not given last time, as every later step of a
+training loop is (a new batch each step). Fed the same x again it stays Megatron. Natively on (2,
+4), Adam, D=32, H=40, B=64, four steps on four batches: the losses are the reference's (2.004,
+1.8596, 1.6363, 1.551), the params come back P(None, 'model') / P('model', None) after step 1 and
+P(None, None) from step 2 on (from step 3 its program all-gathers both weights whole, as the corpus
+module's does).
 
-22/22 at --seed 20261130, 7 and 0, with and without --sandbox. Should lose what the corpus module
-loses (18/22: training_step_communicates_like_megatron, optimizer_state_carries_parameter_specs).
-The probe's second call (probes.fed_back) is fed the first call's params and state with the very
-same x and y objects, a batch no training loop repeats: the step sees a repeated batch and makes
-the first call's program again, so the judge reads nothing more. Feeding the second call another
-x and y (placed like the first, other values) would trace the program every later step makes.
+Was 22/22 at --seed 20261130, 7 and 0, with and without --sandbox. The probe's second call
+(probes.fed_back) is fed the first call's params and state with the very same x and y objects, a
+batch no training loop repeats: the step sees a repeated batch and makes the first call's program
+again, so the judge reads nothing more. Feeding the second call another x and y (placed like the
+first, other values) would trace the program every later step makes.
+
+Since the grader's fix the second call is given another batch (other arrays of the same shapes,
+placed like the first's), as a training loop's next step is, and the judge reads the program this
+step makes from its second step on: 18/22 at --seed 20261130, 7 and 0, with and without --sandbox.
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
+loses: optimizer_state_carries_parameter_specs: after a second momentum SGD training step
+loses: optimizer_state_carries_parameter_specs: params['w1'] is P(None, None)
 """
 import jax
 import jax.numpy as jnp

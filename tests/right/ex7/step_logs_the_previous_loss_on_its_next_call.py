@@ -1,18 +1,22 @@
-"""RIGHT: the reference's jitted step inside a wrapper that keeps the loss each call returns and
-reads it as a Python float at the start of the next call (logging it then, when it has long been
-computed, so the host never waits on the step it has just dispatched): a common training-loop
-idiom. Natively on (2, 4), Adam, D=32, H=40, B=64: the reference's losses (2.004, 1.8596,
-1.6363, 1.551) and placements, step.history holding the logged losses.
+"""RIGHT: the reference's jitted step inside a wrapper that keeps the loss each call returns and reads
+it as a Python float at the start of the next call (logging it then, when it has long been computed,
+so the host never waits on the step it has just dispatched): a common training-loop idiom. Natively
+on (2, 4), Adam, D=32, H=40, B=64: the reference's losses (2.004, 1.8596, 1.6363, 1.551) and
+placements, step.history holding the logged losses.
 
-15/22 at --seed 20261130, 7 and 0, with and without --sandbox (22/22 on main, which traces the
-step once per probe). Should be 22/22. The probe now traces two chained calls in one trace
-(probes.fed_back): the second call's float() of the first call's traced loss raises
-ConcretizationTypeError, and the judge fails every step check but the state check with "your
-training step failed when fed back the params and state it had returned ... keep no state between
-calls" (sgd/adam training, jitted, communicates, share of the work: 7 points). Python that only a
-concrete value supports, run on the previous call's results, fails only in the grader's trace; an
-error of the chained trace that the single call does not raise (where the eager calls would not
-fail) could leave the second call unread instead of failing the step.
+Was 15/22 at --seed 20261130, 7 and 0, with and without --sandbox (22/22 on main, which traces the
+step once per probe). The probe now traces two chained calls in one trace (probes.fed_back): the
+second call's float() of the first call's traced loss raises ConcretizationTypeError, and the judge
+fails every step check but the state check with "your training step failed when fed back the params
+and state it had returned ... keep no state between calls" (sgd/adam training, jitted, communicates,
+share of the work: 7 points). Python that only a concrete value supports, run on the previous call's
+results, fails only in the grader's trace; an error of the chained trace that the single call does
+not raise (where the eager calls would not fail) could leave the second call unread instead of
+failing the step.
+
+Full marks (22/22 at --seed 20261130, 7 and 0, with and without --sandbox) since the grader's fix:
+where both traces of the chained calls fail only as a trace does (a concretization error), the
+second call is left unread, as when it makes the first call's program.
 """
 import logging
 

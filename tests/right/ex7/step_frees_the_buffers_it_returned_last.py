@@ -1,16 +1,20 @@
-"""RIGHT: the reference's jitted step inside a wrapper that, when fed back exactly the params and
-state it returned last (by identity: a training loop's later steps), frees them with .delete()
-once the new ones are computed, so a loop never holds two copies of the model (donation done by
-hand; the caller's own arrays are never freed). Natively on (2, 4), Adam, D=32, H=40, B=64 it
-trains like the reference (2.004, 1.8596, 1.6363, 1.551), the params and moments on their specs.
+"""RIGHT: the reference's jitted step inside a wrapper that, when fed back exactly the params and state
+it returned last (by identity: a training loop's later steps), frees them with .delete() once the
+new ones are computed, so a loop never holds two copies of the model (donation done by hand; the
+caller's own arrays are never freed). Natively on (2, 4), Adam, D=32, H=40, B=64 it trains like the
+reference (2.004, 1.8596, 1.6363, 1.551), the params and moments on their specs.
 
-15/22 at --seed 20261130, 7 and 0, with and without --sandbox (22/22 on main, whose probes never
-feed the step its own outputs). Should be 22/22. In the chained trace (probes.fed_back) the second
-call's .delete() of a traced value raises ConcretizationTypeError ("The delete() method was called
-on traced array"), and the judge fails every step check but the state check ("your training step
-failed when fed back the params and state it had returned ..."): 7 points. .delete() frees a
-buffer and computes nothing, like .block_until_ready() and .is_deleted(), which
-program.no_ops_traced already lets pass in the trace.
+Was 15/22 at --seed 20261130, 7 and 0, with and without --sandbox (22/22 on main, whose probes never
+feed the step its own outputs). In the chained trace (probes.fed_back) the second call's .delete()
+of a traced value raises ConcretizationTypeError ("The delete() method was called on traced array"),
+and the judge fails every step check but the state check ("your training step failed when fed back
+the params and state it had returned ..."): 7 points. .delete() frees a buffer and computes nothing,
+like .block_until_ready() and .is_deleted(), which program.no_ops_traced already lets pass in the
+trace.
+
+Full marks (22/22 at --seed 20261130, 7 and 0, with and without --sandbox) since the grader's fix:
+program.no_ops_traced lets .delete() of a traced value pass, as it does .is_deleted(), and the
+chained trace is made again with it where the plain one fails.
 """
 import jax
 import jax.numpy as jnp
