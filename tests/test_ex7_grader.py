@@ -216,7 +216,8 @@ def _asked(sol, shape, kind: str):
     if kind == "step":
         inputs = checks.training_problem("sgd", TEST_SEED)
         n = len(jax.tree.leaves(probes.placed_training(probes.mesh(shape), checks.OPTIMIZERS["sgd"], *inputs)))
-        return probes.step_program(sol, checks.OPTIMIZERS["sgd"], shape, *inputs), ("your training step", shape, n, n - 1)
+        reply = probes.step_program(sol, checks.OPTIMIZERS["sgd"], shape, *inputs)["step"]
+        return reply, ("your training step", shape, n, n - 1)
     host, x, y = checks.state_problem(TEST_SEED, shape)
     reply = probes.init_programs(sol, checks.OPTIMIZERS["adam"], shape, host, x, y)["init"]
     return reply, ("init_tp_state", shape, (2, 0), None)
@@ -262,6 +263,47 @@ def test_a_program_handed_over_in_process_is_read_as_the_judge_reads_the_one_sen
     assert in_process == _judged(wire.round_trip(sent), args)
     if kind == "step":
         assert in_process.startswith("failed: the program of your training step on a") and "pure_callback" in in_process
+
+
+@pytest.mark.parametrize("path, replicates", [("reference/ex7_megatron_tp.py", False),
+                                              ("tests/right/ex7/step_draws_the_weights_placement_on_its_first_call.py", False),
+                                              ("tests/right/ex7/step_carries_a_device_step_counter.py", "hidden"),
+                                              ("tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py", True),
+                                              ("tests/corpus/ex7/wrong_step_replicates_when_fed_back_with_a_device_step_counter.py",
+                                               True)])
+@pytest.mark.parametrize("in_process", [True, False])
+def test_a_step_fed_its_own_outputs_is_read_only_where_it_makes_another_program(path, replicates, in_process,
+                                                                                monkeypatch):
+    # The probe traces the step's second call, fed the very arrays its first returned; the judge
+    # compiles it only where it is not the first call's program (a right step's is the same, in
+    # both modes: no compilation more), and there reads where its params land. A counter the
+    # wrapper carries between calls is an input of the cut of its own (hidden).
+    sol = _module(path)
+    shape = checks.BOTH_AXES_SPLIT[0]
+    if not in_process:
+        monkeypatch.delitem(probes.IN_PROCESS, "judge")  # the worker's process under --sandbox
+    inputs = checks.training_problem("sgd", TEST_SEED)
+    n = len(jax.tree.leaves(probes.placed_training(probes.mesh(shape), checks.OPTIMIZERS["sgd"], *inputs)))
+    reply = probes.step_program(sol, checks.OPTIMIZERS["sgd"], shape, *inputs)
+    if not in_process:
+        reply = wire.round_trip(reply)
+    assert set(reply) == {"step", "fed_back"}
+    carried = "device_step_counter" in path  # the wrapper carries a counter: one hidden input
+    sent = reply["fed_back"]["cut"] if carried else reply["fed_back"]
+    assert set(sent) == ({"in_process"} if in_process else {"program", "types"}), reply["fed_back"]
+    closed = checks.decoded(reply["step"], "your training step", shape, n, n - 1)
+    later, hidden = checks.fed_back_program(reply["fed_back"], closed, shape, n)
+    assert hidden == (1 if carried else 0)
+    if replicates == "hidden":
+        assert later is not None and [tuple(v.aval.sharding.spec) for v in later.outvars[:2]] == [
+            tuple(probes.W1_SPEC), tuple(probes.W2_SPEC)]
+        return
+    if not replicates:
+        assert later is None
+        return
+    assert later is not None and str(later) != str(closed)
+    specs = [tuple(v.aval.sharding.spec) for v in later.outvars[:2]]
+    assert specs == [(None, None), (None, None)], specs
 
 
 def test_training_problems_are_drawn_away_from_relus_kink():

@@ -564,6 +564,30 @@ def test_a_traced_values_sharding_is_read_from_its_type_while_no_ops_are_skipped
         jax.make_jaxpr(lambda v: v.sharding)(x)
 
 
+def test_delete_passes_and_sharding_is_one_object_per_spec_while_no_ops_are_skipped():
+    # A wrapper that frees the arrays it returned last (.delete()), or tells its own outputs by
+    # their Sharding object (eagerly one compiled program's outputs share one), traced (ex7's
+    # chained calls): .delete() computes nothing, and each spec reads as one object.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+    x = jax.device_put(np.zeros((8, 2), np.float32), NamedSharding(mesh, P("a")))
+    y = jax.device_put(np.zeros((8, 2), np.float32), NamedSharding(mesh, P()))
+
+    def wrapper(u, v):
+        same, other = u.sharding is (u + 1).sharding, u.sharding is v.sharding
+        u.delete()
+        return u * 2 if same and not other else u - 2
+
+    with jax.set_mesh(mesh):
+        with pytest.raises(Exception):
+            jax.make_jaxpr(wrapper)(x, y)
+        with program.no_ops_traced(mesh) as skipped:
+            closed = jax.make_jaxpr(skipped.top(wrapper))(x, y)
+    assert "mul" in str(closed) and "sub" not in str(closed)
+    with pytest.raises(jax.errors.ConcretizationTypeError):  # put back
+        jax.make_jaxpr(lambda v: v.delete())(x)
+
+
 def test_a_global_array_made_from_single_device_arrays_is_traced_as_the_eager_call_makes_it():
     # ex7's init_tp_state may build each parameter with jax.make_array_from_single_device_arrays of
     # blocks put on their devices one by one, which JAX refuses in a trace. Traced under
@@ -741,3 +765,98 @@ def test_as_sent_is_the_traced_program_as_decode_rebuilds_its_encoding():
     with jax.set_mesh(other):
         moved = jax.make_jaxpr(lambda x: jax.device_put(x, NamedSharding(other, P("a", None))))(MESH_ARGS[1])
     assert program.as_sent(moved) is None
+
+
+def test_a_policy_of_ones_own_on_a_mesh_travels_as_a_number_where_asked_and_is_never_run():
+    # ex7 sends its step, backward included, with encode(meshes=True, drop_prints=True,
+    # custom_policies=True): the judge lowers and runs it, and lowering a checkpoint never calls
+    # its policy, so the policy travels as its number and the rebuilt step computes the same
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    calls = []
+
+    def keep_dots(prim, *_, **__):
+        calls.append(prim)
+        return prim is jax.lax.dot_general_p
+
+    def loss(w, x):
+        return jnp.mean(jnp.tanh(x @ w) ** 2)
+
+    step = jax.jit(jax.value_and_grad(jax.checkpoint(loss, policy=keep_dots)))
+    mesh = mesh_of(jax.devices())
+    args = [jax.device_put(MESH_ARGS[0], NamedSharding(mesh, P("b", None))),
+            jax.device_put(MESH_ARGS[1], NamedSharding(mesh, P("a", None)))]
+    with jax.set_mesh(mesh):
+        closed = jax.make_jaxpr(step)(*args)
+        want = step(*args)
+    assert calls  # tracing the gradient asked the policy what to save
+    calls.clear()
+    assert "unreadable" in program.encode_or_reason(closed, forward=True, meshes=True, drop_prints=True)
+    message = wire.round_trip(program.encode(closed, forward=True, meshes=True, drop_prints=True,
+                                             custom_policies=True))
+    assert "keep_dots" not in repr(message)
+    with pytest.raises(program.ProgramError):  # refused unless the judge asks for them
+        program.decode(message, meshes=True)
+    rebuilt = program.decode(message, custom_policies=True, meshes=True, devices=jax.devices()[::-1]).closed
+    handed = program.as_sent(closed, forward=True, custom_policies=True)
+    assert program.as_sent(closed, forward=True) is None  # not asked for: decode then, which refuses it
+    for prog in (rebuilt, handed):
+        carried = {e.params["policy"] for e in jaxpr_walk(prog) if "policy" in e.params}
+        assert len(carried) == 1 and isinstance(next(iter(carried)), program.CustomPolicy)
+    assert str(handed) == str(program.decode(message, custom_policies=True, meshes=True).closed)
+    judge_mesh = mesh_of(jax.devices()[::-1])
+    judge_args = [jax.device_put(MESH_ARGS[0], NamedSharding(judge_mesh, P("b", None))),
+                  jax.device_put(MESH_ARGS[1], NamedSharding(judge_mesh, P("a", None)))]
+    with jax.set_mesh(judge_mesh):
+        got = jax.jit(jaxpr_as_fun(rebuilt)).lower(*judge_args).compile()(*judge_args)
+    with jax.set_mesh(mesh):
+        handed_got = jax.jit(jaxpr_as_fun(handed))(*args)
+    for out in (got, handed_got):
+        assert np.allclose(out[0], want[0], rtol=1e-5) and np.allclose(out[1], want[1], rtol=1e-5)
+    assert not calls  # neither rebuilding, lowering nor running asked any policy anything
+
+
+def jaxpr_walk(closed):
+    """Every equation of a program and of the programs its equations hold."""
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+    stack = [closed.jaxpr if isinstance(closed, ClosedJaxpr) else closed]
+    while stack:
+        for eqn in stack.pop().eqns:
+            yield eqn
+            for v in eqn.params.values():
+                for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                    if isinstance(sub, (ClosedJaxpr, Jaxpr)):
+                        stack.append(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)
+
+
+def test_a_sharded_value_offloaded_to_the_host_keeps_its_sharding_and_memory_space():
+    # save_and_offload_only_these_names on a mesh keeps its residuals on the host with their sharded
+    # type (f32<host>[8@a, ...]): sent as that type and the memory space, rebuilt alike
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = mesh_of(jax.devices())
+
+    def offloaded(x):
+        return jax.device_put(x * 2.0, jax.memory.Space.Host)
+
+    args = [jax.device_put(MESH_ARGS[1], NamedSharding(mesh, P("a", None)))]
+    with jax.set_mesh(mesh):
+        closed = jax.make_jaxpr(offloaded)(*args)
+    assert closed.jaxpr.outvars[0].aval.memory_space is jax.memory.Space.Host
+    message = wire.round_trip(program.encode(closed, meshes=True))
+    rebuilt = program.decode(message, meshes=True).closed
+    out = rebuilt.jaxpr.outvars[0].aval
+    assert out.memory_space is jax.memory.Space.Host and out.sharding.spec == P("a", None)
+    handed = program.as_sent(closed)
+    assert str(handed) == str(rebuilt)
+    with jax.set_mesh(mesh):
+        got = jax.jit(jaxpr_as_fun(rebuilt))(*args)[0]
+    assert np.allclose(got, MESH_ARGS[1] * 2.0)
+
+    def elsewhere(data):  # the host's memory space named another
+        if isinstance(data, dict):
+            return {"memory": "Any"} if data.get("memory") == "Host" else {k: elsewhere(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return type(data)(elsewhere(v) for v in data)
+        return data
+
+    with pytest.raises(program.ProgramError, match="memory"):
+        program.decode(wire.round_trip(elsewhere(message)), meshes=True)

@@ -215,7 +215,7 @@ class _Encoder:
         self.filename, self.forward = str(filename or ""), forward
         self.allow_meshes = meshes  # programs on a mesh of devices are sent (ex3); refused otherwise
         self.policies = policies  # encode_with_policies: the learner's own policies, by number
-        self.drop_prints = drop_prints or policies is not None  # ... and jax.debug.print left out (PRINTS)
+        self.drop_prints = drop_prints  # ... and jax.debug.print left out (PRINTS)
         self.count = 0
         self.table: list = []  # every program, each after the programs it holds (no nesting on the wire)
         self.done: dict = {}  # id(jaxpr) -> its index in table
@@ -242,11 +242,10 @@ class _Encoder:
             raise ProgramError(f"a value in memory {aval.memory_space} or of a layout of its own: only device "
                                "and host arrays are read")
         sharding, mat = aval.sharding, aval.manual_axis_type
-        if memory is not core.MemorySpace.Device:
-            if not (sharding.mesh.empty and mat.empty and _unsharded(sharding.spec)):
-                raise ProgramError(f"a sharded value in memory {memory}: only device arrays are read on a mesh")
+        unsharded = sharding.mesh.empty and mat.empty and _unsharded(sharding.spec)
+        if memory is not core.MemorySpace.Device and unsharded:
             return plain + [{"memory": memory.name}]  # e.g. a residual an offloading policy keeps on the host
-        if sharding.mesh.empty and mat.empty and _unsharded(sharding.spec):
+        if unsharded:
             return plain  # a value outside any mesh: what every program off a mesh holds
         if mat.unreduced_kind not in (None, core.UnreducedKind.sum):
             raise ProgramError(f"a value unreduced by {mat.unreduced_kind}")
@@ -257,6 +256,8 @@ class _Encoder:
             self.typed.append({"mesh": self.mesh_data(sharding.mesh), "spec": _spec_data(sharding.spec),
                                "mat": [sorted(map(str, mat.varying)), sorted(map(str, mat.unreduced)),
                                        sorted(map(str, mat.reduced))]})
+        if memory is not core.MemorySpace.Device:  # an offloading policy's residual on a mesh: its sharded type, on the host
+            return plain + [self.types[key], {"memory": memory.name}]
         return plain + [self.types[key]]
 
     def jaxpr(self, jaxpr, depth: int = 0) -> int:
@@ -530,23 +531,27 @@ def as_one_call(closed, ctx_mesh):
 
 
 def encode_or_reason(closed, filename: str = "", forward: bool = False, meshes: bool = False,
-                     drop_prints: bool = False) -> dict:
+                     drop_prints: bool = False, custom_policies: bool = False) -> dict:
     """encode's result, or {"unreadable": why} for a program that holds what is not sent (the
     judge's check then fails saying so)."""
     try:
-        return encode(closed, filename, forward, meshes, drop_prints)
+        return encode(closed, filename, forward, meshes, drop_prints, custom_policies)
     except ProgramError as exc:
         return {"unreadable": str(exc)}
 
 
-def encode(closed, filename: str = "", forward: bool = False, meshes: bool = False, drop_prints: bool = False) -> dict:
+def encode(closed, filename: str = "", forward: bool = False, meshes: bool = False, drop_prints: bool = False,
+           custom_policies: bool = False) -> dict:
     """A traced program (jax.make_jaxpr's result) as plain data for graders/kit/wire.py, or a
     ProgramError saying what it holds that is not sent. `filename`: the learner's file, whose
     lines the equations keep; `forward`: custom_jvp/custom_vjp functions as their primal;
     `meshes`: a program on a mesh of devices is sent (refused unless asked for); `drop_prints`:
     a jax.debug.print or visualize_array_sharding (PRINTS: no outputs) is left out, as the program
-    computes the same without it (refused unless asked for)."""
-    encoder = _Encoder(filename, forward, meshes=meshes, drop_prints=drop_prints)
+    computes the same without it (refused unless asked for); `custom_policies`: a checkpoint
+    policy of the learner's own travels as its number, {"custom_policy": n}, as in
+    encode_with_policies (refused unless asked for), for a judge that only lowers and runs the
+    program (lowering a checkpoint never calls its policy) and decodes with custom_policies=True."""
+    encoder = _Encoder(filename, forward, [] if custom_policies else None, meshes=meshes, drop_prints=drop_prints)
     encoder.jaxpr(closed)
     if encoder.typed:  # a program on a mesh: the sharded types its values refer to
         return {"program": encoder.table, "types": encoder.typed}
@@ -562,7 +567,7 @@ def encode_with_policies(closed, filename: str = "", forward: bool = False) -> t
     A jax.debug.print (PRINTS: no outputs, only a debug effect) is left out here: the program
     computes the same values without it."""
     policies: list = []
-    encoder = _Encoder(filename, forward, policies)
+    encoder = _Encoder(filename, forward, policies, drop_prints=True)
     try:
         encoder.jaxpr(closed)
     except ProgramError as exc:
@@ -642,7 +647,7 @@ class _Decoder:
         self.typed_built: dict = {}  # index -> (abstract mesh, spec, varying, unreduced, reduced)
 
     def aval(self, data):
-        if not (isinstance(data, list) and len(data) in (3, 4) and isinstance(data[0], list)
+        if not (isinstance(data, list) and len(data) in (3, 4, 5) and isinstance(data[0], list)
                 and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in data[0])
                 and data[1] in _DTYPES and isinstance(data[2], bool)):
             raise ProgramError("a malformed abstract value")
@@ -655,6 +660,11 @@ class _Decoder:
             if len(data) != 4 or set(data[3]) != {"memory"} or data[3]["memory"] not in _MEMORY_SPACES:
                 raise ProgramError("a value in a memory the grader does not read")
             return core.ShapedArray(shape, dtype, weak_type=data[2], memory_space=core.MemorySpace[data[3]["memory"]])
+        memory = {}
+        if len(data) == 5:  # a sharded value in another memory than the device's (the host's)
+            if not (isinstance(data[4], dict) and set(data[4]) == {"memory"} and data[4]["memory"] in _MEMORY_SPACES):
+                raise ProgramError("a value in a memory the grader does not read")
+            memory = {"memory_space": core.MemorySpace[data[4]["memory"]]}
         index = data[3]
         if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self.typed)):
             raise ProgramError("a value of a sharded type not sent")
@@ -675,7 +685,7 @@ class _Decoder:
             return core.ShapedArray(shape, dtype, weak_type=data[2],
                                     sharding=jax.sharding.NamedSharding(mesh, spec),
                                     manual_axis_type=core.ManualAxisType(varying=varying, unreduced=unreduced,
-                                                                         reduced=reduced))
+                                                                         reduced=reduced), **memory)
         except Exception as exc:  # JAX's own rules: a spec or varying axes the mesh's types refuse
             raise ProgramError(f"a sharded value JAX refuses ({' '.join(str(exc).split())[:160]})") from None
 
@@ -1026,7 +1036,8 @@ class _NotAlike(Exception):
     """What as_sent meets that decode might rebuild, or refuse, otherwise."""
 
 
-def as_sent(closed, forward: bool = False, devices=None, donated_as_copies: bool = False):
+def as_sent(closed, forward: bool = False, devices=None, donated_as_copies: bool = False,
+            custom_policies: bool = False):
     """For a judge in the tracer's own process (no --sandbox, ex7): the traced program `closed`,
     whose encoding encode(closed, forward=forward, meshes=True) made, as decode(that encoding,
     meshes=True, devices=devices, donated_as_copies=donated_as_copies) rebuilds it, without
@@ -1036,16 +1047,20 @@ def as_sent(closed, forward: bool = False, devices=None, donated_as_copies: bool
     the program holds anything decode might rebuild or refuse otherwise (a mesh on devices in
     another order than the judge lays them out, an equation traced in a context of its own, a
     primitive the judge looks up as another object, an array or constants beyond decode's
-    bounds, ...): the caller then decodes the encoding, so both modes read one program."""
+    bounds, ...): the caller then decodes the encoding, so both modes read one program.
+    custom_policies: a checkpoint policy of the learner's own is replaced by a CustomPolicy, one
+    per function, as decode(..., custom_policies=True) rebuilds it: the judge holds none of the
+    learner's code."""
     try:
-        return _AsSent(forward, devices, donated_as_copies).jaxpr(closed)
+        return _AsSent(forward, devices, donated_as_copies, custom_policies).jaxpr(closed)
     except (_NotAlike, ProgramError, RecursionError):
         return None
 
 
 class _AsSent:
-    def __init__(self, forward: bool, devices, donated_as_copies: bool):
+    def __init__(self, forward: bool, devices, donated_as_copies: bool, custom_policies: bool = False):
         self.forward, self.donated_as_copies = forward, donated_as_copies
+        self.custom = {} if custom_policies else None  # id(function) -> (function, its CustomPolicy)
         self.devices = list(devices) if devices is not None else jax.devices()
         self.base = core.JaxprEqnContext()  # what decode's equations are given (_context)
         self.prims = _primitives()
@@ -1101,6 +1116,12 @@ class _AsSent:
             return value
         if callable(value) and not isinstance(value, type):
             name = policy_name(value)
+            if name is None and self.custom is not None:  # as encode sends it: by number, a factory's policy too
+                if id(value) not in self.custom:  # one placeholder per function, as decode makes one per number
+                    if len(self.custom) >= MAX_CUSTOM_POLICIES:
+                        raise _NotAlike
+                    self.custom[id(value)] = (value, CustomPolicy(len(self.custom)))
+                return self.custom[id(value)][1]
             if name is None or _policies()[name] is not value:
                 raise _NotAlike
         return value
@@ -1230,19 +1251,23 @@ def no_ops_traced(m):
     """While a function called eagerly under jax.set_mesh(m) is traced: the calls it may make that
     do nothing to its values or their placement, and that JAX refuses inside a trace, do nothing
     there too: block_until_ready and copy_to_host_async on a traced value (they wait for, or start
-    copying, the value, which a trace has not computed), is_deleted (a traced value is not deleted),
-    and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the caller set
-    it). set_mesh with any other mesh still raises JAX's own error. Yields an object whose
-    top(fn) is fn entered at the trace's top level: there (only: inside the function's own jax.jit
-    the eager call's values are traced too, and have none) a traced value's .sharding, which JAX
-    gives concrete arrays only, reads its type's sharding on m, what the eager call's array has (a
-    step that checks its inputs' placement before its jitted call); a type on another mesh still
-    has none."""
+    copying, the value, which a trace has not computed), is_deleted (a traced value is not deleted)
+    and delete (freeing a buffer computes nothing: a wrapper that frees the arrays it returned
+    last), and jax.set_mesh(m) with the mesh that is already set (the learner cannot know the
+    caller set it). set_mesh with any other mesh still raises JAX's own error. Yields an object
+    whose top(fn) is fn entered at the trace's top level: there (only: inside the function's own
+    jax.jit the eager call's values are traced too, and have none) a traced value's .sharding,
+    which JAX gives concrete arrays only, reads its type's sharding on m, what the eager call's
+    array has (a step that checks its inputs' placement before its jitted call); a type on another
+    mesh still has none. It is one object per spec, as eagerly every output of one compiled
+    program shares its out-sharding object (a step may test `a.sharding is b.sharding`)."""
     from jax._src import sharding_impls
     from jax.sharding import NamedSharding
     enter = sharding_impls.set_mesh.__init__
     no_sharding, deleted = vars(core.Tracer)["sharding"], vars(core.Tracer)["is_deleted"]
+    delete = vars(core.Tracer)["delete"]
     skipped = _Skipped()
+    shardings = {}
 
     def set_mesh(self, mesh_):
         if mesh_ is m and not core.trace_state_clean():
@@ -1255,7 +1280,9 @@ def no_ops_traced(m):
         typed = getattr(self.aval, "sharding", None)
         if (skipped.outer is not None and getattr(self, "_trace", None) is skipped.outer
                 and isinstance(typed, NamedSharding) and typed.mesh == m.abstract_mesh):
-            return NamedSharding(m, typed.spec)
+            if typed.spec not in shardings:
+                shardings[typed.spec] = NamedSharding(m, typed.spec)
+            return shardings[typed.spec]
         return no_sharding.fget(self)
 
     added = [name for name in ("block_until_ready", "copy_to_host_async") if name not in vars(core.Tracer)]
@@ -1263,12 +1290,14 @@ def no_ops_traced(m):
         for name in added:
             setattr(core.Tracer, name, (lambda self: self) if name == "block_until_ready" else (lambda self: None))
         core.Tracer.is_deleted = lambda self: False
+        core.Tracer.delete = lambda self: None
         sharding_impls.set_mesh.__init__ = set_mesh
         core.Tracer.sharding = property(sharding)
         yield skipped
     finally:
         core.Tracer.sharding = no_sharding
         core.Tracer.is_deleted = deleted
+        core.Tracer.delete = delete
         sharding_impls.set_mesh.__init__ = enter
         for name in added:
             delattr(core.Tracer, name)

@@ -654,7 +654,12 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
             else:
                 handler = ocp.PyTreeCheckpointHandler(use_ocdbt=bool(layout.get("use_ocdbt", True)),
                                                       use_zarr3=bool(layout.get("use_zarr3", False)))
-            ocp.Checkpointer(handler).save(again, jax.tree.map(replaced, tree))
+            written = jax.tree.map(replaced, tree)
+            if not isinstance(tree, np.ndarray):
+                shardings = saved_shardings(item)
+                written = jax.tree_util.tree_map_with_path(
+                    lambda path, leaf: placed_as_saved(leaf, shardings.get(jax.tree_util.keystr(path))), written)
+            ocp.Checkpointer(handler).save(again, written)
             # The item's own metadata, and what else it holds, as the learner's save left them.
             own = os.path.join(again, "_CHECKPOINT_METADATA")
             if os.path.lexists(own):
@@ -667,6 +672,36 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
         except Exception as exc:  # a layout the grader's Orbax does not write
             return f"{os.path.relpath(item, folder)}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     return read_folder(folder, listing(folder))
+
+
+def saved_shardings(item: str) -> dict:
+    """Leaf path (keystr) -> the sharding the item's metadata records for that leaf (the mesh the
+    learner's save wrote it from, with this process's devices of the same ids), where it records one
+    this process can make. The rewrite writes each leaf placed so, as the learner's save wrote it, so
+    that the rewritten checkpoint's metadata records the same shardings (a restore may read them)."""
+    try:
+        metadata = ocp.StandardCheckpointer().metadata(item)
+    except Exception:  # no PyTree metadata: the leaves are written from the host, as before
+        return {}
+    found = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(getattr(metadata, "item_metadata", metadata))[0]:
+        recorded = getattr(leaf, "sharding", None)
+        try:
+            found[jax.tree_util.keystr(path)] = recorded.to_jax_sharding()
+        except Exception:  # none recorded, or saved from devices this process does not have
+            continue
+    return found
+
+
+def placed_as_saved(leaf, sharding):
+    """`leaf` (a NumPy array, or an array read as it was saved) as a jax.Array placed with `sharding`; as it
+    is where there is none, or it does not fit the leaf."""
+    if sharding is None or not hasattr(leaf, "shape"):
+        return leaf
+    try:
+        return jax.device_put(leaf, sharding)
+    except Exception:
+        return leaf
 
 
 def missing_parts(stored: list, saved: dict, counters: set = frozenset()) -> list[str]:
@@ -1037,6 +1072,12 @@ def held_to_the_rewrite(seed: int, at: dict, what: str, told: str, hint: str, ea
     kept = [n for n in saved if found.get(n) is not None and found[n]["value"] is not None
             and not (n.endswith("dropout/key/value") and same(saved[n], fresh_key))
             and any(not same(e[n], other[n]) and same(found[n]["value"], e[n]) for e in earlier)]
+    if kept and at.get("returned_before"):
+        fail(f"{what} must read the checkpoint at the path it is given: {told}, and restore from there handed back the "
+             "very objects (model, optimizer or rngs) an earlier restore in the same process had returned, holding "
+             f"{len(kept)} leaves (e.g. {show(kept[0])}) as they were saved before, which that checkpoint does not "
+             "hold: the earlier result was kept and handed back again, not the checkpoint read. Hint: build new "
+             "objects with nnx.eval_shape(make_state) on every call and fill them from the checkpoint at `path`.")
     if kept:
         fail(f"{what} must read the checkpoint at the path it is given: {told}, and "
              f"{kept_words(len(kept), show(kept[0]))} {hint}")
@@ -1191,6 +1232,7 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
             raise Verdict("not_attempted", error["message"])
         if error["type"] == "FileExistsError" or error["names_the_path"] or any(
                 word in error["text"].lower() for word in SAYS_IT_EXISTS):
+            still_the_first(worker, seed, twice, error)
             return
         fail(f"the second save to the same path raised {error['type']}: {error['text']}, which does not say that a "
              "checkpoint is already there. Hint: a second save to one path should fail saying it exists (as "
@@ -1202,6 +1244,7 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
     from_second = [n for n in second if n in got and same(got[n], second[n]) and not same(first[n], second[n])]
     differing = [n for n in first if not same(first[n], second[n])]
     if len(from_second) == len(differing):
+        second_at_the_path(worker, seed, twice)
         return
     if len(from_first) == len(differing):
         fail("the second save to the same path returned without an error, yet restore still reads the first state: "
@@ -1212,6 +1255,88 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
     fail(f"after two saves to the same path, restore reads a mix: {len(from_first)} leaves from the first state "
          f"(e.g. {show(from_first[0]) if from_first else '-'}) and {len(from_second)} from the second. "
          "Hint: one save writes one checkpoint; raise an error saying it exists, or replace it whole.")
+
+
+def second_at_the_path(worker, seed: int, twice: dict) -> None:
+    """Fail unless, after a second save to the path that raised nothing (and a restore that read the
+    second state back), the checkpoint at the path, read from the folder's files with the grader's own
+    StandardCheckpointer, holds every part of the second state: a restore answering from a copy kept in
+    memory, or from a checkpoint written beside the path (or an overwrite of part of it), reads it back too, while every other reader
+    of the path (a restarted job) gets the first state. Where the first save wrote nothing under the
+    path itself, the whole folder counts."""
+    files, got = twice.get("folder"), checkpoint(worker, seed)
+    path = experiment(worker, seed).get("path")
+    if not isinstance(files, dict) or got["error"] is not None or not isinstance(path, str):
+        return  # no folder sent, or none the grader reads (checkpoint_is_an_orbax_folder_... says why)
+    name = os.path.basename(path.rstrip("/"))
+    first = own_runs(seed)["saved"]
+    stored = []
+    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
+        unpack(files, folder)
+        items = item_folders(folder)
+        # What the path leads to: the folder of its name, or where a link of that name points (an
+        # overwrite may write a new folder and swap a link at the path onto it).
+        root = os.path.realpath(os.path.join(folder, name))
+        at_path = [i for i in items if os.path.commonpath([root, os.path.realpath(i)]) == root]
+        if any(PurePosixPath(rel).parts[0] == name for rel in got["items"]):
+            items = at_path
+        for item in items:
+            try:
+                stored += read_checkpoint_of(read_tree(item))
+            except Exception:  # an item the grader cannot read holds nothing it can count
+                continue
+    # Every part the second state was given (the counters as orbax_numbers finds them, as for the first save).
+    lacking = missing_parts(stored, second_values(seed), orbax_numbers(files))
+    if not lacking:
+        return
+    still = [part for part in lacking if part not in missing_parts(stored, first, orbax_numbers(files))]
+    fail("the second save to the same path returned without an error and restore then handed back the second state, "
+         f"yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold "
+         f"{', '.join(lacking)} as the second save was given them{' (it still holds the first state' + chr(39) + 's)' if still else ''}: "
+         "restore read them from somewhere "
+         "else than the checkpoint at the path (a copy kept in memory, or a checkpoint written beside it), and any "
+         "other reader of the path, such as a restarted job, gets another state. Hint: raise an error saying the "
+         "checkpoint exists, or replace it at the path (StandardCheckpointer.save(..., force=True); with a "
+         "CheckpointManager, check what save returns or delete the step first).")
+
+
+def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
+    """Fail unless, after a second save to the path was refused (`error`), restore onto mesh A in the
+    process that saved still reads the first checkpoint there, and the folder's files as the refusal left
+    them (where any byte changed) still hold the whole first state: a refusal that removed it, or still
+    wrote part of the second state (or anything else over the first), is no clear error but a damaged
+    checkpoint or a mix."""
+    refused = f"the second save to the same path raised {error['type']} (a clear error: {error['text'][:120]})"
+    hint = ("Hint: refuse before writing anything (StandardCheckpointer.save raises when the path exists), so that "
+            "the checkpoint already there stays as it was.")
+    if twice["restore"] is not None:
+        if twice["restore"]["outcome"] == "not_attempted":
+            raise Verdict("not_attempted", twice["restore"]["message"])
+        fail(f"{refused}, and then restore of that path onto the mesh it was saved from raised: "
+             f"{twice['restore']['message']} The first checkpoint should still be there, whole. {hint}")
+    first, second, got = own_runs(seed)["saved"], second_values(seed), twice["restored"] or {}
+    from_second = [n for n in first if n in got and not same(first[n], second[n]) and same(got[n], second[n])]
+    if from_second:
+        fail(f"{refused}, yet restore of that path then read {len(from_second)} leaves as the refused save was given "
+             f"them (e.g. {show(from_second[0])}): that save still wrote part of the second state, and the path now "
+             f"holds a mix of two states. {hint}")
+    files, before = twice.get("folder"), experiment(worker, seed).get("folder")
+    if not isinstance(files, dict) or files == before or checkpoint(worker, seed)["error"] is not None:
+        return  # every byte as the first save left it (or nothing the grader reads: another check says why)
+    stored = []
+    with tempfile.TemporaryDirectory(prefix="ex10-refused-") as folder:
+        unpack(files, folder)
+        for item in item_folders(folder):
+            try:
+                stored += read_checkpoint_of(read_tree(item))
+            except Exception:  # an item the grader cannot read holds nothing it can count
+                continue
+    lacking = missing_parts(stored, first, orbax_numbers(files))
+    if lacking:
+        fail(f"{refused}, yet the checkpoint's files at that path, read with the grader's own StandardCheckpointer just "
+             "after the refusal, no longer hold "
+             f"{', '.join(lacking)} as the first save wrote them: the refused save changed the checkpoint at the path, "
+             f"and any other reader of it (a restarted job) gets another state. {hint}")
 
 
 # --- checks: the technique of the restore ------------------------------------------------------
@@ -1456,11 +1581,11 @@ def test_restore_never_holds_a_whole_array(worker, seed):
     read_from_the_checkpoint(worker, seed, "a restore that reads only each device's shards from the checkpoint")
     answer = given_answer(worker, seed)
     # The restores of the grader's checkpoint: at another path (onto mesh A, then the third target),
-    # and at the path save wrote (onto a mesh with the axes in the other order). That checkpoint was
-    # written from host arrays: it holds no sharding of its own, so a template without shardings makes
-    # Orbax read it whole onto the host where it read the learner's checkpoint onto the devices it was
-    # saved from (the experiment's restores judge that template). Here only what reached the devices,
-    # and whole copies restore itself made, count.
+    # and at the path save wrote (onto a mesh with the axes in the other order). Where the learner's
+    # checkpoint records no sharding for a leaf (or one of devices the grader's process lacks), the
+    # rewrite writes it from the host, and a template without shardings makes Orbax read it whole onto
+    # the host where it read the learner's onto the devices it was saved from (the experiment's restores
+    # judge that template). Here only what reached the devices, and whole copies restore made, count.
     given = [(MESH_A, "while restore ran on the checkpoint the grader wrote at another path",
               answer if isinstance(answer, dict) else None),
              (third_target(seed), third_when(seed), answer.get("third") if isinstance(answer, dict) else None),

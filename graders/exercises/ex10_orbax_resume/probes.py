@@ -718,7 +718,8 @@ def experiment(sol, config, values, batches, k, targets, second):
         data placed on a device meanwhile, each restored leaf), then
         train on with the remaining batches (the losses and the final state);
       * save the state `second` (same step, other values) to the same path: what the learner's save
-        raised, if anything; if nothing, what restore onto mesh A reads back.
+        raised, if anything; then what restore onto mesh A reads back (a refused save must have left the
+        first checkpoint whole).
     A stage that raised is reported as data and ends what depends on it."""
     key = (sol, repr(sorted(config.items())), repr(targets), k,
            tuple((name, np.asarray(v).tobytes()) for name, v in sorted(values.items())),
@@ -760,6 +761,7 @@ def _experiment(sol, config, values, batches, k, targets, second, folder, scratc
     """`folder` holds the checkpoint; `scratch` is the temporary folder the learner's saves get (the
     machine that saved's), which the restarted job's restores never see: they get an empty one."""
     result = {"save": None, "at_return": None, "folder": None, "runs": [], "twice": None}
+    _RETURNED.clear()
     m_a = mesh(MESH_A)
     objects = build(config, values, m_a)
     train(config, objects, batches[:k], m_a)
@@ -995,9 +997,17 @@ def _resumed(sol, config, batches, target, path, fresh=restarted) -> dict:
     return run
 
 
+# What the learner's restores in the process that saved returned, kept alive so that a later restore
+# handing back the very same objects can be told (restore_from).
+_RETURNED: list = []
+
+
 def _saved_again(sol, config, second, path) -> dict:
-    """A second save to the path that holds a checkpoint: what it raised, or what restore reads."""
-    twice = {"error": None, "restore": None, "restored": None}
+    """A second save to the path that holds a checkpoint: what it raised, if anything; then what
+    restore onto mesh A reads there (the second state after an overwrite, still the first after a
+    refusal: a refused save that changed the checkpoint left a mix); after an overwrite, also the
+    folder's files, as the experiment's save's are sent."""
+    twice = {"error": None, "restore": None, "restored": None, "folder": None}
     m_a = mesh(MESH_A)
     try:
         sol.save(path, *build(config, second, m_a))
@@ -1005,12 +1015,19 @@ def _saved_again(sol, config, second, path) -> dict:
         error = stage_error(sol, exc)
         twice["error"] = {"type": type(exc).__name__, "outcome": error["outcome"], "message": error["message"],
                           "text": " ".join(str(exc).split())[:300], "names_the_path": path in str(exc)}
-        return twice
+        if error["outcome"] != "failed":  # out of time, or not written yet: nothing more to ask
+            return twice
+        # The folder as the refusal left it (at once, no waiting: a save refused before it wrote leaves
+        # every byte as the first save wrote it, which is all the judge compares in the usual case).
+        twice["folder"] = read_folder(os.path.dirname(path), listing(os.path.dirname(path)))
+    else:  # what the path holds now, for the judge's own reading (not only what restore says)
+        twice["folder"] = settled(os.path.dirname(path))
     try:
         out = restored_objects(sol.restore(path, lambda: fresh_state(config), m_a, shardings_on(config, m_a)))
     except Exception as exc:
         twice["restore"] = stage_error(sol, exc)
         return twice
+    _RETURNED.append(out)
     twice["restored"] = values_of(out)
     return twice
 
@@ -1022,10 +1039,13 @@ def _restored_from(sol, config, path, target) -> dict:
     try:
         with Placements() as placed:
             out = sol.restore(path, lambda: fresh_state(config), m_t, shardings_on(config, m_t))
-        return {"restore": None, "restored": describe(restored_objects(out)), "pieces": placed.pieces,
-                "moves": placed.moves}
+        out = restored_objects(out)
+        again = any(a is b for earlier in _RETURNED for a in out for b in earlier)
+        _RETURNED.append(out)
+        return {"restore": None, "restored": describe(out), "pieces": placed.pieces, "moves": placed.moves,
+                "returned_before": again}
     except Exception as exc:
-        return {"restore": stage_error(sol, exc), "restored": None, "pieces": [], "moves": []}
+        return {"restore": stage_error(sol, exc), "restored": None, "pieces": [], "moves": [], "returned_before": False}
 
 
 @probe

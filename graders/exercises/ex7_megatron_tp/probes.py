@@ -3,12 +3,13 @@ traced on (data, model) meshes of the 8 CPU devices and sent to the judge as pro
 (graders/kit/program.py, issue 31).
 
 What comes back: the program of each forward version on each mesh, of the training step at the
-grader's placement, of init_tp_state and of the step at what init_tp_state returns. The judge
-rebuilds each on its own devices, runs it on its own inputs (holding it to its own single-device
-computation), compiles it for collectives, FLOPs and output shardings, and reads it with the
-functions below (read_tp_mlp, read_shard_map, placement). Nothing here knows an expected value,
-and nothing the worker says of a program is believed. The mesh, the specs, `make_tx` and
-`sharding_key` are shared: the judge imports them from here.
+grader's placement (and of its second call, fed back what the first returned), of init_tp_state
+and of the step at what init_tp_state returns. The judge rebuilds each on its own devices, runs
+it on its own inputs (holding it to its own single-device computation), compiles it for
+collectives, FLOPs and output shardings, and reads it with the functions below (read_tp_mlp,
+read_shard_map, placement). Nothing here knows an expected value, and nothing the worker says of
+a program is believed. The mesh, the specs, `make_tx` and `sharding_key` are shared: the judge
+imports them from here.
 """
 
 import contextlib
@@ -17,6 +18,7 @@ import functools
 import jax
 import numpy as np
 import optax
+from jax._src import core
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -135,9 +137,11 @@ IN_PROCESS: dict = {}
 def _encoded(closed, sol) -> dict:
     """A traced program as data (graders/kit/program.py, issue 31), or the reason it cannot be
     sent. forward=True: the judge only runs these programs forwards (the step already holds its
-    backward pass), so a custom_jvp/custom_vjp call (jax.nn.relu) is sent as its primal."""
+    backward pass), so a custom_jvp/custom_vjp call (jax.nn.relu) is sent as its primal, and a
+    checkpoint policy of the learner's own as its number (custom_policies: lowering and running a
+    checkpoint never calls its policy)."""
     message = program.encode_or_reason(closed, getattr(sol, "__file__", ""), forward=True, meshes=True,
-                                       drop_prints=True)
+                                       drop_prints=True, custom_policies=True)
     judge = IN_PROCESS.get("judge")
     if judge is None or "program" not in message:
         return message
@@ -343,27 +347,110 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
     step = learner_step(sol, optimizer, shape)
     with on_mesh(m):
         args = placed_training(m, optimizer, w1, w2, x, y)
+        # The second call's batch: other arrays placed like the first's, as a training loop's next
+        # step is given (a step may tell a batch it was given before by identity).
+        batch = put(m, np.asarray(x)[::-1], X_SPEC), put(m, np.asarray(y)[::-1], X_SPEC)
     closed, out = step_traced(m, step, *args)
     check_step_output(out)
-    return _encoded(closed, sol)
+    return {"step": _encoded(closed, sol), "fed_back": fed_back(sol, m, step, *args, *batch)}
 
 
-def step_traced(m, step, *args):
+# Errors that only a trace raises (Python asking a traced value for its number, or an eager-only
+# method of it): eagerly the same calls have concrete arrays and run.
+TRACING_ONLY = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                jax.errors.TracerIntegerConversionError)
+
+
+def fed_back(sol, m, step, *args) -> dict:
+    """The step's second call when fed back the very params and state its first call returned (as
+    a training loop feeds them: the same objects), with another batch (args: the first call's four,
+    then the second call's x and y): both calls traced as one function (step_traced), the program
+    of the second cut out as a function of what the first returned and its batch (second_call), as
+    data; or {"error": the learner's error} where the second call fails, or {"unread": why} where
+    the second call's program is no function of those alone, or where the chained trace fails only
+    as a trace does (TRACING_ONLY, in both of step_traced's attempts: Python that reads the first
+    call's results as numbers runs eagerly, and the single call traced). The judge reads it where
+    it is not the first call's program."""
+    def twice(params, state, x, y, x2, y2):
+        first = step(params, state, x, y)
+        check_step_output(first)
+        return first, step(first[0], first[1], x2, y2)
+    n = len(jax.tree.leaves(args[:2]))
+    errors = []
+    try:
+        closed, (first, second) = step_traced(m, twice, *args, errors=errors)
+        check_step_output(second)
+    except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
+        if errors and all(isinstance(e, TRACING_ONLY) for e in errors):
+            return {"unread": "the chained calls cannot be traced: " + type(exc).__name__}
+        return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+    cut = second_call(closed, len(jax.tree.leaves(first[:2])), len(jax.tree.leaves(first)), n)
+    if isinstance(cut, str):
+        return {"unread": cut}
+    cut, hidden = cut
+    return {"cut": _encoded(cut, sol), "hidden": hidden} if hidden else _encoded(cut, sol)
+
+
+def second_call(closed, fed: int, first: int, inputs: int):
+    """From the program of two chained calls (inputs: the first call's `inputs` params and state
+    leaves, its x and y, then the second call's x and y; outputs: the first call's `first` leaves,
+    its `fed` params and state leaves leading and its loss last, then the second call's), the
+    second call's own program: what it computes from the values it was fed (the first call's
+    params and state, its own x and y) and, where it reads it (a wrapper that carries it to the
+    next call), the loss the first call returned, an input between the state and x, then (hidden)
+    the values the first call's own operations computed and did not return that the second reads
+    (an array a wrapper carries between calls: a device step counter); or why it is no function of
+    those (it reads the first call's inputs, or is fed one value twice or a constant). Returns
+    (the program, how many hidden inputs it takes) or that reason."""
+    ins = list(closed.outvars[:fed]) + list(closed.invars[inputs + 2:inputs + 4])
+    outs = list(closed.outvars[first:])
+    if not all(isinstance(v, core.Var) for v in ins) or len(set(map(id, ins))) != len(ins):
+        return "the step returned one array twice, or a constant, among its params and state"
+    returned = [v for v in closed.outvars[fed:first] if isinstance(v, core.Var) and id(v) not in set(map(id, ins))]
+    given = set(map(id, ins + returned))
+    needed = {id(v) for v in outs if isinstance(v, core.Var) and id(v) not in given}
+    eqns, hidden = [], []
+    for eqn in reversed(closed.eqns):
+        if not any(id(v) in needed for v in eqn.outvars):
+            continue
+        if any(id(v) in given for v in eqn.outvars):
+            # An operation of the first call (it made what the first call returned): what else
+            # of it the second call reads comes in as an input of its own.
+            hidden[:0] = [v for v in eqn.outvars if id(v) in needed]
+            needed -= {id(v) for v in hidden}
+            continue
+        eqns.append(eqn)
+        needed |= {id(v) for v in eqn.invars if isinstance(v, core.Var) and id(v) not in given}
+    eqns.reverse()
+    needed -= {id(v) for eqn in eqns for v in eqn.outvars}
+    kept = [(v, c) for v, c in zip(closed.constvars, closed.consts) if id(v) in needed]
+    if needed - {id(v) for v, _ in kept}:
+        return "its second call reads the arrays its first call was given"
+    read = {id(v) for eqn in eqns for v in eqn.invars} | set(map(id, outs))
+    ins[fed:fed] = [v for v in dict.fromkeys(returned) if id(v) in read] + hidden
+    return closed.replace(constvars=[v for v, _ in kept], consts=[c for _, c in kept], invars=ins, outvars=outs,
+                          eqns=eqns, effects=core.join_effects(*(e.effects for e in eqns))), len(hidden)
+
+
+def step_traced(m, step, *args, errors=None):
     """The learner's step traced at these arguments under jax.set_mesh(m); where that fails, again
     with the no-ops JAX refuses in a trace skipped (program.no_ops_traced: a wrapper that enters
     jax.set_mesh(mesh) with the mesh already set, waits with .block_until_ready(), starts
     .copy_to_host_async(), asks .is_deleted() or reads its inputs' .sharding does nothing to the
     step's values or placement). Where that fails too, the learner's own error of the first attempt
-    propagates."""
+    propagates (both attempts' errors appended to `errors`, where given)."""
+    errors = [] if errors is None else errors
     try:
         with on_mesh(m):
             return jax.make_jaxpr(step, return_shape=True)(*args)
     except Exception as exc:  # noqa: BLE001 (said below unless the no-ops were all that failed)
         error = exc
+        errors.append(exc)
     try:
         with on_mesh(m), program.no_ops_traced(m) as skipped:
             return jax.make_jaxpr(skipped.top(step), return_shape=True)(*args)
-    except Exception:  # noqa: BLE001 (the learner's error of the plain trace is said)
+    except Exception as exc:  # noqa: BLE001 (the learner's error of the plain trace is said)
+        errors.append(exc)
         raise error from None
 
 

@@ -1,21 +1,19 @@
-"""Megatron's forward and a Megatron training step in a shard_map, under jax.checkpoint, that runs
-its forward and backward twice: a second pass over the same blocks behind lax.optimization_barrier
-(so XLA cannot share it with the first) whose loss and gradients are averaged with the first's.
-Each pass sums its (B/data, D) partial sums over "model" once; the averaged gradients are psum'd
-over "data" once. The numbers are right, but each device does twice its share of the work (and
-the hidden layer, under jax.checkpoint, is recomputed in each backward).
+"""WRONG: tests/corpus/ex7/wrong_step_runs_forward_and_backward_twice_under_remat.py with its hidden
+layer under jax.checkpoint with policy jax.checkpoint_policies.everything_saveable: a checkpoint
+that recomputes nothing, there only to earn a step under jax.checkpoint its allowance, beside a
+second forward and backward behind lax.optimization_barrier whose loss and gradients are averaged
+with the first's. The numbers are right; each device does twice its work.
 
-The step holds jax.checkpoint, so each_device_does_its_share_of_the_work allows it up to 1.5 x
-twice a share (RECOMPUTE_ALLOWANCE: what a remat step may recompute), and
-training_step_communicates_like_megatron allows twice Megatron's partial sums over 'model'. The
-second pass fits both allowances: 100,771 FLOPs on (4, 2) at seed 20261130, 2.5x a plain share
-(40,368), 1.25x the allowed "share" of 80,736; the two (B/data, D) psums over 'model' are exactly
-the doubled budget. A step under jax.checkpoint recomputes at most its forward (about a third of a
-step), not a whole second forward and backward.
+A step under jax.checkpoint is held to RECOMPUTE_ALLOWANCE = 1.9 times the grader's own Megatron
+step compiled on the same mesh (per device); this one does 85,795 FLOPs on (4, 2) at seed 20261130
+where that step does 43,665 (1.96x; 1.96-2.07x at seeds 20261130, 7, 276678 and 0 on the meshes it
+reached), right remat steps up to 1.75x (three nested levels of jax.checkpoint). Before that fix
+(1.5 x twice a single-device share) 2.1x a plain share passed. 20/22 at seeds 20261130, 7 and 0,
+with and without --sandbox, the same message.
 
-Scored 22/22 at seeds 20261130 and 7 with and without --sandbox (22/22 at 276678 without).
-Should score 20/22: each_device_does_its_share_of_the_work (devices repeat their own work).
+loses: each_device_does_its_share_of_the_work: the step repeats work beyond what rematerialising recomputes
 """
+import functools
 import jax
 import jax.numpy as jnp
 import optax
@@ -47,7 +45,7 @@ def init_tp_state(mesh, tx, params):
     return placed, tx.init(placed)
 
 
-@jax.checkpoint
+@functools.partial(jax.checkpoint, policy=jax.checkpoint_policies.everything_saveable)
 def _hidden(w1_blk, x_blk):
     return jax.nn.relu(x_blk @ w1_blk)
 

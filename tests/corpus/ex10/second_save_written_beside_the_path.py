@@ -5,8 +5,14 @@ The folder at `path` keeps the first checkpoint: any other reader of `path` (a j
 restore from a fresh copy of the folder, Orbax's own tools, the grader's StandardCheckpointer) gets the
 first state, and the second save left it there silently, which the stub forbids ("never leave the old
 one silently").
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130 and 7. Should score 21/22 (saving_twice_is_an_error_or_an_overwrite): the check reads
-what the learner's own restore reads after the second save, never the folder at `path`. Low severity.
+
+Was 22/22 in both modes at seeds 20261130 and 7: saving_twice_is_an_error_or_an_overwrite read only what
+the learner's own restore reads after the second save, never the folder at `path`. Since the grader's
+fix (after a second save that raised nothing, the judge reads the files under the path with its own
+StandardCheckpointer, which must hold the second state's parameters) 21/22 in both modes at seeds
+20261130, 7 and 0.
+
+loses: saving_twice_is_an_error_or_an_overwrite: a copy kept in memory, or a checkpoint written beside it
 """
 import os
 

@@ -4,11 +4,13 @@ process keeps a copy of the last state save was given (its arrays, where they li
 the mesh that state was saved from, in that process, hands the copy back. Everywhere else restore reads
 the checkpoint with the reference's sharded template.
 
-Scored 22/22 in both modes at seeds 20261130, 7 and 0. Should score 21/22 at most:
-saving_twice_is_an_error_or_an_overwrite is judged by the one restore after the second save, onto mesh
-A in the process that saved, which is the only restore the copy answers (the experiment's restores run
-in a restarted process, the grader's checkpoints go onto the other targets); without the copy
-(restore always reads) it is tests/corpus/ex10/manager_drops_a_second_save, 21/22.
+Was 22/22 in both modes at seeds 20261130, 7 and 0: saving_twice_is_an_error_or_an_overwrite read only
+the restore after the second save, onto mesh A in the process that saved, which the copy answers.
+Since the grader's fix (after a second save that raised nothing, the judge also reads the folder's
+files at the path with its own StandardCheckpointer, which must hold every part of the second state)
+21/22 in both modes at those seeds; without the copy it is tests/corpus/ex10/manager_drops_a_second_save.
+
+loses: saving_twice_is_an_error_or_an_overwrite: as the second save was given them (it still holds the first state's)
 """
 
 import jax

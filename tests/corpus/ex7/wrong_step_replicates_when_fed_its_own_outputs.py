@@ -5,17 +5,24 @@ identity): in a training loop the first step is Megatron, every later one is not
 specs after step 1, P(None, None) from step 2 on, and from step 3 the step's program all-gathers
 w1 (32, 40) and w2 (40, 32) whole and does 436,252 FLOPs a device (the reference: 119,498, 3.65x).
 
-The grader traces the step once per (optimizer, mesh), always at fresh inputs (its own placement or
-init_tp_state's output), and the judge then runs that one program for every step of its training
-runs, putting each output back where the first step took it: it never hands the learner's step
-its own outputs, so the later program is never made. Unlike tests/open/ex7/
-wrong_step_goes_replicated_later (a call counter, beaten by any count), this is keyed on being fed
-its own outputs, which one trace of two chained steps (step(*step(...)[:2], x, y)) would show.
+Was 22/22 at --seed 20261130, 7 and 276678, with and without --sandbox: the grader traced the
+step once per (optimizer, mesh), always at fresh inputs (its own placement or init_tp_state's
+output), and the judge then ran that one program for every step of its training runs, putting each
+output back where the first step took it: it never handed the learner's step its own outputs, so
+the later program was never made. Unlike tests/open/ex7/wrong_step_goes_replicated_later (a call
+counter, beaten by any count), this is keyed on being fed its own outputs.
 
-Scored 22/22 at --seed 20261130, 7 and 276678, with and without --sandbox.
-Should lose at least training_step_communicates_like_megatron and
-each_device_does_its_share_of_the_work (from the third step on it gathers both weights whole and
-does 3.65x the work), as tests/open/ex7/wrong_step_goes_replicated_later should: at most 18/22.
+Since the grader's fix the probe also traces two chained calls of the step in one trace, the
+second fed the very params and state the first returned, and cuts the second call's program out;
+where it is not the first call's program the judge runs it as the training runs' later steps and
+reads its collectives, FLOPs and output placements: 18/22 at --seed 20261130, 7 and 276678, with
+and without --sandbox (the second call all-gathers both updated weights to return them P(None,
+None); its FLOPs stay within a share, as the gathers compute nothing).
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: training_step_communicates_like_megatron: all-gathers of weight-sized arrays
+loses: optimizer_state_carries_parameter_specs: after a second momentum SGD training step
+loses: optimizer_state_carries_parameter_specs: params['w1'] is P(None, None)
 """
 import jax
 import jax.numpy as jnp

@@ -1,13 +1,14 @@
 """The reference, with restore logging where the checkpoint was saved from and where it goes: it reads
 the checkpoint's metadata first and takes the first kernel's saved sharding (the axis names and mesh
 shape Orbax records for every array saved from a sharded jax.Array) to log "resharding from
-('data', 'model') (2, 4) to ...". Every checkpoint its save writes has that record.
+('data', 'model') (2, 4) to ...". Every checkpoint its save writes has that record, and so does the
+grader's rewrite of it, which writes each leaf placed with the sharding the checkpoint's metadata
+records for it. Full marks.
 
-Scored 11/22 in both modes at seeds 20261130, 7 and 0: restore_reads_each_shard_straight_onto_its_device
-fails with restore's AttributeError ('NoneType' object has no attribute 'axis_names') on the grader's
-rewrite of the checkpoint at another path: the rewrite (checks.rewritten) saves NumPy arrays, so its
-metadata records no sharding. Should score 22/22: the rewrite does not reproduce the layout save writes
-(arrays saved from a mesh); writing the rewritten leaves as jax.Arrays placed as they were saved would.
+Was 11/22 in both modes at seeds 20261130, 7 and 0: the rewrite saved NumPy arrays, whose metadata
+records no sharding, and restore raised AttributeError ('NoneType' object has no attribute 'axis_names')
+on it (restore_reads_each_shard_straight_onto_its_device). Since the grader's fix (the rewrite writes
+jax.Arrays placed as saved) 22/22 in both modes at those seeds.
 """
 
 import logging

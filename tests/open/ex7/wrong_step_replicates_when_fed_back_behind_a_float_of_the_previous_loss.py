@@ -1,0 +1,81 @@
+"""WRONG: the reference's step, in a wrapper that on its second call (fed back the very params it
+returned, as a training loop feeds them) first logs the previous loss as a Python number
+(float() of the loss it returned), then runs a step that hands the params on replicated
+(P(None, None)). Natively on (4, 2), momentum SGD: P(None, 'model') / P('model', None) after step
+1, P(None, None) from step 2 on.
+
+The float() is the whole trick: in the grader's chained trace of two calls the previous loss is a
+tracer, so the trace fails with ConcretizationTypeError, a tracing-only failure, and the second
+call is left unread ("the chained calls cannot be traced"); the judge replays the first call's
+program for every later step and reads nothing of the replicating one.
+
+22/22 with and without --sandbox at seeds 20261130, 7 and 0. Should be 18/22, as
+tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py
+(training_step_communicates_like_megatron and optimizer_state_carries_parameter_specs on the
+second call). Where the chained trace fails only as a trace does, the wrapper has still shown which
+jitted function each call dispatches to; tracing the second call alone, fed concrete arrays of the
+first call's outputs (run eagerly, as the Python that reads them expects), would read it.
+"""
+import functools
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+W1_SPEC = P(None, "model")
+W2_SPEC = P("model", None)
+X_SPEC = P("data", None)
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+
+
+def tp_mlp(w1, w2, x):
+    h = jax.nn.relu(x @ w1)
+    return jnp.matmul(h, w2, out_sharding=X_SPEC)
+
+
+def _tp_mlp_local(w1_blk, w2_blk, x_blk):
+    return lax.psum(jax.nn.relu(x_blk @ w1_blk) @ w2_blk, "model")
+
+
+def make_tp_mlp_shard_map(mesh):
+    return jax.shard_map(_tp_mlp_local, mesh=mesh, in_specs=(W1_SPEC, W2_SPEC, X_SPEC), out_specs=X_SPEC)
+
+
+def init_tp_state(mesh, tx, params):
+    placed = {k: jax.device_put(v, NamedSharding(mesh, PARAM_SPECS[k])) for k, v in params.items()}
+    return placed, tx.init(placed)
+
+
+def _loss(params, x, y):
+    return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
+
+
+def _make_jitted(tx, param_out_spec):
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(_loss)(params, x, y)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        new = optax.apply_updates(params, updates)
+        if param_out_spec is not None:
+            new = {k: jax.sharding.reshard(v, param_out_spec) for k, v in new.items()}
+        return new, opt_state, loss
+
+    return step
+
+
+def make_tp_train_step(mesh, tx):
+    first = _make_jitted(tx, None)
+    later = _make_jitted(tx, P(None, None))  # fed back its own outputs, it hands the params on whole
+    returned, history = [], []
+
+    def step(params, opt_state, x, y):
+        fed_back = bool(returned) and all(a is b for a, b in zip(jax.tree.leaves(params), returned[:-1]))
+        if fed_back:
+            history.append(float(returned[-1]))  # the previous loss, logged as a number
+        new, opt_state, loss = (later if fed_back else first)(params, opt_state, x, y)
+        returned[:] = [*jax.tree.leaves(new), loss]
+        return new, opt_state, loss
+
+    return step
