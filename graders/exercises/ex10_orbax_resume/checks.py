@@ -1257,6 +1257,28 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
          "Hint: one save writes one checkpoint; raise an error saying it exists, or replace it whole.")
 
 
+def stored_at_path(files: dict, path: str, first_items: list) -> list:
+    """Every leaf (path, array) of the checkpoint a sent folder holds at `path`, read with the grader's
+    own StandardCheckpointer: the items the path leads to (the folder of its name, or where a link of
+    that name points: an overwrite may swap a link in) where the first save wrote its items under the
+    path (`first_items`, relative to the folder), else every item of the folder. An item the grader
+    cannot read holds nothing it can count."""
+    name = os.path.basename(path.rstrip("/"))
+    stored = []
+    with tempfile.TemporaryDirectory(prefix="ex10-at-path-") as folder:
+        unpack(files, folder)
+        items = item_folders(folder)
+        if name and any(PurePosixPath(rel).parts[0] == name for rel in first_items):
+            root = os.path.realpath(os.path.join(folder, name))
+            items = [i for i in items if os.path.commonpath([root, os.path.realpath(i)]) == root]
+        for item in items:
+            try:
+                stored += read_checkpoint_of(read_tree(item))
+            except Exception:  # an item the grader cannot read holds nothing it can count
+                continue
+    return stored
+
+
 def second_at_the_path(worker, seed: int, twice: dict) -> None:
     """Fail unless, after a second save to the path that raised nothing (and a restore that read the
     second state back), the checkpoint at the path, read from the folder's files with the grader's own
@@ -1268,23 +1290,8 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
     path = experiment(worker, seed).get("path")
     if not isinstance(files, dict) or got["error"] is not None or not isinstance(path, str):
         return  # no folder sent, or none the grader reads (checkpoint_is_an_orbax_folder_... says why)
-    name = os.path.basename(path.rstrip("/"))
     first = own_runs(seed)["saved"]
-    stored = []
-    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
-        unpack(files, folder)
-        items = item_folders(folder)
-        # What the path leads to: the folder of its name, or where a link of that name points (an
-        # overwrite may write a new folder and swap a link at the path onto it).
-        root = os.path.realpath(os.path.join(folder, name))
-        at_path = [i for i in items if os.path.commonpath([root, os.path.realpath(i)]) == root]
-        if any(PurePosixPath(rel).parts[0] == name for rel in got["items"]):
-            items = at_path
-        for item in items:
-            try:
-                stored += read_checkpoint_of(read_tree(item))
-            except Exception:  # an item the grader cannot read holds nothing it can count
-                continue
+    stored = stored_at_path(files, path, got["items"])
     # Every part the second state was given (the counters as orbax_numbers finds them, as for the first save).
     lacking = missing_parts(stored, second_values(seed), orbax_numbers(files))
     if not lacking:
@@ -1323,14 +1330,8 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     files, before = twice.get("folder"), experiment(worker, seed).get("folder")
     if not isinstance(files, dict) or files == before or checkpoint(worker, seed)["error"] is not None:
         return  # every byte as the first save left it (or nothing the grader reads: another check says why)
-    stored = []
-    with tempfile.TemporaryDirectory(prefix="ex10-refused-") as folder:
-        unpack(files, folder)
-        for item in item_folders(folder):
-            try:
-                stored += read_checkpoint_of(read_tree(item))
-            except Exception:  # an item the grader cannot read holds nothing it can count
-                continue
+    path = experiment(worker, seed).get("path")
+    stored = stored_at_path(files, path if isinstance(path, str) else "", checkpoint(worker, seed)["items"])
     lacking = missing_parts(stored, first, orbax_numbers(files))
     if lacking:
         fail(f"{refused}, yet the checkpoint's files at that path, read with the grader's own StandardCheckpointer just "
