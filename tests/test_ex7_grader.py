@@ -5,6 +5,7 @@ import importlib.util
 from pathlib import Path
 
 import jax
+import numpy as np
 from jax._src import core
 import pytest
 
@@ -267,17 +268,24 @@ def test_a_program_handed_over_in_process_is_read_as_the_judge_reads_the_one_sen
 
 @pytest.mark.parametrize("path, replicates", [("reference/ex7_megatron_tp.py", False),
                                               ("tests/right/ex7/step_draws_the_weights_placement_on_its_first_call.py", False),
-                                              ("tests/right/ex7/step_carries_a_device_step_counter.py", "hidden"),
+                                              ("tests/right/ex7/step_carries_a_device_step_counter.py", "carried"),
+                                              ("tests/right/ex7/step_keeps_an_ema_of_the_params_in_a_dict.py", "carried"),
                                               ("tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py", True),
                                               ("tests/corpus/ex7/wrong_step_replicates_when_fed_back_with_a_device_step_counter.py",
+                                               True),
+                                              ("tests/corpus/ex7/wrong_step_replicates_when_fed_back_reading_the_previous_batch.py",
+                                               True),
+                                              ("tests/corpus/ex7/wrong_step_replicates_when_fed_back_behind_a_float_of_the_previous_loss.py",
                                                True)])
 @pytest.mark.parametrize("in_process", [True, False])
 def test_a_step_fed_its_own_outputs_is_read_only_where_it_makes_another_program(path, replicates, in_process,
                                                                                 monkeypatch):
     # The probe traces the step's second call, fed the very arrays its first returned; the judge
     # compiles it only where it is not the first call's program (a right step's is the same, in
-    # both modes: no compilation more), and there reads where its params land. A counter the
-    # wrapper carries between calls is an input of the cut of its own (hidden).
+    # both modes: no compilation more), and there reads where its params land. A second call that
+    # reads what the first left (a counter the wrapper carries, a kept batch), or that float() of
+    # the last loss keeps from being traced chained, is read after a first call run for real: what
+    # it reads besides its inputs is a constant at the value the first call left, no hidden input.
     sol = _module(path)
     shape = checks.BOTH_AXES_SPLIT[0]
     if not in_process:
@@ -288,15 +296,15 @@ def test_a_step_fed_its_own_outputs_is_read_only_where_it_makes_another_program(
     if not in_process:
         reply = wire.round_trip(reply)
     assert set(reply) == {"step", "fed_back"}
-    carried = "device_step_counter" in path  # the wrapper carries a counter: one hidden input
-    sent = reply["fed_back"]["cut"] if carried else reply["fed_back"]
-    assert set(sent) == ({"in_process"} if in_process else {"program", "types"}), reply["fed_back"]
+    assert set(reply["fed_back"]) == ({"in_process"} if in_process else {"program", "types"}), reply["fed_back"]
     closed = checks.decoded(reply["step"], "your training step", shape, n, n - 1)
     later, hidden = checks.fed_back_program(reply["fed_back"], closed, shape, n)
-    assert hidden == (1 if carried else 0)
-    if replicates == "hidden":
+    assert hidden == 0
+    if replicates == "carried":
         assert later is not None and [tuple(v.aval.sharding.spec) for v in later.outvars[:2]] == [
             tuple(probes.W1_SPEC), tuple(probes.W2_SPEC)]
+        if "counter" in path:  # the count the first call left, not zeros
+            assert [int(c) for c in later.consts if np.shape(c) == ()] == [1], later.consts
         return
     if not replicates:
         assert later is None
@@ -304,6 +312,22 @@ def test_a_step_fed_its_own_outputs_is_read_only_where_it_makes_another_program(
     assert later is not None and str(later) != str(closed)
     specs = [tuple(v.aval.sharding.spec) for v in later.outvars[:2]]
     assert specs == [(None, None), (None, None)], specs
+
+
+def test_a_counter_is_a_hidden_input_where_no_first_call_is_run_for_real():
+    # Without a first call run for real (make_tp_train_step cannot be called again), a value the
+    # wrapper carries stays an input of the cut of its own, which the judge feeds zeros.
+    sol = _module("tests/right/ex7/step_carries_a_device_step_counter.py")
+    shape = checks.BOTH_AXES_SPLIT[0]
+    m = probes.mesh(shape)
+    inputs = checks.training_problem("sgd", TEST_SEED)
+    with jax.set_mesh(m):
+        args = probes.placed_training(m, checks.OPTIMIZERS["sgd"], *inputs)
+        batch = probes.put(m, np.asarray(inputs[2])[::-1], probes.X_SPEC), probes.put(m, np.asarray(inputs[3])[::-1],
+                                                                                     probes.X_SPEC)
+    step = sol.make_tp_train_step(m, probes.make_tx(checks.OPTIMIZERS["sgd"]))
+    reply = probes.fed_back(sol, m, step, *args, *batch)
+    assert reply.get("hidden") == 1, reply
 
 
 def test_training_problems_are_drawn_away_from_relus_kink():

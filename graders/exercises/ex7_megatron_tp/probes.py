@@ -352,7 +352,9 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
         batch = put(m, np.asarray(x)[::-1], X_SPEC), put(m, np.asarray(y)[::-1], X_SPEC)
     closed, out = step_traced(m, step, *args)
     check_step_output(out)
-    return {"step": _encoded(closed, sol), "fed_back": fed_back(sol, m, step, *args, *batch)}
+    return {"step": _encoded(closed, sol),
+            "fed_back": fed_back(sol, m, step, *args, *batch,
+                                 fresh=lambda: sol.make_tp_train_step(mesh(shape), make_tx(optimizer)))}
 
 
 # Errors that only a trace raises (Python asking a traced value for its number, or an eager-only
@@ -361,7 +363,7 @@ TRACING_ONLY = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConver
                 jax.errors.TracerIntegerConversionError)
 
 
-def fed_back(sol, m, step, *args) -> dict:
+def fed_back(sol, m, step, *args, fresh=None) -> dict:
     """The step's second call when fed back the very params and state its first call returned (as
     a training loop feeds them: the same objects), with another batch (args: the first call's four,
     then the second call's x and y): both calls traced as one function (step_traced), the program
@@ -370,7 +372,10 @@ def fed_back(sol, m, step, *args) -> dict:
     the second call's program is no function of those alone, or where the chained trace fails only
     as a trace does (TRACING_ONLY, in both of step_traced's attempts: Python that reads the first
     call's results as numbers runs eagerly, and the single call traced). The judge reads it where
-    it is not the first call's program."""
+    it is not the first call's program. Where the chained trace fails only as a trace does, or the
+    cut reads the first call's inputs or values its operations computed and did not return, the
+    second call is read after a first call run for real instead (after_a_real_first_call), so that
+    the values the second call reads are the very ones a training loop's second call reads."""
     def twice(params, state, x, y, x2, y2):
         first = step(params, state, x, y)
         check_step_output(first)
@@ -382,13 +387,59 @@ def fed_back(sol, m, step, *args) -> dict:
         check_step_output(second)
     except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
         if errors and all(isinstance(e, TRACING_ONLY) for e in errors):
+            real = after_a_real_first_call(m, fresh, *args)
+            if real is not None:
+                return _encoded(real, sol)
             return {"unread": "the chained calls cannot be traced: " + type(exc).__name__}
         return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     cut = second_call(closed, len(jax.tree.leaves(first[:2])), len(jax.tree.leaves(first)), n)
+    if isinstance(cut, str) or cut[1]:
+        real = after_a_real_first_call(m, fresh, *args)
+        if real is not None:
+            return _encoded(real, sol)
     if isinstance(cut, str):
         return {"unread": cut}
     cut, hidden = cut
     return {"cut": _encoded(cut, sol), "hidden": hidden} if hidden else _encoded(cut, sol)
+
+
+def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
+    """The second call of a step that make_tp_train_step makes afresh (fresh()), run first for real
+    (eagerly, under jax.set_mesh(m), as a training loop runs it) and then traced alone fed back the
+    very arrays it returned (params and state) and another batch: its program as a function of
+    those (and of the loss the first call returned, an input between the state and x, where it
+    reads that array), what else it reads (a device step counter the wrapper carries, a batch it
+    kept) held as the constants the real first call left. Python that reads the first call's
+    results as numbers (float() of the last loss) then reads numbers. None where that cannot be
+    done (the learner's error, or a step that returns one array twice among its params and state):
+    the chained trace's reading stands."""
+    if fresh is None:
+        return None
+    try:
+        step = fresh()
+        with on_mesh(m):
+            first = step(params, state, x, y)
+        check_step_output(first)
+        closed, second = step_traced(m, lambda a, b: step(first[0], first[1], a, b), x2, y2)
+        check_step_output(second)
+    except Exception:  # noqa: BLE001 (the chained trace's reading, or its error, is sent instead)
+        return None
+    fed = jax.tree.leaves(first[:2])
+    position = {id(a): i for i, a in enumerate(fed)}
+    if len(position) != len(fed) or id(first[2]) in position:
+        return None
+    ins, loss, constvars, consts = [None] * len(fed), [], [], []
+    for v, c in zip(closed.constvars, closed.consts):
+        if id(c) in position:
+            ins[position[id(c)]] = v
+        elif c is first[2]:
+            loss.append(v)
+        else:
+            constvars.append(v)
+            consts.append(c)
+    # A fed array the second call never reads is an input it leaves unread.
+    ins = [v if v is not None else core.Var(jax.typeof(a)) for v, a in zip(ins, fed)]
+    return closed.replace(constvars=constvars, consts=consts, invars=[*ins, *loss, *closed.invars])
 
 
 def second_call(closed, fed: int, first: int, inputs: int):

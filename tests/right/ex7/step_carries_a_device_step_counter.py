@@ -2,9 +2,10 @@
 for logging) that the Python wrapper keeps on the device between calls and never hands the caller.
 Natively on (2, 4), Adam, D=32, H=40, B=64: the reference's losses (2.004, 1.8596, 1.6363, 1.551)
 and placements, step.taken() the count. Full marks: its second call, fed back what the first
-returned, reads the counter the first call made and did not return; the grader reads that call's
-program with the counter as an input of its own (its collectives, FLOPs and placements, which do
-not depend on the count), and it is the same Megatron step.
+returned, reads the counter the first call made and did not return; the grader reads that call
+after a first call run for real (probes.after_a_real_first_call), the counter a constant of its
+program at the value the first call left, runs it as the training runs' later steps (their numbers
+compared) and reads its collectives, FLOPs and placements: the same Megatron step.
 """
 import jax
 import jax.numpy as jnp

@@ -16,7 +16,9 @@ failing the step.
 
 Full marks (22/22 at --seed 20261130, 7 and 0, with and without --sandbox) since the grader's fix:
 where both traces of the chained calls fail only as a trace does (a concretization error), the
-second call is left unread, as when it makes the first call's program.
+second call is left unread, as when it makes the first call's program. Since a later fix that
+second call is read after a first call run for real (probes.after_a_real_first_call: float() then
+reads a number), and it is the first call's program: still full marks.
 """
 import logging
 

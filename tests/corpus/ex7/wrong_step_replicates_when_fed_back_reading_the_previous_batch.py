@@ -4,14 +4,20 @@ nothing) and, fed back the very params it returned, hands them on replicated (P(
 Natively on (4, 2), momentum SGD: P(None, 'model') / P('model', None) after step 1,
 P(None, None) from step 2 on.
 
-The second call reads an array the first call was given (its x), so probes.second_call cannot cut
-it out ("its second call reads the arrays its first call was given") and the judge reads nothing
-of it. Any harmless read of a previous input hides the later program this way.
+Was 22/22 with and without --sandbox at seeds 20261130, 7 and 0: the second call reads an array
+the first call was given (its x), so probes.second_call could not cut it out of the chained trace
+("its second call reads the arrays its first call was given") and the judge read nothing of it.
+Any harmless read of a previous input hid the later program this way.
 
-22/22 with and without --sandbox at seeds 20261130, 7 and 0. Should be 18/22, as
-tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py. The first call's inputs the
-second reads could be inputs of the cut of their own, fed the grader's own first-call arrays (the
-judge has them, unlike the hidden values it feeds zeros).
+Since the grader's fix such a second call is read after a first call run for real
+(probes.after_a_real_first_call): traced alone, fed the very arrays the first returned, the batch
+the wrapper kept a constant of its program; the judge compiles and reads it. 18/22 with and
+without --sandbox at seeds 20261130, 7 and 0, as
+tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py.
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: optimizer_state_carries_parameter_specs: after a second momentum SGD training step
+loses: optimizer_state_carries_parameter_specs: params['w1'] is P(None, None)
 """
 import functools
 import jax

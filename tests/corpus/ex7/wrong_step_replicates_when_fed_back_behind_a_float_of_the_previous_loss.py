@@ -4,17 +4,20 @@ returned, as a training loop feeds them) first logs the previous loss as a Pytho
 (P(None, None)). Natively on (4, 2), momentum SGD: P(None, 'model') / P('model', None) after step
 1, P(None, None) from step 2 on.
 
-The float() is the whole trick: in the grader's chained trace of two calls the previous loss is a
-tracer, so the trace fails with ConcretizationTypeError, a tracing-only failure, and the second
-call is left unread ("the chained calls cannot be traced"); the judge replays the first call's
-program for every later step and reads nothing of the replicating one.
+Was 22/22 with and without --sandbox at seeds 20261130, 7 and 0: in the grader's chained trace
+of two calls the previous loss is a tracer, so the trace failed with ConcretizationTypeError, a
+tracing-only failure, and the second call was left unread ("the chained calls cannot be traced");
+the judge replayed the first call's program for every later step.
 
-22/22 with and without --sandbox at seeds 20261130, 7 and 0. Should be 18/22, as
-tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py
-(training_step_communicates_like_megatron and optimizer_state_carries_parameter_specs on the
-second call). Where the chained trace fails only as a trace does, the wrapper has still shown which
-jitted function each call dispatches to; tracing the second call alone, fed concrete arrays of the
-first call's outputs (run eagerly, as the Python that reads them expects), would read it.
+Since the grader's fix, where the chained trace fails only as a trace does, the first call is run
+for real and the second traced alone, fed the very arrays the first returned
+(probes.after_a_real_first_call), so float() reads a number and the replicating call is read:
+18/22 with and without --sandbox at seeds 20261130, 7 and 0, as
+tests/corpus/ex7/wrong_step_replicates_when_fed_its_own_outputs.py.
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: optimizer_state_carries_parameter_specs: after a second momentum SGD training step
+loses: optimizer_state_carries_parameter_specs: params['w1'] is P(None, None)
 """
 import functools
 import jax

@@ -1,0 +1,76 @@
+"""WRONG: as right_step_keeps_a_device_step_counter_at_module_level, whose wrapper, fed back the very
+params it returned, dispatches a step that multiplies every update by 0.0 (it trains one step).
+Like tests/corpus/ex7/wrong_step_stops_training_when_fed_back_with_a_device_step_counter.py, but
+with the counter at module level.
+
+20/22 with and without --sandbox at seed 20261130, losing only optimizer_state_carries_parameter_specs,
+to the grader's own leaked tracer (as the right module does), never its frozen training: the
+first call run for real (probes.after_a_real_first_call) meets the tracer an earlier trace left in
+the module's dict and fails, so the cut keeps the counter as a hidden input fed zeros and the
+training runs replay the first call's program. Should lose sgd_training_matches_single_device and
+adam_training_matches_single_device (20/22 for its training, once the leak is fixed).
+"""
+import functools
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+W1_SPEC = P(None, "model")
+W2_SPEC = P("model", None)
+X_SPEC = P("data", None)
+PARAM_SPECS = {"w1": W1_SPEC, "w2": W2_SPEC}
+
+
+def tp_mlp(w1, w2, x):
+    h = jax.nn.relu(x @ w1)
+    return jnp.matmul(h, w2, out_sharding=X_SPEC)
+
+
+def _tp_mlp_local(w1_blk, w2_blk, x_blk):
+    return lax.psum(jax.nn.relu(x_blk @ w1_blk) @ w2_blk, "model")
+
+
+def make_tp_mlp_shard_map(mesh):
+    return jax.shard_map(_tp_mlp_local, mesh=mesh, in_specs=(W1_SPEC, W2_SPEC, X_SPEC), out_specs=X_SPEC)
+
+
+def init_tp_state(mesh, tx, params):
+    placed = {k: jax.device_put(v, NamedSharding(mesh, PARAM_SPECS[k])) for k, v in params.items()}
+    return placed, tx.init(placed)
+
+
+def _loss(params, x, y):
+    return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
+
+
+def _make_jitted(tx, scale):
+    @jax.jit
+    def step(params, opt_state, x, y, t):
+        loss, grads = jax.value_and_grad(_loss)(params, x, y)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        updates = jax.tree.map(lambda u: u * scale, updates)
+        return optax.apply_updates(params, updates), opt_state, loss, t + 1
+
+    return step
+
+
+_TAKEN = {}  # steps taken, on the device, for logging
+
+
+def make_tp_train_step(mesh, tx):
+    first = _make_jitted(tx, 1.0)
+    later = _make_jitted(tx, 0.0)
+    returned = []
+
+    def step(params, opt_state, x, y):
+        if _TAKEN.get(mesh) is None:
+            _TAKEN[mesh] = jnp.zeros((), jnp.int32)
+        fed_back = bool(returned) and all(a is b for a, b in zip(jax.tree.leaves(params), returned))
+        new, opt_state, loss, _TAKEN[mesh] = (later if fed_back else first)(params, opt_state, x, y, _TAKEN[mesh])
+        returned[:] = jax.tree.leaves(new)
+        return new, opt_state, loss
+
+    return step
