@@ -591,16 +591,10 @@ def _read_pytree(item: str):
         return reader.restore(item)
 
 
-def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
-    """The checkpoint folder save wrote, with each of its items written again by the grader's own
-    Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
-    `given`'s values wherever it held the saved state's (the floating-point numbers: whole leaves,
-    slices of a stack, runs packed into a larger array; and the dropout key; the counters and everything
-    else as they were): a checkpoint in the learner's own layout, holding a state the learner's save never wrote. The item's own checkpoint metadata
-    (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
-    does not write (another item inside it, a file, a symlink, every name) are kept. As files
-    (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
-    not write it."""
+def in_place_of(saved: dict, given: dict):
+    """A function of a stored leaf of a checkpoint holding the `saved` state: that leaf holding `given`'s
+    values wherever it held saved's (whole leaves, slices of a stack, runs packed into a larger array,
+    the dropout key), the leaf itself (the very object) where it holds none of them."""
     swap, runs = {}, []
     for name, value in saved.items():
         if not same(value, given[name]):
@@ -643,6 +637,21 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
         if new is None and np.issubdtype(value.dtype, np.floating):
             new = repacked(value)
         return leaf if new is None else np.asarray(new).astype(value.dtype)
+
+    return replaced
+
+
+def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
+    """The checkpoint folder save wrote, with each of its items written again by the grader's own
+    Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
+    `given`'s values wherever it held the saved state's (the floating-point numbers: whole leaves,
+    slices of a stack, runs packed into a larger array; and the dropout key; the counters and everything
+    else as they were): a checkpoint in the learner's own layout, holding a state the learner's save never wrote. The item's own checkpoint metadata
+    (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
+    does not write (another item inside it, a file, a symlink, every name) are kept. As files
+    (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
+    not write it."""
+    replaced = in_place_of(saved, given)
 
     for item, tree in zip(items, trees):
         try:
@@ -1257,26 +1266,79 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
          "Hint: one save writes one checkpoint; raise an error saying it exists, or replace it whole.")
 
 
-def stored_at_path(files: dict, path: str, first_items: list) -> list:
-    """Every leaf (path, array) of the checkpoint a sent folder holds at `path`, read with the grader's
-    own StandardCheckpointer: the items the path leads to (the folder of its name, or where a link of
-    that name points: an overwrite may swap a link in) where the first save wrote its items under the
-    path (`first_items`, relative to the folder), else every item of the folder. An item the grader
-    cannot read holds nothing it can count."""
+def items_at_path(files: dict, path: str, first_items: list) -> tuple[dict, set]:
+    """The checkpoint items a sent folder holds, read with the grader's own StandardCheckpointer:
+    ({item (relative to the folder) -> its leaves as {keystr: array}}, the items the path leads to).
+    Those are the items under the folder of the path's name (or where a link of that name points: an
+    overwrite may swap a link in) where the first save wrote its items under the path (`first_items`),
+    else every item of the folder. An item the grader cannot read holds nothing it can count."""
     name = os.path.basename(path.rstrip("/"))
-    stored = []
+    found, led_to = {}, set()
     with tempfile.TemporaryDirectory(prefix="ex10-at-path-") as folder:
         unpack(files, folder)
-        items = item_folders(folder)
-        if name and any(PurePosixPath(rel).parts[0] == name for rel in first_items):
-            root = os.path.realpath(os.path.join(folder, name))
-            items = [i for i in items if os.path.commonpath([root, os.path.realpath(i)]) == root]
-        for item in items:
+        root = os.path.realpath(os.path.join(folder, name)) if name and any(
+            PurePosixPath(rel).parts[0] == name for rel in first_items) else None
+        for item in item_folders(folder):
+            rel = os.path.relpath(item, folder)
             try:
-                stored += read_checkpoint_of(read_tree(item))
+                found[rel] = dict(read_checkpoint_of(read_tree(item)))
             except Exception:  # an item the grader cannot read holds nothing it can count
                 continue
-    return stored
+            if root is None or os.path.commonpath([root, os.path.realpath(item)]) == root:
+                led_to.add(rel)
+    return found, led_to
+
+
+def first_items(worker, seed: int) -> dict:
+    """The items the first save wrote (relative to the folder), each as {keystr: array}."""
+    got = checkpoint(worker, seed)
+    return {rel: dict(read_checkpoint_of(tree)) for rel, tree in zip(got["items"], got["trees"])}
+
+
+def held_as(value, states: tuple) -> str:
+    """What a stored array holds, in words: a leaf of one of the (words, values) states, or other numbers."""
+    for words, values in states:
+        name = next((n for n in values if same(values[n], value)), None)
+        if name is not None:
+            return f"{words} {show(name)}"
+    return "numbers of neither state there"
+
+
+def part_of(value, saved: dict) -> str:
+    """The leaf of the saved state a stored array holds (its name), or that it holds several packed."""
+    name = next((n for n in saved if same(saved[n], value)), None)
+    return show(name) if name is not None else "several leaves packed or stacked together"
+
+
+def paired(before: dict, after: dict) -> dict | None:
+    """Which leaf of an item's `after` reading (keystr) a restore reads where `before` had each of its
+    leaves: the same name; else the same name but for Flax's Variable wrapper (a state saved as
+    nnx.State has ['value'] entries, the same state as pure dicts none); else, with as many leaves of the
+    same shapes in the same order, the leaf in the same place of that order (a restore by a template of
+    the other structure pairs them so). None where the items are of different layouts."""
+    if set(before) == set(after):
+        return {key: key for key in before}
+    bare = lambda key: re.sub(r"\['value'\]|\.value\b", "", key)
+    plain_before, plain_after = {bare(k): k for k in before}, {bare(k): k for k in after}
+    if len(plain_before) == len(before) and set(plain_before) == set(plain_after):
+        return {k: plain_after[p] for p, k in plain_before.items()}
+    if len(before) == len(after) and all(np.shape(before[a]) == np.shape(after[b]) for a, b in zip(before, after)):
+        return dict(zip(before, after))
+    return None
+
+
+def changed_in_place(before: dict, after: dict, pairs: dict, expected) -> tuple | None:
+    """The first stored array (its pair's keystr, what it held, what its pair in `after` holds) of an item whose
+    pair holds other numbers than expected(what `before` held there), or None where every one holds
+    them; an array expected() says nothing of (None) is not compared."""
+    for key, value in before.items():
+        want = expected(value)
+        if want is None:
+            continue
+        got = after.get(pairs.get(key))
+        if got is None or not same(got, want):
+            return pairs.get(key, key), value, got
+    return None
 
 
 def second_at_the_path(worker, seed: int, twice: dict) -> None:
@@ -1291,11 +1353,12 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
     if not isinstance(files, dict) or got["error"] is not None or not isinstance(path, str):
         return  # no folder sent, or none the grader reads (checkpoint_is_an_orbax_folder_... says why)
     first = own_runs(seed)["saved"]
-    stored = stored_at_path(files, path, got["items"])
+    found, led_to = items_at_path(files, path, got["items"])
+    stored = [leaf for rel in sorted(led_to) for leaf in found[rel].items()]
     # Every part the second state was given (the counters as orbax_numbers finds them, as for the first save).
     lacking = missing_parts(stored, second_values(seed), orbax_numbers(files))
     if not lacking:
-        return
+        return misplaced_second(worker, seed, found, led_to)
     still = [part for part in lacking if part not in missing_parts(stored, first, orbax_numbers(files))]
     fail("the second save to the same path returned without an error and restore then handed back the second state, "
          f"yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold "
@@ -1305,6 +1368,35 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
          "other reader of the path, such as a restarted job, gets another state. Hint: raise an error saying the "
          "checkpoint exists, or replace it at the path (StandardCheckpointer.save(..., force=True); with a "
          "CheckpointManager, check what save returns or delete the step first).")
+
+
+def misplaced_second(worker, seed: int, found: dict, led_to: set) -> None:
+    """Fail unless, for every item the first save wrote, an item the path leads to with the same leaf
+    names holds, at each name where the first save wrote a part of the first state, that part of the
+    second state (an overwrite in place, or a new item in the same layout: a CheckpointManager's next
+    step). A checkpoint holding every value of the second state, some at another part's name (two
+    leaves of one shape exchanged), hands a restore that reads it by names another state."""
+    first, second = own_runs(seed)["saved"], second_values(seed)
+    into = in_place_of(first, second)
+
+    def expected(value):  # an array holding none of the first state's values says nothing of the second's
+        new = into(value)
+        return None if new is value else new
+
+    for rel, before in first_items(worker, seed).items():
+        alike = sorted((j for j in led_to if paired(before, found[j]) is not None), key=lambda j: j != rel)
+        wrong = [changed_in_place(before, found[j], paired(before, found[j]), expected) for j in alike]
+        if not alike or not all(wrong):  # no item of that layout (the values-anywhere check decides), or one holds it
+            continue
+        j, (key, value, got) = alike[0], wrong[0]
+        back = "nothing" if got is None else held_as(got, (("the second state's", second), ("the first state's", first)))
+        fail("the second save to the same path returned without an error and restore then handed back the second "
+             "state, yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold "
+             f"the second state at its own names: in the item {j}/, the array {key}, where the first save wrote "
+             f"{part_of(value, first)}, holds {back} instead of the second state's. A restore that reads the path by "
+             "names (a restarted job) gets another state than save was given. Hint: save the state you are given as "
+             "it is, each leaf under its own name, replacing the checkpoint at the path "
+             "(StandardCheckpointer.save(path, state, force=True)).")
 
 
 def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
@@ -1331,13 +1423,25 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     if not isinstance(files, dict) or files == before or checkpoint(worker, seed)["error"] is not None:
         return  # every byte as the first save left it (or nothing the grader reads: another check says why)
     path = experiment(worker, seed).get("path")
-    stored = stored_at_path(files, path if isinstance(path, str) else "", checkpoint(worker, seed)["items"])
+    found, led_to = items_at_path(files, path if isinstance(path, str) else "", checkpoint(worker, seed)["items"])
+    stored = [leaf for rel in sorted(led_to) for leaf in found[rel].items()]
     lacking = missing_parts(stored, first, orbax_numbers(files))
     if lacking:
         fail(f"{refused}, yet the checkpoint's files at that path, read with the grader's own StandardCheckpointer just "
              "after the refusal, no longer hold "
              f"{', '.join(lacking)} as the first save wrote them: the refused save changed the checkpoint at the path, "
              f"and any other reader of it (a restarted job) gets another state. {hint}")
+    # Each item the first save wrote, still there, holds every array as that save wrote it, at its own name.
+    for rel, before in first_items(worker, seed).items():
+        wrong = changed_in_place(before, found[rel], paired(before, found[rel]) or {}, lambda value: value) \
+            if rel in found else None
+        if wrong:
+            key, value, got = wrong
+            back = "nothing" if got is None else held_as(got, (("the second state's", second), ("the first state's", first)))
+            fail(f"{refused}, yet the checkpoint's files at that path, read with the grader's own StandardCheckpointer "
+                 f"just after the refusal, no longer hold the first state as the first save wrote it: in the item {rel}/, the "
+                 f"array {key}, which held {part_of(value, first)}, now holds {back}. The refused save changed the "
+                 f"checkpoint at the path, and any other reader of it (a restarted job) gets another state. {hint}")
 
 
 # --- checks: the technique of the restore ------------------------------------------------------
