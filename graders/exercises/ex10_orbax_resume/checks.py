@@ -1358,7 +1358,7 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
     # Every part the second state was given (the counters as orbax_numbers finds them, as for the first save).
     lacking = missing_parts(stored, second_values(seed), orbax_numbers(files))
     if not lacking:
-        return misplaced_second(worker, seed, found, led_to)
+        return misplaced_second(worker, seed, found, led_to, files)
     still = [part for part in lacking if part not in missing_parts(stored, first, orbax_numbers(files))]
     fail("the second save to the same path returned without an error and restore then handed back the second state, "
          f"yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold "
@@ -1370,12 +1370,14 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
          "CheckpointManager, check what save returns or delete the step first).")
 
 
-def misplaced_second(worker, seed: int, found: dict, led_to: set) -> None:
-    """Fail unless, for every item the first save wrote, an item the path leads to with the same leaf
-    names holds, at each name where the first save wrote a part of the first state, that part of the
-    second state (an overwrite in place, or a new item in the same layout: a CheckpointManager's next
-    step). A checkpoint holding every value of the second state, some at another part's name (two
-    leaves of one shape exchanged), hands a restore that reads it by names another state."""
+def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -> None:
+    """Fail unless the items the path leads to hold the second state where a restore reads it. For every
+    item the first save wrote, an item there with its leaf names (`paired`) should hold, at each name
+    where the first save wrote a part of the first state, that part of the second state (an overwrite in
+    place, or a new item in the same layout: a CheckpointManager's next step). Where none does (leaves
+    exchanged, or another layout than the names say), or where the first save's item still holds the
+    first state beside the one holding the second (two checkpoints at the path), what a job restarted
+    after the second save reads decides (`read_as_restarted`)."""
     first, second = own_runs(seed)["saved"], second_values(seed)
     into = in_place_of(first, second)
 
@@ -1386,17 +1388,49 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set) -> None:
     for rel, before in first_items(worker, seed).items():
         alike = sorted((j for j in led_to if paired(before, found[j]) is not None), key=lambda j: j != rel)
         wrong = [changed_in_place(before, found[j], paired(before, found[j]), expected) for j in alike]
-        if not alike or not all(wrong):  # no item of that layout (the values-anywhere check decides), or one holds it
+        if not alike:  # no item of that layout: the values-anywhere check decides
             continue
-        j, (key, value, got) = alike[0], wrong[0]
-        back = "nothing" if got is None else held_as(got, (("the second state's", second), ("the first state's", first)))
-        fail("the second save to the same path returned without an error and restore then handed back the second "
-             "state, yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold "
-             f"the second state at its own names: in the item {j}/, the array {key}, where the first save wrote "
-             f"{part_of(value, first)}, holds {back} instead of the second state's. A restore that reads the path by "
-             "names (a restarted job) gets another state than save was given. Hint: save the state you are given as "
-             "it is, each leaf under its own name, replacing the checkpoint at the path "
-             "(StandardCheckpointer.save(path, state, force=True)).")
+        if all(wrong):
+            j, (key, value, got) = alike[0], wrong[0]
+            back = "nothing" if got is None else held_as(got, (("the second state's", second),
+                                                               ("the first state's", first)))
+            return read_as_restarted(worker, seed, files, sorted(found), (
+                f"the checkpoint at the path, read with the grader's own StandardCheckpointer, holds in {j}/, at "
+                f"{key} (where the first save wrote {part_of(value, first)}), {back} instead of the second state's"))
+        if rel in led_to and wrong[alike.index(rel)] and not changed_in_place(
+                before, found[rel], paired(before, found[rel]), lambda value: value):
+            return read_as_restarted(worker, seed, files, sorted(found), (
+                f"the path holds two checkpoints, {rel}/ still the first state and {alike[wrong.index(None)]}/ "
+                "beside it the second"))
+
+
+def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> None:
+    """Fail unless the learner's restore, of the folder the second save left (`files`, its items `rels`)
+    written again by the grader with given_values' numbers wherever the second state's stood
+    (`rewritten`), at a path its save never wrote, from its file imported afresh (as a job restarted after
+    the second save reads the path: probe restore_afresh, onto mesh A), hands back that state (held_to_the_rewrite): neither the first
+    state, nor the second state's values in other places than its own. `seen` says what the files showed."""
+    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
+        unpack(files, folder)
+        items = [os.path.join(folder, rel) for rel in rels]
+        try:
+            again = rewritten(folder, items, [read_tree(item) for item in items], second_values(seed),
+                              given_values(seed))
+        except Exception as exc:  # read_tree's error: an item the grader's Orbax cannot read
+            again = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    if isinstance(again, str):  # a layout the grader cannot write again: the checks of the rewrite say so
+        return
+    at = worker.restore_afresh(draw(seed)["config"], again)
+    what = "after a second save to the same path that raised nothing, restore"
+    told = (f"{seen}; the grader wrote that folder again at a path your save never wrote, the second state's numbers "
+            "replaced by a third state's, and ran your restore from your file imported afresh (as a job restarted "
+            "after the second save runs it)")
+    hint = ("Hint: save the state you are given as it is, each leaf under its own name, replacing the checkpoint at "
+            "the path (StandardCheckpointer.save(path, state, force=True)); or, keeping both, have restore find the "
+            "latest from the files (a CheckpointManager's latest_step), not from memory.")
+    held_to_the_rewrite(seed, at, what, told, hint, (own_runs(seed)["saved"],), lambda count, example: (
+        f"restore from there handed back {count} leaves (e.g. {example}) as the first save had them: every reader of "
+        "the path but the process that saved gets the first state."), checkpoint(worker, seed)["missing"])
 
 
 def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
