@@ -1347,7 +1347,7 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
     StandardCheckpointer, holds every part of the second state: a restore answering from a copy kept in
     memory, or from a checkpoint written beside the path (or an overwrite of part of it), reads it back too, while every other reader
     of the path (a restarted job) gets the first state. Where the first save wrote nothing under the
-    path itself, the whole folder counts."""
+    path itself, the whole folder counts. Then each part must be at its own name (misplaced_second)."""
     files, got = twice.get("folder"), checkpoint(worker, seed)
     path = experiment(worker, seed).get("path")
     if not isinstance(files, dict) or got["error"] is not None or not isinstance(path, str):
@@ -1397,7 +1397,7 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
             return read_as_restarted(worker, seed, files, sorted(found), (
                 f"the checkpoint at the path, read with the grader's own StandardCheckpointer, holds in {j}/, at "
                 f"{key} (where the first save wrote {part_of(value, first)}), {back} instead of the second state's"))
-        if rel in led_to and wrong[alike.index(rel)] and not changed_in_place(
+        if rel in alike and wrong[alike.index(rel)] and not changed_in_place(
                 before, found[rel], paired(before, found[rel]), lambda value: value):
             return read_as_restarted(worker, seed, files, sorted(found), (
                 f"the path holds two checkpoints, {rel}/ still the first state and {alike[wrong.index(None)]}/ "
@@ -1436,9 +1436,10 @@ def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> 
 def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     """Fail unless, after a second save to the path was refused (`error`), restore onto mesh A in the
     process that saved still reads the first checkpoint there, and the folder's files as the refusal left
-    them (where any byte changed) still hold the whole first state: a refusal that removed it, or still
-    wrote part of the second state (or anything else over the first), is no clear error but a damaged
-    checkpoint or a mix."""
+    them (where any byte changed) still hold the whole first state, each item the first save wrote still
+    read and every array of it as written, at its own name: a refusal that removed it, or still wrote part
+    of the second state (or anything else over the first, two leaves exchanged), is no clear error but a
+    damaged checkpoint or a mix."""
     refused = f"the second save to the same path raised {error['type']} (a clear error: {error['text'][:120]})"
     hint = ("Hint: refuse before writing anything (StandardCheckpointer.save raises when the path exists), so that "
             "the checkpoint already there stays as it was.")
@@ -1465,10 +1466,14 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
              "after the refusal, no longer hold "
              f"{', '.join(lacking)} as the first save wrote them: the refused save changed the checkpoint at the path, "
              f"and any other reader of it (a restarted job) gets another state. {hint}")
-    # Each item the first save wrote, still there, holds every array as that save wrote it, at its own name.
+    # Each item the first save wrote still reads, every array as that save wrote it, at its own name.
     for rel, before in first_items(worker, seed).items():
-        wrong = changed_in_place(before, found[rel], paired(before, found[rel]) or {}, lambda value: value) \
-            if rel in found else None
+        if rel not in found:
+            fail(f"{refused}, yet in the checkpoint's files at that path just after the refusal, the item {rel}/ the first "
+                 "save wrote is gone, or the grader's own StandardCheckpointer no longer reads it: the refused save "
+                 f"changed the checkpoint at the path, and any other reader of it (a restarted job) gets another state "
+                 f"or none. {hint}")
+        wrong = changed_in_place(before, found[rel], paired(before, found[rel]) or {}, lambda value: value)
         if wrong:
             key, value, got = wrong
             back = "nothing" if got is None else held_as(got, (("the second state's", second), ("the first state's", first)))
