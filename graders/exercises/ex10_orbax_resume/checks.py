@@ -591,16 +591,10 @@ def _read_pytree(item: str):
         return reader.restore(item)
 
 
-def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
-    """The checkpoint folder save wrote, with each of its items written again by the grader's own
-    Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
-    `given`'s values wherever it held the saved state's (the floating-point numbers: whole leaves,
-    slices of a stack, runs packed into a larger array; and the dropout key; the counters and everything
-    else as they were): a checkpoint in the learner's own layout, holding a state the learner's save never wrote. The item's own checkpoint metadata
-    (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
-    does not write (another item inside it, a file, a symlink, every name) are kept. As files
-    (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
-    not write it."""
+def in_place_of(saved: dict, given: dict):
+    """A function of a stored leaf of a checkpoint holding the `saved` state: that leaf holding `given`'s
+    values wherever it held saved's (whole leaves, slices of a stack, runs packed into a larger array,
+    the dropout key), the leaf itself (the very object) where it holds none of them."""
     swap, runs = {}, []
     for name, value in saved.items():
         if not same(value, given[name]):
@@ -643,6 +637,21 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
         if new is None and np.issubdtype(value.dtype, np.floating):
             new = repacked(value)
         return leaf if new is None else np.asarray(new).astype(value.dtype)
+
+    return replaced
+
+
+def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -> dict | str:
+    """The checkpoint folder save wrote, with each of its items written again by the grader's own
+    Orbax (its PyTree handler, the item's own OCDBT and Zarr3 settings from its _METADATA) holding
+    `given`'s values wherever it held the saved state's (the floating-point numbers: whole leaves,
+    slices of a stack, runs packed into a larger array; and the dropout key; the counters and everything
+    else as they were): a checkpoint in the learner's own layout, holding a state the learner's save never wrote. The item's own checkpoint metadata
+    (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
+    does not write (another item inside it, a file, a symlink, every name) are kept. As files
+    (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
+    not write it."""
+    replaced = in_place_of(saved, given)
 
     for item, tree in zip(items, trees):
         try:
@@ -1257,26 +1266,79 @@ def test_saving_twice_is_an_error_or_an_overwrite(worker, seed):
          "Hint: one save writes one checkpoint; raise an error saying it exists, or replace it whole.")
 
 
-def stored_at_path(files: dict, path: str, first_items: list) -> list:
-    """Every leaf (path, array) of the checkpoint a sent folder holds at `path`, read with the grader's
-    own StandardCheckpointer: the items the path leads to (the folder of its name, or where a link of
-    that name points: an overwrite may swap a link in) where the first save wrote its items under the
-    path (`first_items`, relative to the folder), else every item of the folder. An item the grader
-    cannot read holds nothing it can count."""
+def items_at_path(files: dict, path: str, first_items: list) -> tuple[dict, set]:
+    """The checkpoint items a sent folder holds, read with the grader's own StandardCheckpointer:
+    ({item (relative to the folder) -> its leaves as {keystr: array}}, the items the path leads to).
+    Those are the items under the folder of the path's name (or where a link of that name points: an
+    overwrite may swap a link in) where the first save wrote its items under the path (`first_items`),
+    else every item of the folder. An item the grader cannot read holds nothing it can count."""
     name = os.path.basename(path.rstrip("/"))
-    stored = []
+    found, led_to = {}, set()
     with tempfile.TemporaryDirectory(prefix="ex10-at-path-") as folder:
         unpack(files, folder)
-        items = item_folders(folder)
-        if name and any(PurePosixPath(rel).parts[0] == name for rel in first_items):
-            root = os.path.realpath(os.path.join(folder, name))
-            items = [i for i in items if os.path.commonpath([root, os.path.realpath(i)]) == root]
-        for item in items:
+        root = os.path.realpath(os.path.join(folder, name)) if name and any(
+            PurePosixPath(rel).parts[0] == name for rel in first_items) else None
+        for item in item_folders(folder):
+            rel = os.path.relpath(item, folder)
             try:
-                stored += read_checkpoint_of(read_tree(item))
+                found[rel] = dict(read_checkpoint_of(read_tree(item)))
             except Exception:  # an item the grader cannot read holds nothing it can count
                 continue
-    return stored
+            if root is None or os.path.commonpath([root, os.path.realpath(item)]) == root:
+                led_to.add(rel)
+    return found, led_to
+
+
+def first_items(worker, seed: int) -> dict:
+    """The items the first save wrote (relative to the folder), each as {keystr: array}."""
+    got = checkpoint(worker, seed)
+    return {rel: dict(read_checkpoint_of(tree)) for rel, tree in zip(got["items"], got["trees"])}
+
+
+def held_as(value, states: tuple) -> str:
+    """What a stored array holds, in words: a leaf of one of the (words, values) states, or other numbers."""
+    for words, values in states:
+        name = next((n for n in values if same(values[n], value)), None)
+        if name is not None:
+            return f"{words} {show(name)}"
+    return "numbers of neither state there"
+
+
+def part_of(value, saved: dict) -> str:
+    """The leaf of the saved state a stored array holds (its name), or that it holds several packed."""
+    name = next((n for n in saved if same(saved[n], value)), None)
+    return show(name) if name is not None else "several leaves packed or stacked together"
+
+
+def paired(before: dict, after: dict) -> dict | None:
+    """Which leaf of an item's `after` reading (keystr) a restore reads where `before` had each of its
+    leaves: the same name; else the same name but for Flax's Variable wrapper (a state saved as
+    nnx.State has ['value'] entries, the same state as pure dicts none); else, with as many leaves of the
+    same shapes in the same order, the leaf in the same place of that order (a restore by a template of
+    the other structure pairs them so). None where the items are of different layouts."""
+    if set(before) == set(after):
+        return {key: key for key in before}
+    bare = lambda key: re.sub(r"\['value'\]|\.value\b", "", key)
+    plain_before, plain_after = {bare(k): k for k in before}, {bare(k): k for k in after}
+    if len(plain_before) == len(before) and set(plain_before) == set(plain_after):
+        return {k: plain_after[p] for p, k in plain_before.items()}
+    if len(before) == len(after) and all(np.shape(before[a]) == np.shape(after[b]) for a, b in zip(before, after)):
+        return dict(zip(before, after))
+    return None
+
+
+def changed_in_place(before: dict, after: dict, pairs: dict, expected) -> tuple | None:
+    """The first stored array (its pair's keystr, what it held, what its pair in `after` holds) of an item whose
+    pair holds other numbers than expected(what `before` held there), or None where every one holds
+    them; an array expected() says nothing of (None) is not compared."""
+    for key, value in before.items():
+        want = expected(value)
+        if want is None:
+            continue
+        got = after.get(pairs.get(key))
+        if got is None or not same(got, want):
+            return pairs.get(key, key), value, got
+    return None
 
 
 def second_at_the_path(worker, seed: int, twice: dict) -> None:
@@ -1285,17 +1347,18 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
     StandardCheckpointer, holds every part of the second state: a restore answering from a copy kept in
     memory, or from a checkpoint written beside the path (or an overwrite of part of it), reads it back too, while every other reader
     of the path (a restarted job) gets the first state. Where the first save wrote nothing under the
-    path itself, the whole folder counts."""
+    path itself, the whole folder counts. Then each part must be at its own name (misplaced_second)."""
     files, got = twice.get("folder"), checkpoint(worker, seed)
     path = experiment(worker, seed).get("path")
     if not isinstance(files, dict) or got["error"] is not None or not isinstance(path, str):
         return  # no folder sent, or none the grader reads (checkpoint_is_an_orbax_folder_... says why)
     first = own_runs(seed)["saved"]
-    stored = stored_at_path(files, path, got["items"])
+    found, led_to = items_at_path(files, path, got["items"])
+    stored = [leaf for rel in sorted(led_to) for leaf in found[rel].items()]
     # Every part the second state was given (the counters as orbax_numbers finds them, as for the first save).
     lacking = missing_parts(stored, second_values(seed), orbax_numbers(files))
     if not lacking:
-        return
+        return misplaced_second(worker, seed, found, led_to, files)
     still = [part for part in lacking if part not in missing_parts(stored, first, orbax_numbers(files))]
     fail("the second save to the same path returned without an error and restore then handed back the second state, "
          f"yet the checkpoint at that path, read with the grader's own StandardCheckpointer, does not hold "
@@ -1307,12 +1370,76 @@ def second_at_the_path(worker, seed: int, twice: dict) -> None:
          "CheckpointManager, check what save returns or delete the step first).")
 
 
+def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -> None:
+    """Fail unless the items the path leads to hold the second state where a restore reads it. For every
+    item the first save wrote, an item there with its leaf names (`paired`) should hold, at each name
+    where the first save wrote a part of the first state, that part of the second state (an overwrite in
+    place, or a new item in the same layout: a CheckpointManager's next step). Where none does (leaves
+    exchanged, or another layout than the names say), or where the first save's item still holds the
+    first state beside the one holding the second (two checkpoints at the path), what a job restarted
+    after the second save reads decides (`read_as_restarted`)."""
+    first, second = own_runs(seed)["saved"], second_values(seed)
+    into = in_place_of(first, second)
+
+    def expected(value):  # an array holding none of the first state's values says nothing of the second's
+        new = into(value)
+        return None if new is value else new
+
+    for rel, before in first_items(worker, seed).items():
+        alike = sorted((j for j in led_to if paired(before, found[j]) is not None), key=lambda j: j != rel)
+        wrong = [changed_in_place(before, found[j], paired(before, found[j]), expected) for j in alike]
+        if not alike:  # no item of that layout: the values-anywhere check decides
+            continue
+        if all(wrong):
+            j, (key, value, got) = alike[0], wrong[0]
+            back = "nothing" if got is None else held_as(got, (("the second state's", second),
+                                                               ("the first state's", first)))
+            return read_as_restarted(worker, seed, files, sorted(found), (
+                f"the checkpoint at the path, read with the grader's own StandardCheckpointer, holds in {j}/, at "
+                f"{key} (where the first save wrote {part_of(value, first)}), {back} instead of the second state's"))
+        if rel in alike and wrong[alike.index(rel)] and not changed_in_place(
+                before, found[rel], paired(before, found[rel]), lambda value: value):
+            return read_as_restarted(worker, seed, files, sorted(found), (
+                f"the path holds two checkpoints, {rel}/ still the first state and {alike[wrong.index(None)]}/ "
+                "beside it the second"))
+
+
+def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> None:
+    """Fail unless the learner's restore, of the folder the second save left (`files`, its items `rels`)
+    written again by the grader with given_values' numbers wherever the second state's stood
+    (`rewritten`), at a path its save never wrote, from its file imported afresh (as a job restarted after
+    the second save reads the path: probe restore_afresh, onto mesh A), hands back that state (held_to_the_rewrite): neither the first
+    state, nor the second state's values in other places than its own. `seen` says what the files showed."""
+    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
+        unpack(files, folder)
+        items = [os.path.join(folder, rel) for rel in rels]
+        try:
+            again = rewritten(folder, items, [read_tree(item) for item in items], second_values(seed),
+                              given_values(seed))
+        except Exception as exc:  # read_tree's error: an item the grader's Orbax cannot read
+            again = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    if isinstance(again, str):  # a layout the grader cannot write again: the checks of the rewrite say so
+        return
+    at = worker.restore_afresh(draw(seed)["config"], again)
+    what = "after a second save to the same path that raised nothing, restore"
+    told = (f"{seen}; the grader wrote that folder again at a path your save never wrote, the second state's numbers "
+            "replaced by a third state's, and ran your restore from your file imported afresh (as a job restarted "
+            "after the second save runs it)")
+    hint = ("Hint: save the state you are given as it is, each leaf under its own name, replacing the checkpoint at "
+            "the path (StandardCheckpointer.save(path, state, force=True)); or, keeping both, have restore find the "
+            "latest from the files (a CheckpointManager's latest_step), not from memory.")
+    held_to_the_rewrite(seed, at, what, told, hint, (own_runs(seed)["saved"],), lambda count, example: (
+        f"restore from there handed back {count} leaves (e.g. {example}) as the first save had them: every reader of "
+        "the path but the process that saved gets the first state."), checkpoint(worker, seed)["missing"])
+
+
 def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     """Fail unless, after a second save to the path was refused (`error`), restore onto mesh A in the
     process that saved still reads the first checkpoint there, and the folder's files as the refusal left
-    them (where any byte changed) still hold the whole first state: a refusal that removed it, or still
-    wrote part of the second state (or anything else over the first), is no clear error but a damaged
-    checkpoint or a mix."""
+    them (where any byte changed) still hold the whole first state, each item the first save wrote still
+    read and every array of it as written, at its own name: a refusal that removed it, or still wrote part
+    of the second state (or anything else over the first, two leaves exchanged), is no clear error but a
+    damaged checkpoint or a mix."""
     refused = f"the second save to the same path raised {error['type']} (a clear error: {error['text'][:120]})"
     hint = ("Hint: refuse before writing anything (StandardCheckpointer.save raises when the path exists), so that "
             "the checkpoint already there stays as it was.")
@@ -1331,13 +1458,29 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     if not isinstance(files, dict) or files == before or checkpoint(worker, seed)["error"] is not None:
         return  # every byte as the first save left it (or nothing the grader reads: another check says why)
     path = experiment(worker, seed).get("path")
-    stored = stored_at_path(files, path if isinstance(path, str) else "", checkpoint(worker, seed)["items"])
+    found, led_to = items_at_path(files, path if isinstance(path, str) else "", checkpoint(worker, seed)["items"])
+    stored = [leaf for rel in sorted(led_to) for leaf in found[rel].items()]
     lacking = missing_parts(stored, first, orbax_numbers(files))
     if lacking:
         fail(f"{refused}, yet the checkpoint's files at that path, read with the grader's own StandardCheckpointer just "
              "after the refusal, no longer hold "
              f"{', '.join(lacking)} as the first save wrote them: the refused save changed the checkpoint at the path, "
              f"and any other reader of it (a restarted job) gets another state. {hint}")
+    # Each item the first save wrote still reads, every array as that save wrote it, at its own name.
+    for rel, before in first_items(worker, seed).items():
+        if rel not in found:
+            fail(f"{refused}, yet in the checkpoint's files at that path just after the refusal, the item {rel}/ the first "
+                 "save wrote is gone, or the grader's own StandardCheckpointer no longer reads it: the refused save "
+                 f"changed the checkpoint at the path, and any other reader of it (a restarted job) gets another state "
+                 f"or none. {hint}")
+        wrong = changed_in_place(before, found[rel], paired(before, found[rel]) or {}, lambda value: value)
+        if wrong:
+            key, value, got = wrong
+            back = "nothing" if got is None else held_as(got, (("the second state's", second), ("the first state's", first)))
+            fail(f"{refused}, yet the checkpoint's files at that path, read with the grader's own StandardCheckpointer "
+                 f"just after the refusal, no longer hold the first state as the first save wrote it: in the item {rel}/, the "
+                 f"array {key}, which held {part_of(value, first)}, now holds {back}. The refused save changed the "
+                 f"checkpoint at the path, and any other reader of it (a restarted job) gets another state. {hint}")
 
 
 # --- checks: the technique of the restore ------------------------------------------------------

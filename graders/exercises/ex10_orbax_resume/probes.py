@@ -15,7 +15,9 @@ m more steps from what came back; then a second save to the same path, and what 
 probe, `restore_from`, runs the learner's restore on a checkpoint folder the judge sends as bytes
 (the learner's own checkpoint, written again by the judge with another state's numbers) at a path
 the learner's save never wrote to, and again at the very path the experiment's save wrote (its folder
-made again holding only those files) onto another target mesh.
+made again holding only those files) onto another target mesh. A third, `restore_afresh`, runs the
+learner's restore, from its file imported afresh, on the folder a second save left, written again by the
+judge, where that folder holds the second state other than in the first save's places.
 A stage that raised is reported as data ({"outcome", "message"}, classified as the runner would),
 so the checks that need only an earlier stage still judge it.
 """
@@ -1046,6 +1048,26 @@ def _restored_from(sol, config, path, target) -> dict:
                 "returned_before": again}
     except Exception as exc:
         return {"restore": stage_error(sol, exc), "restored": None, "pieces": [], "moves": [], "returned_before": False}
+
+
+@probe
+def restore_afresh(sol, config, files):
+    """The learner's restore, from its file imported afresh (restarted: nothing its module kept since save)
+    with empty temporary and home folders, of a checkpoint folder the grader wrote (`files`, "checkpoint/..."),
+    at a path its save never wrote, onto mesh A: as restore_from reports it."""
+    folder, empty = tempfile.mkdtemp(prefix="ex10-afresh-"), tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
+    try:
+        unpack(files, folder)
+        with temporary_folder(empty, home=True):
+            try:
+                with restarted(sol) as job:
+                    return _restored_from(job, config, os.path.join(folder, "checkpoint"), MESH_A)
+            except Exception as exc:  # the learner's file, imported again, raised
+                return {"restore": as_restarted(stage_error(sol, exc), False), "restored": None, "pieces": [],
+                        "moves": [], "returned_before": False}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(empty, ignore_errors=True)
 
 
 @probe

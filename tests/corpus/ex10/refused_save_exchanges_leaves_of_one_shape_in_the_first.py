@@ -4,11 +4,13 @@ BatchNorm mean and variance (leaves of one shape) come back exchanged. Every val
 still in the checkpoint, under another name, and no leaf holds the second state: restore then reads the
 first state with its BatchNorm statistics swapped, a damaged checkpoint.
 
-22/22 in both modes at seeds 20261130, 7 and 0. Should lose
-saving_twice_is_an_error_or_an_overwrite (21/22): the refusal changed the checkpoint at the path.
-still_the_first asks only that no leaf restore read holds the second state's value, never that it holds
-the first's, and missing_parts finds each value of the first state wherever it is in the files, not at
-its own name.
+Was 22/22 in both modes at seeds 20261130, 7 and 0: still_the_first asked only that no leaf restore read
+holds the second state's value, never that it holds the first's, and missing_parts found each value of the
+first state anywhere in the files, not at its own name. Since the grader's fix (after a refusal, every
+array of each item the first save wrote must still hold, at its own name, what that save wrote there)
+21/22 in both modes at seeds 20261130, 7 and 0.
+
+loses: saving_twice_is_an_error_or_an_overwrite: no longer hold the first state as the first save wrote it
 """
 
 import os

@@ -4,13 +4,16 @@ path/state-0. A second save raises nothing and the process that made it reads th
 any other reader of the path (a job restarted after the second save) reads the first: the path holds two
 states and says nothing of which is current.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
-Should score 21/22 (loses saving_twice_is_an_error_or_an_overwrite): second_at_the_path reads every item
-under the path and finds the second state's parameters in state-1, beside the first state in state-0; what
-a reader of the path other than this process gets (state-0, the first state) is not asked. The judge could
-restore the path after the second save as a restarted job (the experiment's fresh import, or its forked
-process) and hold that restore to the second state, or ask that the items under the path hold no
-complete first state beside the second.
+Was 22/22 in both modes at seeds 20261130, 7 and 0: second_at_the_path counted every item under the path
+and found the second state's values in state-1, beside the first state in state-0. Since the grader's fix
+(where an item the first save wrote still holds the first state and another in its layout holds the
+second, the learner's restore runs on that folder written again with a third state's numbers in the
+second's places, at a path its save never wrote, as a job restarted after the second save reads the path,
+and must hand the third state back) 21/22 in both modes at seeds 20261130, 7 and 0. A CheckpointManager
+keeping every step (tests/right/ex10/manager_keeps_every_step_a_new_step_each_save) leaves the same files
+and keeps full marks: its restore reads the latest step.
+
+loses: saving_twice_is_an_error_or_an_overwrite: every reader of the path but the process that saved gets the first state
 """
 
 import os

@@ -5,10 +5,12 @@ wherever it exists. Restore in the process that saved reads the first state back
 holds every part of it (in path/first), yet path/current, the checkpoint the module writes as the latest,
 now holds the second state: the refusal changed the checkpoint at the path.
 
-22/22 in both modes at seeds 20261130, 7 and 0. Should lose
-saving_twice_is_an_error_or_an_overwrite (21/22). Unlike a copy beside the path, this one is inside it, so
-restricting still_the_first to the items under the path (as second_at_the_path does) would not see it
-either: the judge would have to ask which item under the path changed.
+Was 22/22 in both modes at seeds 20261130, 7 and 0: still_the_first found every value of the first state
+somewhere under the path (in path/first). Since the grader's fix (after a refusal, every array of each
+item the first save wrote, path/current among them, must still hold at its own name what that save wrote
+there) 21/22 in both modes at seeds 20261130, 7 and 0.
+
+loses: saving_twice_is_an_error_or_an_overwrite: no longer hold the first state as the first save wrote it
 """
 
 import os
