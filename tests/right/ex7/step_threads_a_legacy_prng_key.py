@@ -1,11 +1,10 @@
-"""Right: right_step_threads_a_typed_prng_key.py with a legacy raw key, jax.random.PRNGKey(0) (a
-uint32 array of two), split in the jitted step each call. No value of the step depends on it.
+"""RIGHT: step_threads_a_typed_prng_key.py with a legacy raw key, jax.random.PRNGKey(0) (a uint32
+array of two), split in the jitted step each call. No value of the step depends on it.
 
-13/22 with and without --sandbox at seeds 20261130, 7 and 0: every step check fails with "your program
-holds the primitive 'random_wrap', which no exercise's program needs" (jax.random.split of a raw key
-wraps it into a typed key inside the program). Should be 22/22: the random_wrap / random_bits /
-random_unwrap family are pure functions of uint32 data that the judge could rebuild, or the
-threefry they lower to could be sent.
+Full marks (22/22 with and without --sandbox at seeds 20261130, 7 and 0): jax.random.split of a raw
+key wraps it into a typed key inside the program (random_wrap, random_split, random_unwrap), pure
+functions of uint32 data that the judge runs with its own JAX's threefry2x32 (the implementation
+travels by its name). Was 13/22: the program encoding refused the random_wrap primitive.
 """
 import functools
 import jax
