@@ -9,7 +9,8 @@ must then compute the right values (the judge checks them on the program it rece
 technique (the judge reads it there), which is doing the exercise.
 
 What a program holds, as data:
-  * every variable's abstract value (shape, dtype, weak type): plain arrays only;
+  * every variable's abstract value (shape, dtype, weak type): plain arrays, and PRNG keys, whose
+    dtype travels as its implementation's name (one of KEY_IMPLS, JAX's own);
   * every equation: the primitive's name, its operands (variables or literals), its outputs,
     its parameters (numbers, strings, tuples, dtypes, nested programs recursively, and a few
     JAX objects by kind: enums, dimension numbers, flat-tree layouts, an empty mesh, a checkpoint
@@ -17,7 +18,8 @@ What a program holds, as data:
     factory's name and arguments (made_policy), an unsharded NamedSharding on an empty mesh by
     its rank), and the line of the learner's file it was
     written at (for messages: graders.kit.jaxpr.written_at reads it back);
-  * the constants as arrays.
+  * the constants as arrays (a key array as its uint32 key data and its implementation's name,
+    made again by the judge with jax.random.wrap_key_data).
 A custom_jvp or custom_vjp function is sent as a call of its primal program (`forward=True`, for
 checks that only run a program forwards), or refused: its derivative rules are Python callables.
 
