@@ -533,9 +533,9 @@ def _dtype_name(dtype) -> str:
 
 @functools.cache
 def _key_impls() -> dict:
-    """name -> the PRNG implementation of that name in this process's JAX, for KEY_IMPLS, read the
-    first time a key is met (before the learner's module could register one: probes and judges meet
-    keys only while reading its programs, after it is imported, and each name is JAX's own)."""
+    """name -> the PRNG implementation of that name in this process's JAX, for KEY_IMPLS: a fixed
+    list of JAX's own, so that an implementation registered under another name (Python functions of
+    the learner's) is refused; a key's type and constants name one of these, never a function."""
     return {name: prng.prngs[name] for name in KEY_IMPLS if name in prng.prngs}
 
 
