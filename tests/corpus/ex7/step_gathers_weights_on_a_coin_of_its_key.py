@@ -4,7 +4,7 @@ lax.cond, between Megatron's loss and one computed from both weights resharded w
 device. A key hides nothing: the key travels as data, and the compiled step holds both branches,
 the gathered weights' collectives and work included.
 
-18/22 with and without --sandbox at seed 20261130 (was 13/22: a key could not be sent).
+18/22 with and without --sandbox at seeds 20261130, 7 and 0 (was 13/22: a key could not be sent).
 
 loses: training_step_communicates_like_megatron: weight-sized arrays
 loses: each_device_does_its_share_of_the_work: devices repeat each other's work

@@ -2,7 +2,7 @@
 drawn from it (0 or 1): it trains about half its steps. The key's seed (3) is chosen so that the
 first call's coin is 1 and the second's 0.
 
-22/22 with and without --sandbox at seed 20261130; should be 20 (both training checks). The
+22/22 with and without --sandbox at seeds 20261130, 7 and 0; should be 20 (both training checks). The
 grader's training runs replay the first call's program, whose key is its constant, so every step
 trains; the second call reads the key the first call made and did not return, an input the judge
 does not have (given the key of zero data), and that call's program is read for collectives, FLOPs
