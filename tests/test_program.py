@@ -2,6 +2,7 @@
 program computes; anything malformed is a ProgramError with a message, never a crash of the judge."""
 
 import copy
+import re
 from functools import partial
 
 import jax
@@ -860,3 +861,76 @@ def test_a_sharded_value_offloaded_to_the_host_keeps_its_sharding_and_memory_spa
 
     with pytest.raises(program.ProgramError, match="memory"):
         program.decode(wire.round_trip(elsewhere(message)), meshes=True)
+
+
+# ---- PRNG keys: ordinary data (a training step that carries a key, ex7) ----
+
+def keyed(key, x):
+    key, sub = jax.random.split(key)
+    noise = jax.random.uniform(jax.random.fold_in(sub, 3), x.shape)
+    return x * (noise < 2.0), key, jax.random.bits(key, (2,))
+
+
+def key_message(key=None):
+    key = jax.random.key(7) if key is None else key
+    # the key a constant of the program, as a wrapper's carried key comes into the step's trace
+    return wire.round_trip(program.encode(jax.make_jaxpr(lambda x: keyed(key, x))(ARGS[1]), forward=True))
+
+
+def test_a_typed_or_legacy_key_travels_as_its_data_and_implementation_and_computes_the_same():
+    for key in (jax.random.key(7), jax.random.PRNGKey(7), jax.random.key(7, impl="rbg")):
+        closed = jax.make_jaxpr(lambda x: keyed(key, x))(ARGS[1])
+        message = key_message(key)
+        rebuilt = program.decode(message)
+        got, want = rebuilt.run(ARGS[1]), keyed(key, ARGS[1])
+        assert all(np.array_equal(program.as_numbers(a), program.as_numbers(b)) for a, b in zip(got, want))
+        assert str(program.as_sent(closed, forward=True)) == str(rebuilt.closed)
+    seeded = program.decode(wire.round_trip(program.encode(jax.make_jaxpr(
+        lambda s: jax.random.key_data(jax.random.split(jax.random.key(s))))(3))))
+    assert np.array_equal(seeded.run(np.int32(3))[0], jax.random.key_data(jax.random.split(jax.random.key(3))))
+    zeros = program.zeros_of(rebuilt.closed.jaxpr.outvars[1].aval)
+    assert zeros.dtype == jax.random.key(0, impl="rbg").dtype and not program.as_numbers(zeros).any()
+
+
+def test_a_malformed_key_is_a_program_error_that_says_what_is_wrong():
+    message = key_message()
+    top = message["program"][-1]
+    assert isinstance(top["const"][0][1], dict)  # {"key": ["threefry2x32", uint32 data]}
+
+    def changed(edit):
+        bad = copy.deepcopy(message)
+        edit(bad["program"][-1])
+        return bad
+
+    def data(t):
+        return t["const"][0][1]["key"]
+
+    cases = {
+        "unknown implementation": lambda t: data(t).__setitem__(0, "mersenne"),
+        "whose data are uint32[3]": lambda t: data(t).__setitem__(1, np.zeros(3, np.uint32)),
+        "whose data are int32[2]": lambda t: data(t).__setitem__(1, np.zeros(2, np.int32)),
+        "a PRNG key constant of rbg for a value of type key<fry>": lambda t: data(t).__setitem__(0, "rbg"),
+        "malformed constant": lambda t: t["const"][0].__setitem__(1, {"key": "threefry2x32"}),
+        "malformed abstract value": lambda t: t["const"][0][0].__setitem__(1, "key<mersenne>"),
+        "written as a literal": lambda t: t["out"].__setitem__(
+            0, {"lit": np.zeros((), np.uint32), "aval": [[], "key<threefry2x32>", False]}),
+    }
+    for words, edit in cases.items():
+        with pytest.raises(program.ProgramError, match=re.escape(words)):
+            program.decode(changed(edit))
+    wrap = jax.make_jaxpr(lambda k: jax.random.split(jax.random.wrap_key_data(k)))(np.zeros(2, np.uint32))
+    sent_wrap = wire.round_trip(program.encode(wrap))
+    eqn = next(e for e in sent_wrap["program"][-1]["eqns"] if e[0] == "random_wrap")
+    assert eqn[3]["impl"] == {"prng_impl": "threefry2x32"}
+    eqn[3]["impl"] = {"prng_impl": "mersenne"}
+    with pytest.raises(program.ProgramError, match="grader does not rebuild"):
+        program.decode(sent_wrap)
+
+
+def test_a_key_of_an_implementation_jax_does_not_ship_is_refused_with_a_reason(monkeypatch):
+    from jax._src.random import prng
+    own = prng.PRNGImpl(*prng.prngs["threefry2x32"][:-2], name="threefry2x32", tag="own")
+    key = jax.random.wrap_key_data(np.zeros(2, np.uint32), impl=own)
+    reason = program.encode_or_reason(jax.make_jaxpr(lambda x: keyed(key, x))(ARGS[1]), forward=True)
+    assert "only numeric arrays and PRNG keys" in reason["unreadable"]
+    assert program.as_sent(jax.make_jaxpr(lambda x: keyed(key, x))(ARGS[1]), forward=True) is None

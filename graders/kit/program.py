@@ -9,7 +9,8 @@ must then compute the right values (the judge checks them on the program it rece
 technique (the judge reads it there), which is doing the exercise.
 
 What a program holds, as data:
-  * every variable's abstract value (shape, dtype, weak type): plain arrays only;
+  * every variable's abstract value (shape, dtype, weak type): plain arrays, and PRNG keys, whose
+    dtype travels as its implementation's name (one of KEY_IMPLS, JAX's own);
   * every equation: the primitive's name, its operands (variables or literals), its outputs,
     its parameters (numbers, strings, tuples, dtypes, nested programs recursively, and a few
     JAX objects by kind: enums, dimension numbers, flat-tree layouts, an empty mesh, a checkpoint
@@ -17,7 +18,8 @@ What a program holds, as data:
     factory's name and arguments (made_policy), an unsharded NamedSharding on an empty mesh by
     its rank), and the line of the learner's file it was
     written at (for messages: graders.kit.jaxpr.written_at reads it back);
-  * the constants as arrays.
+  * the constants as arrays (a key array as its uint32 key data and its implementation's name,
+    made again by the judge with jax.random.wrap_key_data).
 A custom_jvp or custom_vjp function is sent as a call of its primal program (`forward=True`, for
 checks that only run a program forwards), or refused: its derivative rules are Python callables.
 
@@ -37,6 +39,7 @@ import numpy as np
 from jax._src import core, dispatch, source_info_util
 from jax._src import flattree
 from jax._src.lax import slicing
+from jax._src.random import prng
 
 MAX_EQUATIONS = 40_000  # in all, nested programs included: far above any exercise's program
 MAX_CONST_BYTES = 64 << 20
@@ -72,7 +75,16 @@ slice sort split sqrt square squeeze stack stop_gradient sub tan tanh tile top_k
 unstack clz conj complex conv_general_dilated reduce_window reduce_window_sum reduce_window_max
 reduce_window_min select_and_scatter_add select_and_gather_add polygamma igamma igammac igamma_grad_a
 random_gamma_grad bessel_i0e bessel_i1e regularized_incomplete_beta zeta
-""".split()) | MESH_PRIMITIVES
+""".split()) | MESH_PRIMITIVES | frozenset("""
+random_seed random_wrap random_unwrap random_split random_fold_in random_bits random_clone random_gamma
+""".split())
+# (the last line: what a PRNG key brings, jax.random.key/PRNGKey/split/fold_in/bits/uniform/gamma on
+# a typed or a raw uint32 key; each a pure function of its operands, run by the judge's own JAX)
+
+# PRNG implementations a key may be of, by name: the judge rebuilds a key's type, and a key
+# constant from its data (jax.random.wrap_key_data), with its own JAX's implementation of that name,
+# never with one the message or the learner's process registered.
+KEY_IMPLS = ("threefry2x32", "threefry4x32", "philox2x32", "philox4x32", "rbg", "unsafe_rbg")
 
 # What jax.debug.print (and jax.debug.visualize_array_sharding inside a jit) binds: effects and no
 # outputs. encode_with_policies, and encode where asked (drop_prints), leaves them out.
@@ -233,8 +245,9 @@ class _Encoder:
         if type(aval) is not core.ShapedArray:
             raise ProgramError(f"a value of kind {type(aval).__name__} ({aval}): only plain arrays are read")
         dtype = _dtype_name(aval.dtype)
-        if dtype not in _DTYPES:
-            raise ProgramError(f"a value of dtype {aval.dtype}: only numeric arrays are read")
+        if dtype not in _DTYPES and dtype not in _key_dtypes():
+            raise ProgramError(f"a value of dtype {aval.dtype}: only numeric arrays and PRNG keys of "
+                               f"{', '.join(KEY_IMPLS)} are read")
         plain = [list(int(n) for n in aval.shape), dtype, bool(aval.weak_type)]
         memory = aval.memory_space
         if (memory is not core.MemorySpace.Device and getattr(memory, "name", None) not in _MEMORY_SPACES
@@ -274,6 +287,8 @@ class _Encoder:
 
         def atom(v):
             if isinstance(v, core.Literal):
+                if is_key(v.aval.dtype):
+                    raise ProgramError("a PRNG key written as a literal")
                 return {"lit": np.asarray(v.val, dtype=v.aval.dtype), "aval": self.aval(v.aval)}
             if v not in names:
                 raise ProgramError("a variable used before it is defined")
@@ -282,7 +297,8 @@ class _Encoder:
         consts = list(getattr(jaxpr, "consts", ()) or ())
         out = {"const": [], "in": [], "eqns": [], "out": None}
         for v, c in zip(jaxpr.constvars, consts):
-            out["const"].append([define(v), np.asarray(c)])
+            aval = define(v)
+            out["const"].append([aval, _key_constant(c) if is_key(v.aval.dtype) else np.asarray(c)])
         for v in jaxpr.constvars[len(consts):]:
             raise ProgramError("a program whose constants are not given")
         out["in"] = [define(v) for v in jaxpr.invars]
@@ -362,6 +378,11 @@ class _Encoder:
             return {"enum": [type(value).__name__, value.name]}
         if type(value).__name__ in _TUPLES and isinstance(value, tuple):
             return {"nt": [type(value).__name__, [self.param(v, depth) for v in value]]}
+        if isinstance(value, prng.PRNGImpl):  # random_seed's, random_wrap's: by name, never its functions
+            if _key_impls().get(value.name) is not value:
+                raise ProgramError(f"a PRNG implementation {value.name!r}: only JAX's own ({', '.join(KEY_IMPLS)}) "
+                                   "are read")
+            return {"prng_impl": value.name}
         if isinstance(value, tuple):
             return {"tuple": [self.param(v, depth) for v in value]}
         if isinstance(value, list):
@@ -504,7 +525,79 @@ _DTYPES = frozenset(np.dtype(t).name for t in (
 
 @functools.cache
 def _dtype_name(dtype) -> str:
+    if isinstance(dtype, prng.KeyTy):  # a PRNG key: by its implementation's name (KEY_IMPLS)
+        impl = dtype._impl
+        return f"key<{impl.name}>" if _key_impls().get(impl.name) is impl else f"key of {impl.name!r}"
     return dtype.name  # NumPy builds the name anew on each read; encode reads one per value
+
+
+@functools.cache
+def _key_impls() -> dict:
+    """name -> the PRNG implementation of that name in this process's JAX, for KEY_IMPLS: a fixed
+    list of JAX's own, so that an implementation registered under another name (Python functions of
+    the learner's) is refused; a key's type and constants name one of these, never a function."""
+    return {name: prng.prngs[name] for name in KEY_IMPLS if name in prng.prngs}
+
+
+@functools.cache
+def _key_dtypes() -> dict:
+    """What a key's type travels as ("key<threefry2x32>") -> its dtype, rebuilt by the judge."""
+    return {f"key<{name}>": prng.KeyTy(impl) for name, impl in _key_impls().items()}
+
+
+def is_key(dtype) -> bool:
+    return isinstance(dtype, prng.KeyTy)
+
+
+def zeros_of(aval):
+    """Zeros of a value's type (shape and dtype): for a PRNG key, the key whose data are zeros."""
+    if is_key(aval.dtype):
+        impl = aval.dtype._impl
+        return jax.random.wrap_key_data(np.zeros((*aval.shape, *impl.key_shape), np.uint32), impl=impl.name)
+    return np.zeros(aval.shape, aval.dtype)
+
+
+def as_numbers(value):
+    """An array as NumPy numbers: a PRNG key array as its key data (uint32)."""
+    if is_key(getattr(value, "dtype", None)):
+        return np.asarray(jax.random.key_data(value))
+    return np.asarray(value)
+
+
+def _key_constant(value) -> dict:
+    """A key array of the program's constants as it travels: its implementation's name and its data."""
+    impl = value.dtype._impl
+    if _key_impls().get(impl.name) is not impl:
+        raise ProgramError(f"a PRNG key of the implementation {impl.name!r}: only JAX's own ({', '.join(KEY_IMPLS)}) "
+                           "are read")
+    return {"key": [impl.name, np.asarray(jax.random.key_data(value))]}
+
+
+def _key_sent(data, aval):
+    """(implementation name, uint32 data) of a key constant as it travels, {"key": [name, data]}, for a
+    value of type aval; ProgramError for anything else."""
+    if not (isinstance(data, dict) and set(data) == {"key"} and isinstance(data["key"], list)
+            and len(data["key"]) == 2 and isinstance(data["key"][0], str) and isinstance(data["key"][1], np.ndarray)):
+        raise ProgramError("a malformed constant")
+    name, array = data["key"]
+    impl = _key_impls().get(name)
+    if impl is None:
+        raise ProgramError(f"a PRNG key of an unknown implementation ({name[:40]!r}): only {', '.join(KEY_IMPLS)} "
+                           "are read")
+    if not is_key(aval.dtype) or aval.dtype._impl is not impl:
+        raise ProgramError(f"a PRNG key constant of {name} for a value of type {aval.str_short()}")
+    if array.dtype != np.uint32 or array.shape != (*aval.shape, *impl.key_shape):
+        raise ProgramError(f"a PRNG key constant of {name} whose data are {array.dtype}{list(array.shape)}, where "
+                           f"its type's are uint32{list((*aval.shape, *impl.key_shape))}")
+    return name, array
+
+
+def _key_of(array, name):
+    """The key array of this implementation with these data (checked by _key_sent)."""
+    try:
+        return jax.random.wrap_key_data(array, impl=name)
+    except Exception as exc:  # noqa: BLE001 (JAX's own refusal)
+        raise ProgramError(f"a PRNG key JAX refuses ({' '.join(str(exc).split())[:160]})") from None
 
 
 def _as_jit(params, n_in, n_out, kind="custom_primal") -> dict:
@@ -649,11 +742,14 @@ class _Decoder:
     def aval(self, data):
         if not (isinstance(data, list) and len(data) in (3, 4, 5) and isinstance(data[0], list)
                 and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in data[0])
-                and data[1] in _DTYPES and isinstance(data[2], bool)):
+                and isinstance(data[1], str) and (data[1] in _DTYPES or data[1] in _key_dtypes())
+                and isinstance(data[2], bool)):
             raise ProgramError("a malformed abstract value")
         if math.prod(data[0]) > MAX_ELEMENTS:
             raise ProgramError(f"an array of shape {tuple(data[0])}, more than {MAX_ELEMENTS} numbers")
-        shape, dtype = tuple(data[0]), np.dtype(data[1]) if data[1] != "bfloat16" else np.dtype(jax.numpy.bfloat16)
+        shape = tuple(data[0])
+        dtype = (_key_dtypes()[data[1]] if data[1] in _key_dtypes()
+                 else np.dtype(data[1]) if data[1] != "bfloat16" else np.dtype(jax.numpy.bfloat16))
         if len(data) == 3:
             return core.ShapedArray(shape, dtype, weak_type=data[2])
         if isinstance(data[3], dict):
@@ -782,6 +878,8 @@ class _Decoder:
                 return env[a]
             if isinstance(a, dict) and set(a) == {"lit", "aval"}:
                 aval = self.aval(a["aval"])
+                if is_key(aval.dtype):
+                    raise ProgramError("a PRNG key written as a literal")
                 val = a["lit"]
                 if not isinstance(val, np.ndarray) or val.shape != aval.shape or val.ndim:
                     raise ProgramError("a malformed literal")
@@ -790,16 +888,20 @@ class _Decoder:
 
         constvars, consts = [], []
         for item in _list(data["const"]):
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], np.ndarray)):
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], (np.ndarray, dict))):
                 raise ProgramError("a malformed constant")
             v = define(item[0])
-            if item[1].shape != v.aval.shape or item[1].dtype != v.aval.dtype:
-                raise ProgramError("a constant whose array does not match its type")
-            self.const_bytes += item[1].nbytes
+            if is_key(v.aval.dtype) or isinstance(item[1], dict):  # a PRNG key: its implementation and data
+                name, array = _key_sent(item[1], v.aval)
+            else:
+                name, array = None, item[1]
+                if array.shape != v.aval.shape or array.dtype != v.aval.dtype:
+                    raise ProgramError("a constant whose array does not match its type")
+            self.const_bytes += array.nbytes
             if self.const_bytes > MAX_CONST_BYTES:
                 raise ProgramError(f"more than {MAX_CONST_BYTES >> 20} MiB of constants")
             constvars.append(v)
-            consts.append(item[1])
+            consts.append(array if name is None else _key_of(array, name))
         invars = [define(a) for a in _list(data["in"])]
         eqns = []
         prims = _primitives()
@@ -912,6 +1014,8 @@ class _Decoder:
                 and isinstance(data[1], int) and not isinstance(data[1], bool) and 0 <= data[1] <= 64):
             mesh = _jit_defaults()[1] if data[0] == "Mesh" else jax.sharding.AbstractMesh((), ())
             return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * data[1]))
+        if kind == "prng_impl" and isinstance(data, str) and data in _key_impls():
+            return _key_impls()[data]
         if kind == "policy" and isinstance(data, str) and data in _policies():
             return _policies()[data]
         if kind == "made_policy":
@@ -1085,6 +1189,8 @@ class _AsSent:
     def aval(self, aval):
         if math.prod(aval.shape) > MAX_ELEMENTS:
             raise _NotAlike
+        if is_key(aval.dtype) and _key_impls().get(aval.dtype._impl.name) is not aval.dtype._impl:
+            raise _NotAlike
         mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
         if mesh is not None and not mesh.empty:
             self.mesh(mesh)
@@ -1113,6 +1219,10 @@ class _AsSent:
             return value
         if isinstance(value, (flattree.FlatTree, flattree.Either)):
             self.flat(value)
+            return value
+        if isinstance(value, prng.PRNGImpl):
+            if _key_impls().get(value.name) is not value:
+                raise _NotAlike
             return value
         if callable(value) and not isinstance(value, type):
             name = policy_name(value)
@@ -1151,6 +1261,8 @@ class _AsSent:
         if not isinstance(v, core.Literal):
             return v
         self.aval(v.aval)
+        if is_key(v.aval.dtype):
+            raise _NotAlike
         val = np.asarray(v.val, dtype=v.aval.dtype)
         if val.ndim or val.shape != v.aval.shape:
             raise _NotAlike
@@ -1171,12 +1283,20 @@ class _AsSent:
         consts = list(getattr(closed, "consts", ()) or ())
         if len(consts) != len(closed.constvars):
             raise _NotAlike
-        arrays = [np.asarray(c) for c in consts]
-        for v, a in zip(closed.constvars, arrays):
+        arrays = []
+        for v, c in zip(closed.constvars, consts):
             self.aval(v.aval)
-            if a.shape != v.aval.shape or a.dtype != v.aval.dtype:
-                raise _NotAlike
-            self.const_bytes += a.nbytes
+            if is_key(v.aval.dtype):  # as decode rebuilds it: from its data, with its implementation's name
+                if not is_key(getattr(c, "dtype", None)) or c.dtype != v.aval.dtype or c.shape != v.aval.shape:
+                    raise _NotAlike
+                data = np.asarray(jax.random.key_data(c))
+                arrays.append(_key_of(data, v.aval.dtype._impl.name))
+            else:
+                data = np.asarray(c)
+                if data.shape != v.aval.shape or data.dtype != v.aval.dtype:
+                    raise _NotAlike
+                arrays.append(data)
+            self.const_bytes += data.nbytes
         if self.const_bytes > MAX_CONST_BYTES:
             raise _NotAlike
         for v in closed.invars:

@@ -856,7 +856,7 @@ def fed_back_program(message, closed, shape, inputs: int):
              "the step carried between calls.")
     later = decoded(message, "your training step" + FED_BACK, shape, (inputs + hidden, inputs + hidden + 1), inputs - 1)
     if str(later) == str(closed) and len(later.consts) == len(closed.consts) and all(
-            np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+            np.shape(a) == np.shape(b) and np.array_equal(program.as_numbers(a), program.as_numbers(b), equal_nan=True)
             for a, b in zip(later.consts, closed.consts)):
         return None, 0
     if hidden and unknown_values(later.invars[-2 - hidden:-2]) is None:
@@ -867,10 +867,10 @@ def fed_back_program(message, closed, shape, inputs: int):
 def unknown_values(invars):
     """Zeros of these inputs' types: the values a step's wrapper carried between its calls, which
     only the learner's process had (where the program's collectives, FLOPs and placements are read,
-    not its numbers); None where a type has no zeros (a PRNG key)."""
+    not its numbers); a PRNG key's are the key whose data are zeros. None where a type has no zeros."""
     try:
-        return [np.zeros(v.aval.shape, v.aval.dtype) for v in invars]
-    except Exception:  # noqa: BLE001 (an extended dtype)
+        return [program.zeros_of(v.aval) for v in invars]
+    except Exception:  # noqa: BLE001 (a dtype of no zeros)
         return None
 
 

@@ -410,7 +410,8 @@ def first_step_function(live, consts, loop):
         def apply(eqn, ins):
             if eqn is loop:
                 found.append(ins)
-                return [jnp.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
+                return [program_data.zeros_of(v.aval) if program_data.is_key(v.aval.dtype)
+                        else jnp.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
             if holds(eqn):  # a checkpoint or custom derivative around the loop: run its body
                 for sub in eqn.params.values():
                     inner = getattr(sub, "jaxpr", sub)
@@ -458,7 +459,8 @@ def first_steps(closed, live, steps, cases) -> dict:
         result = step(*jax.tree.leaves((params, ls, x, y)))
         if result is None:
             return {"error": "the loop is nested where its steps cannot be run one by one"}
-        carry_in, carry_out = ([np.asarray(v) for v in part] for part in jax.device_get(result))
+        # a PRNG key the loop carries is read as its key data (no parameter's, never a float)
+        carry_in, carry_out = ([program_data.as_numbers(v) for v in part] for part in result)
         slots = param_slots(carry_in, params)
         if len(slots) != len(KEYS):
             return {"error": f"the loop's carry does not hold the parameters {sorted(set(KEYS) - set(slots))} as "
