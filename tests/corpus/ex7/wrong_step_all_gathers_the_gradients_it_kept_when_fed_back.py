@@ -4,19 +4,19 @@ P()) and splits them again, to measure how much the gradient turned (a metric ad
 the loss it returns). Its first call is the reference's; every later call moves both whole
 weight-sized gradients between the devices. Numbers and placements are the reference's.
 
-Scores 22/22 at --seed 20261130, 7 and 0, with and without --sandbox. On main (and before
-after_a_real_first_call) 20/22 in both modes at the same seeds: training_step_communicates_like_megatron
-("the compiled training step fed back the params and state its first call returned ... holds 2
-all-gather, 3 all-reduce"). Should lose that check: 20/22.
+Was 22/22 at --seed 20261130, 7 and 0, with and without --sandbox, once the second call was read
+after a first call run for real (probes.after_a_real_first_call): the kept gradients, values the
+first call left, were constants of that program, and XLA folds an all-gather of a constant (every
+device holds the whole constant), so the judge's compiled fed-back program had none where the
+learner's, taking the same values as arguments, has two. (20/22 before that reading, the gradients
+then hidden inputs fed zeros.)
 
-Why: the kept gradients are values the first call's operations computed and did not return. Before,
-the cut made them hidden inputs of the fed-back program (zeros of their types, typed split over
-'model'), and the all-gathers of those inputs showed. Now a hidden input sends the step to
-probes.after_a_real_first_call, where they are constants of the program at the values the real
-first call left; an all-gather of a constant needs no communication (every device holds the whole
-constant), so the judge's compiled fed-back program has none, where the learner's, taking the same
-values as arguments, has two. tests/open/ex7/wrong_step_all_gathers_the_previous_params_when_fed_back.py
-is the same reading of values the first call was given (unread on main).
+Since the grader's fix what the second call reads besides the arrays the first returned comes in as
+inputs of its program, sent with the values the first call left, which the judge feeds when it
+compiles it: the two all-gathers show. 20/22 with and without --sandbox at seeds 20261130, 7 and 0.
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: training_step_communicates_like_megatron: Yours also moves all-gathers of weight-sized arrays
 """
 import jax
 import jax.numpy as jnp

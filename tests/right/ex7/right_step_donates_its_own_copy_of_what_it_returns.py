@@ -6,17 +6,12 @@ any other arrays it calls the non-donating jit on them. One jitted call per step
 collectives and placements. Natively on (2, 4), Adam, D=16, H=32, B=32, a new batch each step: the
 reference's losses (2.2639, 1.8291, 1.6652, 1.5382, 1.5481).
 
-Scores 20/22 at --seed 20261130, 7 and 0, with and without --sandbox: loses
-sgd_training_matches_single_device ("expected [3.661, 3.22, 2.581, 1.996, ...], got [3.661, 3.22,
-3.22, 3.22, ...]") and adam_training_matches_single_device. 22/22 on main. Should be 22/22.
-
-Why: fed back its own outputs the second call reads the wrapper's kept set, values the first call
-computed and did not return to the caller, so the judge reads it after a first call run for real
-(probes.after_a_real_first_call). Only arrays identical to what the first call returned become the
-program's inputs; the kept set (equal values, other objects) becomes constants, and the program
-ignores its params and state inputs. The judge then replays that program for steps 3 to 5, fed the
-last step's outputs: every replay recomputes step 2 from the first call's kept values, and the
-losses stop moving. A value equal to a returned one is not told from a value the first call left.
+Full marks (22/22) at --seed 20261130, 7 and 0, with and without --sandbox. Fed back its own
+outputs, its second call reads the wrapper's kept set, so the judge reads it after a first call run
+for real (probes.after_a_real_first_call); an array it reads that equals a returned params or state
+leaf exactly (shape, dtype, placement and every value) is taken as that input, so the replayed
+steps are fed each step's params and state and train. (It scored 20/22 while only the very arrays
+returned were taken as inputs: the kept set was frozen and every replay recomputed step 2.)
 """
 import jax
 import jax.numpy as jnp

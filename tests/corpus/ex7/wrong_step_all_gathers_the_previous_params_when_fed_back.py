@@ -5,17 +5,18 @@ returns). Its first call is the reference's; every later call moves both whole w
 devices: its compiled later program (with the previous params as arguments, as the wrapper calls
 it) holds 2 all-gathers. Numbers and placements are the reference's.
 
-Scores 22/22 at --seed 20261130, 7 and 0, with and without --sandbox (22/22 on main too).
-Should lose training_step_communicates_like_megatron: 20/22.
+Was 22/22 at --seed 20261130, 7 and 0, with and without --sandbox: the second call reads the params
+the first call was given, so the judge read it after a first call run for real
+(probes.after_a_real_first_call), with what it reads besides the arrays the first call returned held
+as constants of the program; XLA folds an all-gather of a constant, so the judge's compiled
+fed-back program had no all-gather where the learner's has two.
 
-Why: the second call reads the params the first call was given, so the judge reads it after a first
-call run for real (probes.after_a_real_first_call), where what it reads besides the arrays the first
-call returned is held as constants of the program. XLA folds an all-gather of a constant (every
-device holds the whole constant), so the judge's compiled fed-back program has no all-gather, where
-the learner's, taking the same values as arguments, has two. (A control that gathers and splits its
-current batch the same way loses the check, 20/22: "Yours also moves all-gathers of whole
-batches".) tests/corpus/ex7/wrong_step_gathers_the_params_when_fed_back_to_measure_their_drift.py
-also gathers the new params, which are inputs, and is caught.
+Since the grader's fix those values come in as inputs of the program, sent with the values the
+first call left, which the judge feeds when it compiles it: the all-gathers show. 20/22 with and
+without --sandbox at seeds 20261130, 7 and 0.
+
+loses: training_step_communicates_like_megatron: fed back the params and state its first call returned
+loses: training_step_communicates_like_megatron: Yours also moves all-gathers of weight-sized arrays
 """
 import jax
 import jax.numpy as jnp
