@@ -442,7 +442,7 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
     budget = program.MAX_CONST_BYTES
     for v, c in zip(closed.constvars, closed.consts):
         i = position.get(id(c))
-        if i is None and isinstance(c, jax.Array):
+        if i is None and c is not first[2] and isinstance(c, jax.Array):
             i = next((j for j, a in enumerate(fed) if equal_array(c, a)), None)
         if i is not None:
             if ins[i] is None:
@@ -452,7 +452,7 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
         elif c is first[2]:
             loss.append(v)
         elif (isinstance(c, jax.Array) and len(hidden) < MAX_HIDDEN and c.nbytes <= budget
-              and np.dtype(c.dtype).name in wire._DTYPES):
+              and getattr(c.dtype, "name", None) in wire._DTYPES):  # a PRNG key's stays a constant
             budget -= c.nbytes
             hidden.append(v)
             values.append(np.asarray(c))
