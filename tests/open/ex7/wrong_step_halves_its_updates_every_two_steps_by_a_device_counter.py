@@ -6,7 +6,9 @@ quartered, ...), so it does not train as tx does. Natively on (2, 4), Adam, D=16
 batch each step: losses 2.2639, 1.8291, 1.6652, 1.6107, 1.6554 where the reference's are 2.2639,
 1.8291, 1.6652, 1.5382, 1.5481. Placements and collectives are Megatron's.
 
-Scores 22/22 at --seed 20261130, 7 and 0, with and without --sandbox (22/22 on main too).
+Scores 22/22 at --seed 20261130, 7 and 0, with and without --sandbox (22/22 on main too); 21/22 since
+the values a real first call left travel as inputs: with Adam the counter equals Adam's own count
+and is read as that input, so it advances in the replay (adam_training_matches_single_device lost).
 Should lose sgd_training_matches_single_device and adam_training_matches_single_device: 20/22.
 
 Why: the second call carries `t` (a value the first call's operations computed and did not return),
