@@ -792,25 +792,29 @@ def step(worker, opt: str, shape, seed: int, steps: int = STEPS, sizes=None):
         # The step fed back what it returned (a training loop's every later step): its own program
         # where that is not the first call's, compiled and run on the first call's outputs as they
         # came out, then replayed for the remaining steps in place of the first.
-        later, hidden = fed_back_program(reply.get("fed_back"), closed, shape, len(args))
-        run, taken, stepped = exe, args, outs
+        later, hidden, values = fed_back_program(reply.get("fed_back"), closed, shape, len(args))
+        run, taken, stepped, held = exe, args, outs, 0
         if later is not None:
             # It takes the params and state the first call returned (and its loss, where it reads
-            # it), then the values the wrapper carried (hidden: zeros here, of their types), x and y.
+            # it), then the values the wrapper carried (hidden: those its real first call left, where
+            # sent, else zeros of their types), x and y.
             carried = outs[:len(later.invars) - 2 - hidden]
-            kept = [*carried, *unknown_values(later.invars[len(carried):len(carried) + hidden]), *args[-2:]]
+            left = values if values is not None else unknown_values(later.invars[len(carried):len(carried) + hidden])
+            kept = [*carried, *left, *args[-2:]]
             fed = [placed_as_typed(a, v.aval, shape) for a, v in zip(kept, later.invars)]
             again, ran = compiled_run(later, shape, fed)
             later = {"closed": later, "compiled": again,
                      "after": placement(dict(zip(sorted(PARAM_SPECS), ran)), ran[len(PARAM_SPECS):-1], paths)}
-            if not hidden:  # its numbers are the training's later steps (not where values it reads are made up)
-                run, taken, outs = again, fed, ran
+            # Its numbers are the training's later steps, except where values it reads are made up.
+            if not hidden or values is not None:
+                run, taken, outs, held = again, fed, ran, hidden
                 losses.append(outs[-1])
         try:
             with jax.set_mesh(m):
                 for _ in range(steps - len(losses)):
-                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:len(taken) - 2], taken)]
-                    outs = list(run(*carried, *taken[-2:]))
+                    # Each step takes what the last returned; the values a real first call left stay.
+                    carried = [jax.device_put(o, a.sharding) for o, a in zip(outs[:len(taken) - 2 - held], taken)]
+                    outs = list(run(*carried, *taken[len(carried):]))
                     losses.append(outs[-1])
         except Exception as exc:  # noqa: BLE001 (what a step returns cannot be taken by the next step)
             fail(f"the grader could not run your training step again on what it returned ({type(exc).__name__}: "
@@ -840,15 +844,15 @@ def fed_back_program(message, closed, shape, inputs: int):
     types and constants, as for every step whose program does not depend on where its inputs came
     from) or the probe could not cut it out of the two chained calls (it reads more than it was
     fed). A step that fails when fed its own outputs fails here. Returns (it, how many of its
-    inputs are values the wrapper carried between calls, which the judge does not have) or
-    (None, 0)."""
+    inputs are values the wrapper carried between calls, the values a real first call left them
+    (probes.after_a_real_first_call) or None where the judge does not have them) or (None, 0, None)."""
     if isinstance(message, dict) and isinstance(message.get("error"), str):
         fail(f"your training step failed when fed back the params and state it had returned (its second call, as "
              f"in a training loop): {message['error'][:300]}. Hint: return params and opt_state of the shapes, "
              "types and placements they came in, and keep no state between calls.")
     if not isinstance(message, dict) or "unread" in message:
-        return None, 0
-    hidden = message.get("hidden", 0)
+        return None, 0, None
+    hidden, values = message.get("hidden", 0), message.get("values")
     if "hidden" in message:
         message = message.get("cut")
     if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 <= hidden <= 64:
@@ -858,10 +862,17 @@ def fed_back_program(message, closed, shape, inputs: int):
     if str(later) == str(closed) and len(later.consts) == len(closed.consts) and all(
             np.shape(a) == np.shape(b) and np.array_equal(program.as_numbers(a), program.as_numbers(b), equal_nan=True)
             for a, b in zip(later.consts, closed.consts)):
-        return None, 0
+        return None, 0, None
+    if values is not None:
+        typed = [v.aval for v in later.invars[-2 - hidden:-2]] if hidden else []
+        if not (isinstance(values, list) and len(values) == hidden and all(
+                isinstance(a, np.ndarray) and a.shape == t.shape and a.dtype == t.dtype for a, t in zip(values, typed))):
+            fail(f"the program sent for your training step{FED_BACK} could not be read: the values it was sent for "
+                 "the arrays the step carried between calls are not of their types.")
+        return later, hidden, values
     if hidden and unknown_values(later.invars[-2 - hidden:-2]) is None:
-        return None, 0
-    return later, hidden
+        return None, 0, None
+    return later, hidden, None
 
 
 def unknown_values(invars):

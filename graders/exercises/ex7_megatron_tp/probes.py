@@ -22,7 +22,7 @@ from jax._src import core
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import jaxpr, program
+from graders.kit import jaxpr, program, wire
 from graders.kit.placement import sharding_key
 from graders.kit.verdicts import fail
 from graders.kit.probing import probe
@@ -389,18 +389,24 @@ def fed_back(sol, m, step, *args, fresh=None) -> dict:
         if errors and all(isinstance(e, TRACING_ONLY) for e in errors):
             real = after_a_real_first_call(m, fresh, *args)
             if real is not None:
-                return _encoded(real, sol)
+                return _real_encoded(*real, sol)
             return {"unread": "the chained calls cannot be traced: " + type(exc).__name__}
         return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     cut = second_call(closed, len(jax.tree.leaves(first[:2])), len(jax.tree.leaves(first)), n)
     if isinstance(cut, str) or cut[1]:
         real = after_a_real_first_call(m, fresh, *args)
         if real is not None:
-            return _encoded(real, sol)
+            return _real_encoded(*real, sol)
     if isinstance(cut, str):
         return {"unread": cut}
     cut, hidden = cut
     return {"cut": _encoded(cut, sol), "hidden": hidden} if hidden else _encoded(cut, sol)
+
+
+def _real_encoded(closed, values, sol) -> dict:
+    """after_a_real_first_call's program as data, with the values its hidden inputs were left."""
+    message = _encoded(closed, sol)
+    return {"cut": message, "hidden": len(values), "values": values} if values else message
 
 
 def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
@@ -408,11 +414,14 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
     (eagerly, under jax.set_mesh(m), as a training loop runs it) and then traced alone fed back the
     very arrays it returned (params and state) and another batch: its program as a function of
     those (and of the loss the first call returned, an input between the state and x, where it
-    reads that array), what else it reads (a device step counter the wrapper carries, a batch it
-    kept) held as the constants the real first call left. Python that reads the first call's
-    results as numbers (float() of the last loss) then reads numbers. None where that cannot be
-    done (the learner's error, or a step that returns one array twice among its params and state):
-    the chained trace's reading stands."""
+    reads that array), then of what else it reads that the real first call left (a device step
+    counter the wrapper carries, a batch or gradients it kept), inputs sent with their values
+    ({"cut": program, "hidden": how many, "values": a host copy of each}): held as constants,
+    XLA would fold the collectives and work on them away. An array it reads that equals a returned
+    params or state leaf exactly (type, placement and every value: a kept copy of what it returned)
+    is that input. Python that reads the first call's results as numbers (float() of the last
+    loss) then reads numbers. None where that cannot be done (the learner's error, or a step that
+    returns one array twice among its params and state): the chained trace's reading stands."""
     if fresh is None:
         return None
     try:
@@ -428,18 +437,53 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
     position = {id(a): i for i, a in enumerate(fed)}
     if len(position) != len(fed) or id(first[2]) in position:
         return None
-    ins, loss, constvars, consts = [None] * len(fed), [], [], []
+    ins, loss, constvars, consts, hidden, values = [None] * len(fed), [], [], [], [], []
+    same = {}  # a constant's var -> the input var it reads the value of
+    budget = program.MAX_CONST_BYTES
     for v, c in zip(closed.constvars, closed.consts):
-        if id(c) in position:
-            ins[position[id(c)]] = v
+        i = position.get(id(c))
+        if i is None and c is not first[2] and isinstance(c, jax.Array):
+            i = next((j for j, a in enumerate(fed) if equal_array(c, a)), None)
+        if i is not None:
+            if ins[i] is None:
+                ins[i] = v
+            else:
+                same[v] = ins[i]
         elif c is first[2]:
             loss.append(v)
+        elif (isinstance(c, jax.Array) and len(hidden) < MAX_HIDDEN and c.nbytes <= budget
+              and getattr(c.dtype, "name", None) in wire._DTYPES):  # a PRNG key's stays a constant
+            budget -= c.nbytes
+            hidden.append(v)
+            values.append(np.asarray(c))
         else:
             constvars.append(v)
             consts.append(c)
     # A fed array the second call never reads is an input it leaves unread.
     ins = [v if v is not None else core.Var(jax.typeof(a)) for v, a in zip(ins, fed)]
-    return closed.replace(constvars=constvars, consts=consts, invars=[*ins, *loss, *closed.invars])
+    eqns, outvars = closed.jaxpr.eqns, closed.jaxpr.outvars
+    if same:
+        def read(vs):
+            return [same.get(v, v) if isinstance(v, core.Var) else v for v in vs]
+        eqns = [e.replace(invars=read(e.invars)) for e in eqns]
+        outvars = read(outvars)
+    real = closed.replace(constvars=constvars, consts=consts, invars=[*ins, *loss, *hidden, *closed.invars],
+                          eqns=eqns, outvars=outvars)
+    return real, values
+
+
+# At most this many values the first call left come in as inputs of the second call's program
+# (checks.fed_back_program reads at most 64 hidden inputs); more are held as constants.
+MAX_HIDDEN = 64
+
+
+def equal_array(a, b) -> bool:
+    """Whether two arrays are one value: type (shape, dtype, placement) and every element."""
+    try:
+        return (a.shape == b.shape and a.dtype == b.dtype and a.sharding == b.sharding
+                and bool(np.array_equal(np.asarray(a), np.asarray(b))))
+    except Exception:  # noqa: BLE001 (an array that cannot be read on the host: not told equal)
+        return False
 
 
 def second_call(closed, fed: int, first: int, inputs: int):
