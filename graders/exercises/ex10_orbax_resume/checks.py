@@ -647,7 +647,7 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
     `given`'s values wherever it held the saved state's (the floating-point numbers: whole leaves,
     slices of a stack, runs packed into a larger array; and the dropout key; the counters and everything
     else as they were): a checkpoint in the learner's own layout, holding a state the learner's save never wrote. The item's own checkpoint metadata
-    (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
+    (_CHECKPOINT_METADATA: its handler, custom_metadata), the custom_metadata of its _METADATA, and every entry of the item the rewrite
     does not write (another item inside it, a file, a symlink, every name) are kept. As files
     (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
     not write it."""
@@ -668,7 +668,11 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
                 shardings = saved_shardings(item)
                 written = jax.tree_util.tree_map_with_path(
                     lambda path, leaf: placed_as_saved(leaf, shardings.get(jax.tree_util.keystr(path))), written)
-            ocp.Checkpointer(handler).save(again, written)
+            if isinstance(tree, np.ndarray):
+                ocp.Checkpointer(handler).save(again, written)
+            else:  # the item's own custom_metadata (a format record, counters) as the learner's save wrote it
+                ocp.Checkpointer(handler).save(again, args=ocp.args.PyTreeSave(
+                    written, custom_metadata=layout.get("custom_metadata")))
             # The item's own metadata, and what else it holds, as the learner's save left them.
             own = os.path.join(again, "_CHECKPOINT_METADATA")
             if os.path.lexists(own):
@@ -809,7 +813,8 @@ def _json(data):
 
 def orbax_numbers(files: dict) -> set:
     """Every whole number Orbax itself wrote as the learner's metadata in a checkpoint folder: a
-    checkpoint's custom_metadata (in its _CHECKPOINT_METADATA), and the JSON items a
+    checkpoint's custom_metadata (in its _CHECKPOINT_METADATA, and a PyTree item's own in its _METADATA:
+    ocp.args.StandardSave(state, custom_metadata=...)), and the JSON items a
     CheckpointManager step holds beside its arrays (ocp.args.JsonSave or ProtoSave: items its
     _CHECKPOINT_METADATA names a RECORD_HANDLERS handler for) or such a checkpoint of its own beside
     them, read by `bookkeeping`. Counters saved there are part of the Orbax checkpoint as much as an integer array
@@ -817,6 +822,10 @@ def orbax_numbers(files: dict) -> set:
     found = set()
     json_items = set()
     for rel, data in files.items():
+        if PurePosixPath(rel).name == "_METADATA":  # a PyTree item's own custom_metadata (StandardSave's)
+            value = _json(data)
+            if isinstance(value, dict):
+                found |= bookkeeping(value.get("custom_metadata"))
         if PurePosixPath(rel).name != "_CHECKPOINT_METADATA":
             continue
         value = _json(data)
@@ -847,7 +856,7 @@ def numbers_in(files: dict) -> set:
     found = set()
     walk = functools.partial(whole_numbers, found=found)
     # Inside an Orbax item its own files hold shapes, sizes and hashes, never the learner's numbers:
-    # only its _CHECKPOINT_METADATA's custom_metadata is read there.
+    # only the custom_metadata of its _CHECKPOINT_METADATA and of its _METADATA is read there.
     items = {str(PurePosixPath(rel).parent) for rel in files if PurePosixPath(rel).name == "_METADATA"}
     for rel, data in files.items():
         parts = PurePosixPath(rel).parts
@@ -865,7 +874,7 @@ def numbers_in(files: dict) -> set:
             value = text
         if within is None:
             found.update(bookkeeping(value))
-        elif parts[-1] == "_CHECKPOINT_METADATA" and isinstance(value, dict):
+        elif parts[-1] in ("_CHECKPOINT_METADATA", "_METADATA") and isinstance(value, dict):
             found.update(bookkeeping(value.get("custom_metadata")))
     return found
 

@@ -5,15 +5,10 @@ into the item's _METADATA. Restore takes the manager's latest step, reads that r
 (StandardCheckpointer().metadata(<step>/state).item_metadata.custom_metadata), refuses a checkpoint of
 another format or version, then restores the item with the sharded template.
 
-Scored 10/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: loses
-restore_reads_each_shard_straight_onto_its_device (11, as
-right_format_record_in_the_pytree_items_own_custom_metadata) and saving_twice_is_an_error_or_an_overwrite
-(1): "the path holds two checkpoints, checkpoint/0/state/ still the first state and checkpoint/1/state/ beside
-it the second; the grader wrote that folder again ... and restore from there raised: ... holds no
-train-state checkpoint of version 2 (its record: {})".
-Should score 22/22. read_as_restarted's copy of the folder (`rewritten`) writes each item's _METADATA with
-the grader's own, without the item's custom_metadata, so the restarted restore the new judge asks for
-reads a layout the learner's save never wrote.
+Full marks (22/22 in both modes at seeds 20261130, 7 and 0). After the second save the path holds
+checkpoint/0/state/ (the first state) beside checkpoint/1/state/ (the second); the grader's copy of that
+folder with a third state's numbers (checks.rewritten, for read_as_restarted) keeps each item's
+custom_metadata, so the restarted restore reads the manager's latest step and hands back the third state.
 """
 
 import os

