@@ -1383,7 +1383,8 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
     """Fail unless the items the path leads to hold the second state where a restore reads it. For every
     item the first save wrote, an item there with its leaf names (`paired`) should hold, at each name
     where the first save wrote a part of the first state, that part of the second state (an overwrite in
-    place, or a new item in the same layout: a CheckpointManager's next step). Where none does (leaves
+    place, or a new item in the same layout: a CheckpointManager's next step; an item of one array, one of
+    its item's name). Where none does (leaves
     exchanged, or another layout than the names say), or where the first save's item still holds the
     first state beside the one holding the second (two checkpoints at the path), what a job restarted
     after the second save reads decides (`read_as_restarted`)."""
@@ -1394,8 +1395,14 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
         new = into(value)
         return None if new is value else new
 
+    def alike_to(rel: str, before: dict, j: str) -> bool:
+        # An item of one array reads as {"": array}, so it pairs by leaf name with every other such
+        # item: a restore finds it by its item's name (its folder's), so it pairs with that name only.
+        return paired(before, found[j]) is not None and (
+            set(before) != {""} or PurePosixPath(j).name == PurePosixPath(rel).name)
+
     for rel, before in first_items(worker, seed).items():
-        alike = sorted((j for j in led_to if paired(before, found[j]) is not None), key=lambda j: j != rel)
+        alike = sorted((j for j in led_to if alike_to(rel, before, j)), key=lambda j: j != rel)
         wrong = [changed_in_place(before, found[j], paired(before, found[j]), expected) for j in alike]
         if not alike:  # no item of that layout: the values-anywhere check decides
             continue
@@ -1404,8 +1411,9 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
             back = "nothing" if got is None else held_as(got, (("the second state's", second),
                                                                ("the first state's", first)))
             return read_as_restarted(worker, seed, files, sorted(found), (
-                f"the checkpoint at the path, read with the grader's own StandardCheckpointer, holds in {j}/, at "
-                f"{key} (where the first save wrote {part_of(value, first)}), {back} instead of the second state's"))
+                f"the checkpoint at the path, read with the grader's own StandardCheckpointer, holds in {j}/, "
+                f"{'at ' + key if key else 'in its one array'} (where the first save wrote {part_of(value, first)}), "
+                f"{back} instead of the second state's"))
         if rel in alike and wrong[alike.index(rel)] and not changed_in_place(
                 before, found[rel], paired(before, found[rel]), lambda value: value):
             return read_as_restarted(worker, seed, files, sorted(found), (

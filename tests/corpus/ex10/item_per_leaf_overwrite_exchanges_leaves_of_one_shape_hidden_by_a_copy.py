@@ -8,14 +8,14 @@ the state as given, so every restarted job reads it right; after the overwrite o
 right, and any other reader of the path (a job restarted after the second save) gets the BatchNorm statistics
 swapped. tests/corpus/ex10/overwrite_exchanges_leaves_of_one_shape_hidden_by_a_copy with an item per leaf.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
-Should score 21/22 (loses saving_twice_is_an_error_or_an_overwrite). The grader reads an item of one array
-as {"": array}, so `paired` pairs every such item with every other by name (the same name, ""), whatever its
-shape or its place in the folder: misplaced_second looks for any item of the path whose one array holds the
-second state's value of the first save's leaf, and finds the mean's value in the variance's item (and the
-variance's in the mean's); no item is "still the first", so read_as_restarted never runs. Pairing an item of
-one array only with the item at the same place (its own relative name under the path, or the same step's
-item of the same name) would catch it: restore_afresh then reads the statistics swapped.
+Was 22/22 in both modes at seeds 20261130, 7 and 0: the grader read an item of one array as {"": array}, so
+misplaced_second paired every such item with every other by that name, found the mean's second value in the
+variance's item (and the variance's in the mean's), and never asked a restarted job. Since the grader's fix an
+item of one array pairs only with items of its own name (path/leaf-<i>, or the same name in another step), so
+the exchange shows and the restore of the folder written again (restore_afresh) reads the statistics swapped:
+21/22 in both modes at seeds 20261130, 7 and 0.
+
+loses: saving_twice_is_an_error_or_an_overwrite: in its one array
 """
 
 import os
