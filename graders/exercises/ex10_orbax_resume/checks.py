@@ -1421,23 +1421,30 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
                 "beside it the second"))
 
 
+def restored_afresh(worker, seed: int, files: dict, rels: list, held: dict) -> dict | None:
+    """What the learner's restore, from its file imported afresh (probe restore_afresh, onto mesh A),
+    hands back of the folder `files` (its items `rels`) written again by the grader with given_values'
+    numbers wherever the `held` state's stood (`rewritten`), at a path its save never wrote; None where
+    the grader cannot write that layout again (the checks of the rewrite say so)."""
+    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
+        unpack(files, folder)
+        items = [os.path.join(folder, rel) for rel in rels]
+        try:
+            again = rewritten(folder, items, [read_tree(item) for item in items], held, given_values(seed))
+        except Exception as exc:  # read_tree's error: an item the grader's Orbax cannot read
+            again = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return None if isinstance(again, str) else worker.restore_afresh(draw(seed)["config"], again)
+
+
 def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> None:
     """Fail unless the learner's restore, of the folder the second save left (`files`, its items `rels`)
     written again by the grader with given_values' numbers wherever the second state's stood
     (`rewritten`), at a path its save never wrote, from its file imported afresh (as a job restarted after
     the second save reads the path: probe restore_afresh, onto mesh A), hands back that state (held_to_the_rewrite): neither the first
     state, nor the second state's values in other places than its own. `seen` says what the files showed."""
-    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
-        unpack(files, folder)
-        items = [os.path.join(folder, rel) for rel in rels]
-        try:
-            again = rewritten(folder, items, [read_tree(item) for item in items], second_values(seed),
-                              given_values(seed))
-        except Exception as exc:  # read_tree's error: an item the grader's Orbax cannot read
-            again = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    if isinstance(again, str):  # a layout the grader cannot write again: the checks of the rewrite say so
+    at = restored_afresh(worker, seed, files, rels, second_values(seed))
+    if at is None:
         return
-    at = worker.restore_afresh(draw(seed)["config"], again)
     what = "after a second save to the same path that raised nothing, restore"
     told = (f"{seen}; the grader wrote that folder again at a path your save never wrote, the second state's numbers "
             "replaced by a third state's, and ran your restore from your file imported afresh (as a job restarted "
@@ -1454,8 +1461,10 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     """Fail unless, after a second save to the path was refused (`error`), restore onto mesh A in the
     process that saved still reads the first checkpoint there, and the folder's files as the refusal left
     them (where any byte changed) still hold the whole first state, each item the first save wrote still
-    read and every array of it as written, at its own name: a refusal that removed it, or still wrote part
-    of the second state (or anything else over the first, two leaves exchanged), is no clear error but a
+    read and every array of it as written, at its own name, and a job restarted then reads it (that folder
+    written again with a third state's numbers in the first's places: that third state, restored_afresh): a
+    refusal that removed it, still wrote part of the second state (or anything else over the first, two
+    leaves exchanged), or made a checkpoint of the second state the current one, is no clear error but a
     damaged checkpoint or a mix."""
     refused = f"the second save to the same path raised {error['type']} (a clear error: {error['text'][:120]})"
     hint = ("Hint: refuse before writing anything (StandardCheckpointer.save raises when the path exists), so that "
@@ -1498,6 +1507,18 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
                  f"just after the refusal, no longer hold the first state as the first save wrote it: in the item {rel}/, the "
                  f"array {key}, which held {part_of(value, first)}, now holds {back}. The refused save changed the "
                  f"checkpoint at the path, and any other reader of it (a restarted job) gets another state. {hint}")
+    # A refusal may also have added a checkpoint beside the first or switched what the path names as
+    # current (a pointer, an index): what a job restarted after it reads decides.
+    at = restored_afresh(worker, seed, files, sorted(found), first)
+    if at is not None:
+        told = (f"{refused}, and changed the folder's files; the grader wrote that folder again at a path your save "
+                "never wrote, the first state's numbers replaced by a third state's, and ran your restore from your "
+                "file imported afresh (as a job restarted after the refusal runs it)")
+        held_to_the_rewrite(seed, at, "after a refused second save, restore", told, hint, (second,),
+                            lambda count, example: (
+            f"restore from there handed back {count} leaves (e.g. {example}) as the refused save was given them: the "
+            "refusal still made the second state the one every reader of the path but the process that saved gets."),
+                            checkpoint(worker, seed)["missing"])
 
 
 # --- checks: the technique of the restore ------------------------------------------------------

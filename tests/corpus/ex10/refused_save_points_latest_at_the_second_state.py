@@ -7,14 +7,15 @@ else the one path/LATEST names. After the refusal the process that saved reads t
 every other reader of the path (a job restarted after the refused save) reads the second: the refused save
 was in fact an overwrite.
 
-Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
-Should score 21/22 (loses saving_twice_is_an_error_or_an_overwrite). still_the_first checks that every item
-the first save wrote still holds its arrays as written, and that the restore in the process that saved
-reads the first state; an item added beside them holding the second state, and a pointer switched to it,
-are not looked at, and no restore of the folder the refusal left runs as a restarted job would
-(restore_afresh runs only after an overwrite). Running that restore after a refusal that changed any byte
-(the folder written again with a third state's numbers wherever the first state's stood: a restarted job
-must then get that third state) would catch it.
+Was 22/22 in both modes at seeds 20261130, 7 and 0: after a refusal still_the_first checked only that every
+item the first save wrote still held its arrays as written and that the process that saved read the first
+state back; an item added beside them and a pointer switched to it were not looked at. Since the grader's fix,
+after a refusal that changed any byte, the folder as the refusal left it is written again with a third
+state's numbers wherever the first state's stood and restored from the file imported afresh (restore_afresh):
+a restarted job must get that third state, and this one gets the second: 21/22 in both modes at seeds
+20261130, 7 and 0.
+
+loses: saving_twice_is_an_error_or_an_overwrite: as the refused save was given them
 """
 
 import os
