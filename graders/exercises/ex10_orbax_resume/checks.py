@@ -647,7 +647,7 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
     `given`'s values wherever it held the saved state's (the floating-point numbers: whole leaves,
     slices of a stack, runs packed into a larger array; and the dropout key; the counters and everything
     else as they were): a checkpoint in the learner's own layout, holding a state the learner's save never wrote. The item's own checkpoint metadata
-    (_CHECKPOINT_METADATA: its handler, custom_metadata) and every entry of the item the rewrite
+    (_CHECKPOINT_METADATA: its handler, custom_metadata), the custom_metadata of its _METADATA, and every entry of the item the rewrite
     does not write (another item inside it, a file, a symlink, every name) are kept. As files
     (relative path -> bytes, a symlink -> its target), or a text saying why the grader's Orbax could
     not write it."""
@@ -668,7 +668,11 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
                 shardings = saved_shardings(item)
                 written = jax.tree_util.tree_map_with_path(
                     lambda path, leaf: placed_as_saved(leaf, shardings.get(jax.tree_util.keystr(path))), written)
-            ocp.Checkpointer(handler).save(again, written)
+            if isinstance(tree, np.ndarray):
+                ocp.Checkpointer(handler).save(again, written)
+            else:  # the item's own custom_metadata (a format record, counters) as the learner's save wrote it
+                ocp.Checkpointer(handler).save(again, args=ocp.args.PyTreeSave(
+                    written, custom_metadata=layout.get("custom_metadata")))
             # The item's own metadata, and what else it holds, as the learner's save left them.
             own = os.path.join(again, "_CHECKPOINT_METADATA")
             if os.path.lexists(own):
@@ -809,7 +813,8 @@ def _json(data):
 
 def orbax_numbers(files: dict) -> set:
     """Every whole number Orbax itself wrote as the learner's metadata in a checkpoint folder: a
-    checkpoint's custom_metadata (in its _CHECKPOINT_METADATA), and the JSON items a
+    checkpoint's custom_metadata (in its _CHECKPOINT_METADATA, and a PyTree item's own in its _METADATA:
+    ocp.args.StandardSave(state, custom_metadata=...)), and the JSON items a
     CheckpointManager step holds beside its arrays (ocp.args.JsonSave or ProtoSave: items its
     _CHECKPOINT_METADATA names a RECORD_HANDLERS handler for) or such a checkpoint of its own beside
     them, read by `bookkeeping`. Counters saved there are part of the Orbax checkpoint as much as an integer array
@@ -817,6 +822,10 @@ def orbax_numbers(files: dict) -> set:
     found = set()
     json_items = set()
     for rel, data in files.items():
+        if PurePosixPath(rel).name == "_METADATA":  # a PyTree item's own custom_metadata (StandardSave's)
+            value = _json(data)
+            if isinstance(value, dict):
+                found |= bookkeeping(value.get("custom_metadata"))
         if PurePosixPath(rel).name != "_CHECKPOINT_METADATA":
             continue
         value = _json(data)
@@ -847,7 +856,7 @@ def numbers_in(files: dict) -> set:
     found = set()
     walk = functools.partial(whole_numbers, found=found)
     # Inside an Orbax item its own files hold shapes, sizes and hashes, never the learner's numbers:
-    # only its _CHECKPOINT_METADATA's custom_metadata is read there.
+    # only the custom_metadata of its _CHECKPOINT_METADATA and of its _METADATA is read there.
     items = {str(PurePosixPath(rel).parent) for rel in files if PurePosixPath(rel).name == "_METADATA"}
     for rel, data in files.items():
         parts = PurePosixPath(rel).parts
@@ -865,7 +874,7 @@ def numbers_in(files: dict) -> set:
             value = text
         if within is None:
             found.update(bookkeeping(value))
-        elif parts[-1] == "_CHECKPOINT_METADATA" and isinstance(value, dict):
+        elif parts[-1] in ("_CHECKPOINT_METADATA", "_METADATA") and isinstance(value, dict):
             found.update(bookkeeping(value.get("custom_metadata")))
     return found
 
@@ -1374,7 +1383,8 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
     """Fail unless the items the path leads to hold the second state where a restore reads it. For every
     item the first save wrote, an item there with its leaf names (`paired`) should hold, at each name
     where the first save wrote a part of the first state, that part of the second state (an overwrite in
-    place, or a new item in the same layout: a CheckpointManager's next step). Where none does (leaves
+    place, or a new item in the same layout: a CheckpointManager's next step; an item of one array, one of
+    its item's name). Where none does (leaves
     exchanged, or another layout than the names say), or where the first save's item still holds the
     first state beside the one holding the second (two checkpoints at the path), what a job restarted
     after the second save reads decides (`read_as_restarted`)."""
@@ -1385,8 +1395,14 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
         new = into(value)
         return None if new is value else new
 
+    def alike_to(rel: str, before: dict, j: str) -> bool:
+        # An item of one array reads as {"": array}, so it pairs by leaf name with every other such
+        # item: a restore finds it by its item's name (its folder's), so it pairs with that name only.
+        return paired(before, found[j]) is not None and (
+            set(before) != {""} or PurePosixPath(j).name == PurePosixPath(rel).name)
+
     for rel, before in first_items(worker, seed).items():
-        alike = sorted((j for j in led_to if paired(before, found[j]) is not None), key=lambda j: j != rel)
+        alike = sorted((j for j in led_to if alike_to(rel, before, j)), key=lambda j: j != rel)
         wrong = [changed_in_place(before, found[j], paired(before, found[j]), expected) for j in alike]
         if not alike:  # no item of that layout: the values-anywhere check decides
             continue
@@ -1395,13 +1411,29 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
             back = "nothing" if got is None else held_as(got, (("the second state's", second),
                                                                ("the first state's", first)))
             return read_as_restarted(worker, seed, files, sorted(found), (
-                f"the checkpoint at the path, read with the grader's own StandardCheckpointer, holds in {j}/, at "
-                f"{key} (where the first save wrote {part_of(value, first)}), {back} instead of the second state's"))
+                f"the checkpoint at the path, read with the grader's own StandardCheckpointer, holds in {j}/, "
+                f"{'at ' + key if key else 'in its one array'} (where the first save wrote {part_of(value, first)}), "
+                f"{back} instead of the second state's"))
         if rel in alike and wrong[alike.index(rel)] and not changed_in_place(
                 before, found[rel], paired(before, found[rel]), lambda value: value):
             return read_as_restarted(worker, seed, files, sorted(found), (
                 f"the path holds two checkpoints, {rel}/ still the first state and {alike[wrong.index(None)]}/ "
                 "beside it the second"))
+
+
+def restored_afresh(worker, seed: int, files: dict, rels: list, held: dict) -> dict | None:
+    """What the learner's restore, from its file imported afresh (probe restore_afresh, onto mesh A),
+    hands back of the folder `files` (its items `rels`) written again by the grader with given_values'
+    numbers wherever the `held` state's stood (`rewritten`), at a path its save never wrote; None where
+    the grader cannot write that layout again (the checks of the rewrite say so)."""
+    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
+        unpack(files, folder)
+        items = [os.path.join(folder, rel) for rel in rels]
+        try:
+            again = rewritten(folder, items, [read_tree(item) for item in items], held, given_values(seed))
+        except Exception as exc:  # read_tree's error: an item the grader's Orbax cannot read
+            again = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return None if isinstance(again, str) else worker.restore_afresh(draw(seed)["config"], again)
 
 
 def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> None:
@@ -1410,17 +1442,9 @@ def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> 
     (`rewritten`), at a path its save never wrote, from its file imported afresh (as a job restarted after
     the second save reads the path: probe restore_afresh, onto mesh A), hands back that state (held_to_the_rewrite): neither the first
     state, nor the second state's values in other places than its own. `seen` says what the files showed."""
-    with tempfile.TemporaryDirectory(prefix="ex10-twice-") as folder:
-        unpack(files, folder)
-        items = [os.path.join(folder, rel) for rel in rels]
-        try:
-            again = rewritten(folder, items, [read_tree(item) for item in items], second_values(seed),
-                              given_values(seed))
-        except Exception as exc:  # read_tree's error: an item the grader's Orbax cannot read
-            again = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    if isinstance(again, str):  # a layout the grader cannot write again: the checks of the rewrite say so
+    at = restored_afresh(worker, seed, files, rels, second_values(seed))
+    if at is None:
         return
-    at = worker.restore_afresh(draw(seed)["config"], again)
     what = "after a second save to the same path that raised nothing, restore"
     told = (f"{seen}; the grader wrote that folder again at a path your save never wrote, the second state's numbers "
             "replaced by a third state's, and ran your restore from your file imported afresh (as a job restarted "
@@ -1437,8 +1461,10 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
     """Fail unless, after a second save to the path was refused (`error`), restore onto mesh A in the
     process that saved still reads the first checkpoint there, and the folder's files as the refusal left
     them (where any byte changed) still hold the whole first state, each item the first save wrote still
-    read and every array of it as written, at its own name: a refusal that removed it, or still wrote part
-    of the second state (or anything else over the first, two leaves exchanged), is no clear error but a
+    read and every array of it as written, at its own name, and a job restarted then reads it (that folder
+    written again with a third state's numbers in the first's places: that third state, restored_afresh): a
+    refusal that removed it, still wrote part of the second state (or anything else over the first, two
+    leaves exchanged), or made a checkpoint of the second state the current one, is no clear error but a
     damaged checkpoint or a mix."""
     refused = f"the second save to the same path raised {error['type']} (a clear error: {error['text'][:120]})"
     hint = ("Hint: refuse before writing anything (StandardCheckpointer.save raises when the path exists), so that "
@@ -1481,6 +1507,18 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
                  f"just after the refusal, no longer hold the first state as the first save wrote it: in the item {rel}/, the "
                  f"array {key}, which held {part_of(value, first)}, now holds {back}. The refused save changed the "
                  f"checkpoint at the path, and any other reader of it (a restarted job) gets another state. {hint}")
+    # A refusal may also have added a checkpoint beside the first or switched what the path names as
+    # current (a pointer, an index): what a job restarted after it reads decides.
+    at = restored_afresh(worker, seed, files, sorted(found), first)
+    if at is not None:
+        told = (f"{refused}, and changed the folder's files; the grader wrote that folder again at a path your save "
+                "never wrote, the first state's numbers replaced by a third state's, and ran your restore from your "
+                "file imported afresh (as a job restarted after the refusal runs it)")
+        held_to_the_rewrite(seed, at, "after a refused second save, restore", told, hint, (second,),
+                            lambda count, example: (
+            f"restore from there handed back {count} leaves (e.g. {example}) as the refused save was given them: the "
+            "refusal still made the second state the one every reader of the path but the process that saved gets."),
+                            checkpoint(worker, seed)["missing"])
 
 
 # --- checks: the technique of the restore ------------------------------------------------------
