@@ -1,6 +1,8 @@
 """Wrong: the reference's scan, but accum_token_weighted returns a PRNG key array of the
 gradient's shape (its key data the gradient's bits twice), not the gradient.
 
+3/16 at seed 20261130: every gradient check names the PRNGKeyArray it got.
+
 loses: gradient_matches_full_batch: got PRNGKeyArray
 loses: runs_under_jit: got PRNGKeyArray
 """
