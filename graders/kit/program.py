@@ -25,8 +25,8 @@ checks that only run a program forwards), or refused: its derivative rules are P
 
 Decoding never runs code from the message: names are looked up in the judge's tables, anything
 else is refused, sizes are bounded, and the rebuilt program is type-checked (jax's check_jaxpr:
-every equation's shapes and parameters through the primitive's own rules) before anything
-compiles it. A malformed program is a ProgramError, which a check turns into a failure.
+every equation's shapes and parameters through the primitive's own rules, and a PRNG key taken
+only by what takes or moves keys, KEY_PRIMITIVES) before anything compiles it. A malformed program is a ProgramError, which a check turns into a failure.
 """
 
 import contextlib
@@ -80,6 +80,37 @@ random_seed random_wrap random_unwrap random_split random_fold_in random_bits ra
 """.split())
 # (the last line: what a PRNG key brings, jax.random.key/PRNGKey/split/fold_in/bits/uniform/gamma on
 # a typed or a raw uint32 key; each a pure function of its operands, run by the judge's own JAX)
+
+# Primitives a PRNG key array may be an operand or a result of: those of the last line above, and
+# those that only move values (reshape, slice, gather, select, concatenate, collectives that copy,
+# placements, and the calls and loops that pass keys to their bodies, each body read in its turn).
+# JAX's shape rules accept a key in others too (argmax, sort, reduce_max, pad, psum, scatter-add),
+# which then fail only when compiled; decode refuses them (_takes_keys), so that a program the
+# judge accepts is one it can run. Each is compiled on a key array in tests/test_program.py.
+KEY_PRIMITIVES = frozenset("""
+random_seed random_wrap random_unwrap random_split random_fold_in random_bits random_clone random_gamma
+reshape broadcast_in_dim squeeze transpose rev slice dynamic_slice dynamic_update_slice gather scatter
+concatenate split tile stack unstack select_n copy optimization_barrier name eq ne
+jit remat2 scan while cond shard_map device_put reshard sharding_constraint pvary ppermute
+all_to_all all_gather
+""".split())
+
+
+def _takes_keys(name: str, params: dict) -> bool:
+    """Whether the primitive `name` with these parameters may have a PRNG key as an operand or result
+    (KEY_PRIMITIVES; an all_gather only tiled: JAX cannot compile an untiled one of keys)."""
+    return name in KEY_PRIMITIVES and (name != "all_gather" or params.get("tiled") is True)
+
+
+def _key_misuse(name: str, params: dict, avals) -> str | None:
+    """Why an equation of `name` cannot hold these values, when one is a PRNG key and it does not
+    take keys (_takes_keys); None otherwise."""
+    keyed = next((a for a in avals if is_key(a.dtype)), None)
+    if keyed is None or _takes_keys(name, params):
+        return None
+    return (f"{name[:40]} applied to a PRNG key array ({keyed.str_short()}), where numbers are expected: a key is "
+            "only split, folded in, drawn from (jax.random.bits, uniform, bernoulli, ...) or moved (reshaped, "
+            "sliced, gathered, selected, concatenated, passed through a jit, loop or shard_map)")
 
 # PRNG implementations a key may be of, by name: the judge rebuilds a key's type, and a key
 # constant from its data (jax.random.wrap_key_data), with its own JAX's implementation of that name,
@@ -938,6 +969,9 @@ class _Decoder:
                         not out_vars or len(value.spec) > len(out_vars[0].aval.shape)
                         or not value.mesh.axis_names and len(value.spec) != len(out_vars[0].aval.shape)):
                     raise ProgramError("a sharding of another rank than the value it is for")
+            misuse = _key_misuse(name, decoded, [a.aval for a in (*in_atoms, *out_vars)])
+            if misuse is not None:
+                raise ProgramError(misuse)
             if name == "shard_map":
                 _check_shard_map(decoded, in_atoms, out_vars)
             ctx = _context(line, ctx_mesh)
@@ -1318,6 +1352,8 @@ class _AsSent:
                 params = _as_jit(params, len(eqn.invars), len(eqn.outvars), eqn.primitive.name)
             if self.prims.get(name) is not primitive:
                 raise _NotAlike
+            if _key_misuse(name, params, [v.aval for v in (*eqn.invars, *eqn.outvars)]) is not None:
+                raise _NotAlike  # decode refuses it, saying why
             if (any(isinstance(e, core.NamedAxisEffect) for e in eqn.effects)
                     and name not in MESH_PRIMITIVES - {"shard_map"}
                     and not any(isinstance(v, core.Jaxpr) for v in params.values())):
