@@ -1059,3 +1059,29 @@ def test_a_primitive_that_computes_on_numbers_applied_to_a_key_is_a_program_erro
     for message, shape in ((forged, 3), (wire.round_trip(program.encode(traced)), 8)):
         with pytest.raises(program.ProgramError, match=re.escape(f"{name} applied to a PRNG key array (key<fry>[{shape}])")):
             program.decode(message)
+
+
+def test_keys_changed_gives_every_key_a_program_makes_or_holds_other_data():
+    # A key made from a seed (in a scan's body too), a legacy key wrapped, a key constant: each is
+    # made from other data, so a draw that changes the result shows, and one that does not passes.
+    held = jax.random.key(5)
+
+    def draws(x, rate):
+        def body(c, i):
+            k = jax.random.fold_in(jax.random.key(i), 1)  # random_seed inside the scan's body
+            return c + jax.random.bernoulli(k, rate, x.shape) * x, None
+        legacy = jax.random.PRNGKey(3)  # random_seed then unwrapped: random_wrap where it is used
+        s = jax.lax.scan(body, jnp.zeros_like(x), jnp.arange(3))[0]
+        return (s + jax.random.bernoulli(jax.random.split(legacy)[0], rate, x.shape) * x
+                + jax.random.bernoulli(held, rate, x.shape) * x)
+
+    x = jnp.arange(1.0, 65.0)
+    for rate, same in ((1.0, True), (0.5, False)):
+        closed = program.decode(sent(lambda x: draws(x, rate), (x,))).closed
+        assert program.draws_random_numbers(closed)
+        got, own = (program.Program(c).run(x)[0] for c in (program.keys_changed(closed, 0x9E3779B9), closed))
+        assert np.array_equal(got, own) == same
+        assert np.array_equal(own, draws(x, rate))  # the program itself is left as it was
+    plain = program.decode(sent()).closed
+    assert not program.draws_random_numbers(plain)
+    assert str(program.keys_changed(plain, 1)) == str(plain)

@@ -1683,3 +1683,79 @@ def single_device_puts_dropped(closed):
     if not source:
         return closed
     return closed.replace(eqns=eqns)
+
+
+# ---------------------------------------------------------------- a program's random draws changed
+# A program that draws random numbers from a key it makes (jax.random.key(0), a PRNGKey, a key
+# constant) computes what that one draw gives: a dropout left on can drop none of the judge's
+# values with that key. Run once more with every such key changed, a program whose result does not
+# depend on its draws (a keep-everything mask, a scale of 1.0, a permutation undone) returns the
+# same values; one that drops, adds noise or scales at random does not.
+
+KEY_SOURCES = frozenset({"random_seed", "random_wrap"})
+
+
+def draws_random_numbers(closed) -> bool:
+    """Whether the program makes a PRNG key (random_seed, random_wrap: jax.random.key, PRNGKey,
+    wrap_key_data, a legacy key used) or holds one as a constant, at any depth."""
+    seen: set = set()
+
+    def walk(j) -> bool:
+        if id(j) in seen:
+            return False
+        seen.add(id(j))
+        if any(is_key(getattr(c, "dtype", None)) for c in getattr(j, "consts", ()) or ()):
+            return True
+        return any(eqn.primitive.name in KEY_SOURCES or any(walk(s) for s in core.jaxprs_in_params(eqn.params))
+                   for eqn in j.eqns)
+
+    return walk(closed)
+
+
+def keys_changed(closed, change: int):
+    """The program with every PRNG key it makes or holds made from other data: random_seed's seed
+    and random_wrap's data plus `change` (a uint32, wrapping), each key constant's data plus
+    `change`, at any depth. Keys it is given as inputs are left as they are."""
+    change = np.uint32(change)
+    memo: dict = {}
+
+    def key_plus(c):
+        data = np.asarray(jax.random.key_data(c))
+        return jax.random.wrap_key_data(data + change, impl=c.dtype._impl.name)
+
+    def draw_changed(eqn):
+        x, primitive, params = eqn.invars[0], eqn.primitive, eqn.params
+
+        def changed(v):
+            return primitive.bind(v + np.asarray(change).astype(v.dtype), **params)
+
+        made = jax.make_jaxpr(jax.jit(changed))(jax.ShapeDtypeStruct(x.aval.shape, x.aval.dtype))
+        if len(made.eqns) != 1 or made.jaxpr.constvars:
+            raise ProgramError(f"a {primitive.name} the grader cannot make again with other data")
+        return made.eqns[0].replace(invars=[x], outvars=list(eqn.outvars))
+
+    def param(value):
+        if isinstance(value, core.Jaxpr):
+            return rewrite(value)
+        if type(value) in (tuple, list):
+            new = type(value)(param(v) for v in value)
+            return value if all(a is b for a, b in zip(new, value)) else new
+        return value
+
+    def rewrite(j):
+        if id(j) in memo:
+            return memo[id(j)][0]
+        consts = list(getattr(j, "consts", ()) or ())
+        new_consts = [key_plus(c) if is_key(getattr(c, "dtype", None)) else c for c in consts]
+        eqns = []
+        for eqn in j.eqns:
+            if eqn.primitive.name in KEY_SOURCES:
+                eqns.append(draw_changed(eqn))
+                continue
+            params = {k: param(v) for k, v in eqn.params.items()}
+            eqns.append(eqn.replace(params=params) if any(params[k] is not v for k, v in eqn.params.items()) else eqn)
+        out = j.replace(eqns=eqns, consts=new_consts) if consts else j.replace(eqns=eqns)
+        memo[id(j)] = (out, j)  # the original kept: ids stay unique
+        return out
+
+    return rewrite(closed)
