@@ -1715,7 +1715,9 @@ def draws_random_numbers(closed) -> bool:
 def keys_changed(closed, change: int):
     """The program with every PRNG key it makes or holds made from other data: random_seed's seed
     and random_wrap's data plus `change` (a uint32, wrapping), each key constant's data plus
-    `change`, at any depth. Keys it is given as inputs are left as they are."""
+    `change`, at any depth. Keys it is given as inputs are left as they are. A ProgramError where
+    a key's source cannot be made again so (each is rebuilt as a jit of itself on its operand plus
+    the change, traced without a mesh)."""
     change = np.uint32(change)
     memo: dict = {}
 
@@ -1729,7 +1731,11 @@ def keys_changed(closed, change: int):
         def changed(v):
             return primitive.bind(v + np.asarray(change).astype(v.dtype), **params)
 
-        made = jax.make_jaxpr(jax.jit(changed))(jax.ShapeDtypeStruct(x.aval.shape, x.aval.dtype))
+        try:
+            made = jax.make_jaxpr(jax.jit(changed))(jax.ShapeDtypeStruct(x.aval.shape, x.aval.dtype))
+        except Exception as exc:  # noqa: BLE001 (e.g. a key made from a value varying over a mesh axis)
+            raise ProgramError(f"a {primitive.name} the grader cannot make again with other data "
+                               f"({type(exc).__name__})") from None
         if len(made.eqns) != 1 or made.jaxpr.constvars:
             raise ProgramError(f"a {primitive.name} the grader cannot make again with other data")
         return made.eqns[0].replace(invars=[x], outvars=list(eqn.outvars))

@@ -209,7 +209,12 @@ def same_for_other_draws(closed, worlds, summary) -> None:
     """A program that draws random numbers (a key it makes or holds) returns the same gradient with
     every key changed: with its own key a dropout left on may drop none of the grader's tokens,
     with others it does (a keep-everything mask, a scale of 1.0, a permutation undone pass)."""
-    for changed in runs_with_keys_changed(closed, worlds):
+    try:
+        runs = runs_with_keys_changed(closed, worlds)
+    except program.ProgramError as exc:
+        fail(f"the program of accum_token_weighted draws random numbers, and the grader could not run it with "
+             f"other keys to see whether its result depends on them: {exc}.")
+    for changed in runs:
         for name, got in zip(("on_a", "on_b"), changed):
             own = np.asarray(summary[name], np.float64)
             if not is_close(got, own):

@@ -180,11 +180,14 @@ KEY_CHANGES = (0x9E3779B9, 0x7F4A7C15, 0x3C6EF372)
 def runs_with_keys_changed(closed, worlds):
     """The program `closed` run by the judge on each world with every PRNG key it makes or holds
     changed (program.keys_changed), once per KEY_CHANGES: [[result per world] per change]; [] for a
-    program that draws no random numbers. Run in the judge."""
+    program that draws no random numbers; a ProgramError where it cannot be so run. Run in the judge."""
     if not program_data.draws_random_numbers(closed):
         return []
     runs = []
     for change in KEY_CHANGES:
         run = jax.jit(jax.extend.core.jaxpr_as_fun(program_data.keys_changed(closed, change)))
-        runs.append([np.asarray(run(*as_f32(*world))[0], np.float64) for world in worlds])
+        try:
+            runs.append([np.asarray(run(*as_f32(*world))[0], np.float64) for world in worlds])
+        except Exception as exc:  # noqa: BLE001 (JAX's own refusal of the changed program)
+            raise program_data.ProgramError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}") from None
     return runs
