@@ -934,3 +934,154 @@ def test_a_key_of_an_implementation_jax_does_not_ship_is_refused_with_a_reason(m
     reason = program.encode_or_reason(jax.make_jaxpr(lambda x: keyed(key, x))(ARGS[1]), forward=True)
     assert "only numeric arrays and PRNG keys" in reason["unreadable"]
     assert program.as_sent(jax.make_jaxpr(lambda x: keyed(key, x))(ARGS[1]), forward=True) is None
+
+
+# ---- PRNG keys: only what takes keys, or moves them, may hold one ----
+
+KEY_ARRAY = jax.random.split(jax.random.key(0), 8)
+
+
+def _moves(a):
+    """Every primitive of KEY_PRIMITIVES off a mesh, on a key array a of shape (8,)."""
+    from jax.ad_checkpoint import checkpoint_name
+
+    b = a.reshape(2, 4).T.reshape(8)
+    b = jax.lax.rev(b, (0,))
+    b = jnp.concatenate([b[4:], b[:4]])
+    b = jax.lax.dynamic_update_slice(b, jax.lax.dynamic_slice(b, (jnp.int32(2),), (2,)), (jnp.int32(5),))
+    b = b.at[jnp.array([0, 3])].set(b[jnp.array([6, 1])])
+    b = jax.lax.select(jnp.arange(8) % 3 == 0, b, a)
+    b = jnp.concatenate(jax.lax.split(b, (3, 5))[::-1])
+    b = jnp.stack(jax.lax.unstack(b)[::-1])
+    b = jnp.tile(b[:4], 2)
+    b = jnp.array(jax.lax.optimization_barrier(checkpoint_name(b, "keys")), copy=True)
+    b = jax.lax.squeeze(jnp.broadcast_to(b[None], (1, 8)), (0,))
+    b = jax.jit(lambda c: c[::-1])(b)
+    b = jax.checkpoint(lambda c: jax.vmap(jax.random.fold_in)(c, jnp.arange(8)))(b)
+    b = jax.lax.scan(lambda c, k: (jax.random.split(c)[0], jax.random.fold_in(k, 1)), b[0], b)[1]
+    b = jax.lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, jax.random.clone(c[1][::-1])), (0, b))[1]
+    b = jax.lax.cond(b.shape[0] > 3, lambda c: c, lambda c: c[::-1], b)
+    b = jax.device_put(b)
+    same = (b == a[::-1]) | (b != b)
+    wrapped = jax.random.wrap_key_data(jax.random.key_data(b[:2]) ^ jnp.uint32(1))
+    seeded = jax.random.key(jax.random.bits(b[0], (), jnp.uint32).astype(jnp.int32) % 100)
+    return (b, same, jax.random.bits(b[1], (3,)), jax.random.gamma(b[2], 2.0), wrapped,
+            jax.random.key_data(seeded))
+
+
+def _moves_on_a_mesh(mesh_explicit, mesh_auto):
+    """The mesh primitives of KEY_PRIMITIVES on a key array of 64 split over 'd' (8 devices)."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    def in_map(body, mesh, out=P("d"), **kw):
+        return lambda a: jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=out, **kw)(a)
+
+    ring = [(i, (i + 1) % 8) for i in range(8)]
+    fns = [
+        lambda a: jax.sharding.reshard(a, P()),
+        lambda a: jax.device_put(a, NamedSharding(mesh_explicit, P())),
+        in_map(lambda b: jax.lax.ppermute(b, "d", ring), mesh_explicit),
+        in_map(lambda b: jax.lax.all_to_all(b, "d", 0, 0, tiled=True), mesh_explicit),
+        in_map(lambda b: jax.lax.all_gather(b, "d", tiled=True), mesh_explicit, P(), check_vma=False),
+        in_map(lambda b: jax.random.fold_in(jax.lax.pcast(jax.random.key(3), "d", to="varying"), jax.lax.axis_index("d"))[None],
+               mesh_explicit),
+    ]
+    constrained = [lambda a: jax.lax.with_sharding_constraint(a, NamedSharding(mesh_auto, P()))]
+    return fns, constrained
+
+
+def test_every_primitive_that_may_hold_a_key_compiles_on_keys_and_computes_as_jax_does():
+    # decode accepts a key only where JAX can run it (KEY_PRIMITIVES): each, traced on a key array,
+    # travels, is rebuilt, compiles and computes what JAX computes.
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+    def same(got, want):
+        return all(np.array_equal(program.as_numbers(g), program.as_numbers(w))
+                   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
+
+    closed = jax.make_jaxpr(_moves)(KEY_ARRAY)
+    seen = set(program.primitive_sequence(closed.jaxpr))
+    rebuilt = program.decode(wire.round_trip(program.encode(closed)))
+    assert same(rebuilt.run(KEY_ARRAY), _moves(KEY_ARRAY))
+    assert str(program.as_sent(closed)) == str(rebuilt.closed)
+    explicit = jax.make_mesh((8,), ("d",), axis_types=(AxisType.Explicit,))
+    auto = jax.make_mesh((8,), ("d",), axis_types=(AxisType.Auto,))
+    fns, constrained = _moves_on_a_mesh(explicit, auto)
+    for mesh, group in ((explicit, fns), (auto, constrained)):
+        placed = jax.device_put(jax.random.split(jax.random.key(1), 64), NamedSharding(mesh, P("d")))
+        with jax.set_mesh(mesh):
+            for fn in group:
+                traced = jax.make_jaxpr(fn)(placed)
+                seen |= set(program.primitive_sequence(traced.jaxpr))
+                message = wire.round_trip(program.encode(traced, meshes=True))
+                assert same(program.decode(message, meshes=True).run(placed), fn(placed))
+                assert program.as_sent(traced) is not None
+    assert program.KEY_PRIMITIVES <= seen, sorted(program.KEY_PRIMITIVES - seen)
+
+
+def as_keys(message):
+    """The message with every float32 value made a threefry key (its constants as key data)."""
+    message = copy.deepcopy(message)
+
+    def walk(o):
+        if isinstance(o, list):
+            if len(o) >= 3 and isinstance(o[0], list) and o[1] == "float32" and isinstance(o[2], bool):
+                o[1] = "key<threefry2x32>"
+            if len(o) == 2 and isinstance(o[1], np.ndarray) and o[1].dtype == np.float32:
+                o[1] = {"key": ["threefry2x32", np.zeros((*o[1].shape, 2), np.uint32)]}
+            for v in o:
+                walk(v)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+
+    walk(message)
+    return message
+
+
+ON_NUMBERS = {  # what JAX's shape rules accept on a key array, and only compiling refuses
+    "argmax": (lambda a: jnp.argmax(a), lambda a: jax.lax.argmax(a, 0, jnp.int32)),
+    "argmin": (lambda a: jnp.argmin(a), lambda a: jax.lax.argmin(a, 0, jnp.int32)),
+    "reduce_max": (lambda a: jax.lax.reduce_max_p.bind(a, axes=(0,), out_sharding=None),) * 2,
+    "reduce_min": (lambda a: jax.lax.reduce_min_p.bind(a, axes=(0,), out_sharding=None),) * 2,
+    "sort": (lambda a: jnp.sort(a), lambda a: jax.lax.sort_p.bind(a, dimension=0, is_stable=True, num_keys=1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ON_NUMBERS))
+def test_a_primitive_that_computes_on_numbers_applied_to_a_key_is_a_program_error_naming_it(name):
+    # A forged message (a float program's types made keys) and a learner's program traced on keys
+    # (which as_sent hands to decode, so that both modes say the same): refused, never compiled.
+    on_floats, on_keys = ON_NUMBERS[name]
+    forged = as_keys(wire.round_trip(program.encode(jax.make_jaxpr(on_floats)(jnp.ones(3, jnp.float32)))))
+    traced = jax.make_jaxpr(on_keys)(KEY_ARRAY)
+    assert program.as_sent(traced) is None
+    for message, shape in ((forged, 3), (wire.round_trip(program.encode(traced)), 8)):
+        with pytest.raises(program.ProgramError, match=re.escape(f"{name} applied to a PRNG key array (key<fry>[{shape}])")):
+            program.decode(message)
+
+
+def test_keys_changed_gives_every_key_a_program_makes_or_holds_other_data():
+    # A key made from a seed (in a scan's body too), a legacy key wrapped, a key constant: each is
+    # made from other data, so a draw that changes the result shows, and one that does not passes.
+    held = jax.random.key(5)
+
+    def draws(x, rate):
+        def body(c, i):
+            k = jax.random.fold_in(jax.random.key(i), 1)  # random_seed inside the scan's body
+            return c + jax.random.bernoulli(k, rate, x.shape) * x, None
+        legacy = jax.random.PRNGKey(3)  # random_seed then unwrapped: random_wrap where it is used
+        s = jax.lax.scan(body, jnp.zeros_like(x), jnp.arange(3))[0]
+        return (s + jax.random.bernoulli(jax.random.split(legacy)[0], rate, x.shape) * x
+                + jax.random.bernoulli(held, rate, x.shape) * x)
+
+    x = jnp.arange(1.0, 65.0)
+    for rate, same in ((1.0, True), (0.5, False)):
+        closed = program.decode(sent(lambda x: draws(x, rate), (x,))).closed
+        assert program.draws_random_numbers(closed)
+        got, own = (program.Program(c).run(x)[0] for c in (program.keys_changed(closed, 0x9E3779B9), closed))
+        assert np.array_equal(got, own) == same
+        assert np.array_equal(own, draws(x, rate))  # the program itself is left as it was
+    plain = program.decode(sent()).closed
+    assert not program.draws_random_numbers(plain)
+    assert str(program.keys_changed(plain, 1)) == str(plain)

@@ -25,8 +25,8 @@ checks that only run a program forwards), or refused: its derivative rules are P
 
 Decoding never runs code from the message: names are looked up in the judge's tables, anything
 else is refused, sizes are bounded, and the rebuilt program is type-checked (jax's check_jaxpr:
-every equation's shapes and parameters through the primitive's own rules) before anything
-compiles it. A malformed program is a ProgramError, which a check turns into a failure.
+every equation's shapes and parameters through the primitive's own rules, and a PRNG key taken
+only by what takes or moves keys, KEY_PRIMITIVES) before anything compiles it. A malformed program is a ProgramError, which a check turns into a failure.
 """
 
 import contextlib
@@ -80,6 +80,37 @@ random_seed random_wrap random_unwrap random_split random_fold_in random_bits ra
 """.split())
 # (the last line: what a PRNG key brings, jax.random.key/PRNGKey/split/fold_in/bits/uniform/gamma on
 # a typed or a raw uint32 key; each a pure function of its operands, run by the judge's own JAX)
+
+# Primitives a PRNG key array may be an operand or a result of: those of the last line above, and
+# those that only move values (reshape, slice, gather, select, concatenate, collectives that copy,
+# placements, and the calls and loops that pass keys to their bodies, each body read in its turn).
+# JAX's shape rules accept a key in others too (argmax, sort, reduce_max, pad, psum, scatter-add),
+# which then fail only when compiled; decode refuses them (_takes_keys), so that a program the
+# judge accepts is one it can run. Each is compiled on a key array in tests/test_program.py.
+KEY_PRIMITIVES = frozenset("""
+random_seed random_wrap random_unwrap random_split random_fold_in random_bits random_clone random_gamma
+reshape broadcast_in_dim squeeze transpose rev slice dynamic_slice dynamic_update_slice gather scatter
+concatenate split tile stack unstack select_n copy optimization_barrier name eq ne
+jit remat2 scan while cond shard_map device_put reshard sharding_constraint pvary ppermute
+all_to_all all_gather
+""".split())
+
+
+def _takes_keys(name: str, params: dict) -> bool:
+    """Whether the primitive `name` with these parameters may have a PRNG key as an operand or result
+    (KEY_PRIMITIVES; an all_gather only tiled: JAX cannot compile an untiled one of keys)."""
+    return name in KEY_PRIMITIVES and (name != "all_gather" or params.get("tiled") is True)
+
+
+def _key_misuse(name: str, params: dict, avals) -> str | None:
+    """Why an equation of `name` cannot hold these values, when one is a PRNG key and it does not
+    take keys (_takes_keys); None otherwise."""
+    keyed = next((a for a in avals if is_key(a.dtype)), None)
+    if keyed is None or _takes_keys(name, params):
+        return None
+    return (f"{name[:40]} applied to a PRNG key array ({keyed.str_short()}), where numbers are expected: a key is "
+            "only split, folded in, drawn from (jax.random.bits, uniform, bernoulli, ...) or moved (reshaped, "
+            "sliced, gathered, selected, concatenated, passed through a jit, loop or shard_map)")
 
 # PRNG implementations a key may be of, by name: the judge rebuilds a key's type, and a key
 # constant from its data (jax.random.wrap_key_data), with its own JAX's implementation of that name,
@@ -938,6 +969,9 @@ class _Decoder:
                         not out_vars or len(value.spec) > len(out_vars[0].aval.shape)
                         or not value.mesh.axis_names and len(value.spec) != len(out_vars[0].aval.shape)):
                     raise ProgramError("a sharding of another rank than the value it is for")
+            misuse = _key_misuse(name, decoded, [a.aval for a in (*in_atoms, *out_vars)])
+            if misuse is not None:
+                raise ProgramError(misuse)
             if name == "shard_map":
                 _check_shard_map(decoded, in_atoms, out_vars)
             ctx = _context(line, ctx_mesh)
@@ -1318,6 +1352,8 @@ class _AsSent:
                 params = _as_jit(params, len(eqn.invars), len(eqn.outvars), eqn.primitive.name)
             if self.prims.get(name) is not primitive:
                 raise _NotAlike
+            if _key_misuse(name, params, [v.aval for v in (*eqn.invars, *eqn.outvars)]) is not None:
+                raise _NotAlike  # decode refuses it, saying why
             if (any(isinstance(e, core.NamedAxisEffect) for e in eqn.effects)
                     and name not in MESH_PRIMITIVES - {"shard_map"}
                     and not any(isinstance(v, core.Jaxpr) for v in params.values())):
@@ -1647,3 +1683,85 @@ def single_device_puts_dropped(closed):
     if not source:
         return closed
     return closed.replace(eqns=eqns)
+
+
+# ---------------------------------------------------------------- a program's random draws changed
+# A program that draws random numbers from a key it makes (jax.random.key(0), a PRNGKey, a key
+# constant) computes what that one draw gives: a dropout left on can drop none of the judge's
+# values with that key. Run once more with every such key changed, a program whose result does not
+# depend on its draws (a keep-everything mask, a scale of 1.0, a permutation undone) returns the
+# same values; one that drops, adds noise or scales at random does not.
+
+KEY_SOURCES = frozenset({"random_seed", "random_wrap"})
+
+
+def draws_random_numbers(closed) -> bool:
+    """Whether the program makes a PRNG key (random_seed, random_wrap: jax.random.key, PRNGKey,
+    wrap_key_data, a legacy key used) or holds one as a constant, at any depth."""
+    seen: set = set()
+
+    def walk(j) -> bool:
+        if id(j) in seen:
+            return False
+        seen.add(id(j))
+        if any(is_key(getattr(c, "dtype", None)) for c in getattr(j, "consts", ()) or ()):
+            return True
+        return any(eqn.primitive.name in KEY_SOURCES or any(walk(s) for s in core.jaxprs_in_params(eqn.params))
+                   for eqn in j.eqns)
+
+    return walk(closed)
+
+
+def keys_changed(closed, change: int):
+    """The program with every PRNG key it makes or holds made from other data: random_seed's seed
+    and random_wrap's data plus `change` (a uint32, wrapping), each key constant's data plus
+    `change`, at any depth. Keys it is given as inputs are left as they are. A ProgramError where
+    a key's source cannot be made again so (each is rebuilt as a jit of itself on its operand plus
+    the change, traced without a mesh)."""
+    change = np.uint32(change)
+    memo: dict = {}
+
+    def key_plus(c):
+        data = np.asarray(jax.random.key_data(c))
+        return jax.random.wrap_key_data(data + change, impl=c.dtype._impl.name)
+
+    def draw_changed(eqn):
+        x, primitive, params = eqn.invars[0], eqn.primitive, eqn.params
+
+        def changed(v):
+            return primitive.bind(v + np.asarray(change).astype(v.dtype), **params)
+
+        try:
+            made = jax.make_jaxpr(jax.jit(changed))(jax.ShapeDtypeStruct(x.aval.shape, x.aval.dtype))
+        except Exception as exc:  # noqa: BLE001 (e.g. a key made from a value varying over a mesh axis)
+            raise ProgramError(f"a {primitive.name} the grader cannot make again with other data "
+                               f"({type(exc).__name__})") from None
+        if len(made.eqns) != 1 or made.jaxpr.constvars:
+            raise ProgramError(f"a {primitive.name} the grader cannot make again with other data")
+        return made.eqns[0].replace(invars=[x], outvars=list(eqn.outvars))
+
+    def param(value):
+        if isinstance(value, core.Jaxpr):
+            return rewrite(value)
+        if type(value) in (tuple, list):
+            new = type(value)(param(v) for v in value)
+            return value if all(a is b for a, b in zip(new, value)) else new
+        return value
+
+    def rewrite(j):
+        if id(j) in memo:
+            return memo[id(j)][0]
+        consts = list(getattr(j, "consts", ()) or ())
+        new_consts = [key_plus(c) if is_key(getattr(c, "dtype", None)) else c for c in consts]
+        eqns = []
+        for eqn in j.eqns:
+            if eqn.primitive.name in KEY_SOURCES:
+                eqns.append(draw_changed(eqn))
+                continue
+            params = {k: param(v) for k, v in eqn.params.items()}
+            eqns.append(eqn.replace(params=params) if any(params[k] is not v for k, v in eqn.params.items()) else eqn)
+        out = j.replace(eqns=eqns, consts=new_consts) if consts else j.replace(eqns=eqns)
+        memo[id(j)] = (out, j)  # the original kept: ids stay unique
+        return out
+
+    return rewrite(closed)

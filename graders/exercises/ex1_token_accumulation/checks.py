@@ -15,7 +15,7 @@ from graders.kit import program
 from graders.kit.expected import expected
 from graders.kit.verdicts import fail
 from graders.kit.numeric import as_scalar, assert_close, fmt, is_close, rng
-from graders.exercises.ex1_token_accumulation.probes import DATA_NAMES, scan_at_work as read_program
+from graders.exercises.ex1_token_accumulation.probes import DATA_NAMES, runs_with_keys_changed, scan_at_work as read_program
 
 # B, T, D all distinct, so a transposed or mis-reshaped axis cannot pass by accident.
 B, T, D = 12, 7, 5
@@ -205,6 +205,26 @@ def held_to_the_gradient(summary, worlds) -> None:
              "your gradient. Hint: make the gradient right first (the checks above say how).")
 
 
+def same_for_other_draws(closed, worlds, summary) -> None:
+    """A program that draws random numbers (a key it makes or holds) returns the same gradient with
+    every key changed: with its own key a dropout left on may drop none of the grader's tokens,
+    with others it does (a keep-everything mask, a scale of 1.0, a permutation undone pass)."""
+    try:
+        runs = runs_with_keys_changed(closed, worlds)
+    except program.ProgramError as exc:
+        fail(f"the program of accum_token_weighted draws random numbers, and the grader could not run it with "
+             f"other keys to see whether its result depends on them: {exc}.")
+    for changed in runs:
+        for name, got in zip(("on_a", "on_b"), changed):
+            own = np.asarray(summary[name], np.float64)
+            if not is_close(got, own):
+                fail(f"run by the grader with other data in every PRNG key your program makes (the seed of "
+                     f"jax.random.key or PRNGKey, the data of a key it holds), the program of accum_token_weighted "
+                     f"returns {fmt(got)}, where with its own keys it returns {fmt(own)}: the result depends on the "
+                     "random draws (dropout or noise left on), so it is the token-weighted gradient for some draws "
+                     "only. Hint: draw nothing that changes the gradient (a mask of keep probability 1.0 is fine).")
+
+
 @pytest.fixture(scope="module")
 def scan_at_work(worker, seed):
     """The scans that compute the learner's gradient, and what touches the batch outside them;
@@ -262,6 +282,7 @@ def scan_at_work(worker, seed):
              + " Hint: compute each micro-batch's gradient and token count in the scan body; after the scan, "
                "only divide.")
     held_to_the_gradient(summary, [(w, x, y, m), (w, xb, yb, mb)])
+    same_for_other_draws(closed, [(w, x, y, m), (w, xb, yb, mb)], summary)
     micro = [size // N_MICRO for size in (B_ * T_ * D_, B_ * T_, B_ * T_)]
     if per_step != micro:
         seen = ", ".join(f"{n} numbers of {name} (one micro-batch is {k})"

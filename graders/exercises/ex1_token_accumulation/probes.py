@@ -169,3 +169,25 @@ def scan_at_work(closed, world_a, world_b, n_micro):
         runs = jax.jit(partial(evaluate_feeding_the_scan, program, consts, scans))(world_a, world_b)
         found.update(zip(("on_a", "on_b", "fed_b"), (np.asarray(r, np.float64) for r in runs)))
     return found
+
+
+# Other data for every key the program makes or holds (program.keys_changed): three, since one
+# change can miss a rare draw (dropout at rate 0.01 drops none of the technique batches' valid
+# tokens for about one key in three).
+KEY_CHANGES = (0x9E3779B9, 0x7F4A7C15, 0x3C6EF372)
+
+
+def runs_with_keys_changed(closed, worlds):
+    """The program `closed` run by the judge on each world with every PRNG key it makes or holds
+    changed (program.keys_changed), once per KEY_CHANGES: [[result per world] per change]; [] for a
+    program that draws no random numbers; a ProgramError where it cannot be so run. Run in the judge."""
+    if not program_data.draws_random_numbers(closed):
+        return []
+    runs = []
+    for change in KEY_CHANGES:
+        run = jax.jit(jax.extend.core.jaxpr_as_fun(program_data.keys_changed(closed, change)))
+        try:
+            runs.append([np.asarray(run(*as_f32(*world))[0], np.float64) for world in worlds])
+        except Exception as exc:  # noqa: BLE001 (JAX's own refusal of the changed program)
+            raise program_data.ProgramError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}") from None
+    return runs
