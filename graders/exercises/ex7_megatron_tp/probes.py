@@ -419,7 +419,7 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
     ({"cut": program, "hidden": how many, "values": a host copy of each}): held as constants,
     XLA would fold the collectives and work on them away. An array it reads that equals a returned
     params or state leaf exactly (type, placement and every value: a kept copy of what it returned)
-    is that input. Python that reads the first call's results as numbers (float() of the last
+    is that input; one of a single element only beside a larger one (a kept copy of the whole). Python that reads the first call's results as numbers (float() of the last
     loss) then reads numbers. None where that cannot be done (the learner's error, or a step that
     returns one array twice among its params and state): the chained trace's reading stands."""
     if fresh is None:
@@ -440,10 +440,18 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
     ins, loss, constvars, consts, hidden, values = [None] * len(fed), [], [], [], [], []
     same = {}  # a constant's var -> the input var it reads the value of
     budget = program.MAX_CONST_BYTES
-    for v, c in zip(closed.constvars, closed.consts):
-        i = position.get(id(c))
-        if i is None and c is not first[2] and isinstance(c, jax.Array):
-            i = next((j for j, a in enumerate(fed) if equal_array(c, a)), None)
+    alike = {}  # a constant's position -> the fed leaf it equals (not the very array)
+    for k, c in enumerate(closed.consts):
+        if id(c) not in position and c is not first[2] and isinstance(c, jax.Array):
+            j = next((j for j, a in enumerate(fed) if equal_array(c, a)), None)
+            if j is not None:
+                alike[k] = j
+    # A value of one element (a count, a divisor) equals a fed leaf by chance as easily as by being
+    # its copy: it is taken as that leaf only beside a larger kept copy of what the call returned.
+    if not any(np.size(closed.consts[k]) > 1 for k in alike):
+        alike = {}
+    for k, (v, c) in enumerate(zip(closed.constvars, closed.consts)):
+        i = position.get(id(c), alike.get(k))
         if i is not None:
             if ins[i] is None:
                 ins[i] = v
