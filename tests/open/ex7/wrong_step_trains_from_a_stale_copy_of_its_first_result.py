@@ -9,8 +9,9 @@ the very values a training loop feeds it (the copy equals them); every call afte
 reads a value the first call computed and did not return, so the judge reads it after a first call
 run for real (probes.after_a_real_first_call); there the kept copy equals a returned params leaf
 (type, placement, every value) and is taken as that input, so the program the judge replays for
-steps 2 to 5 trains from the params it is fed (22/22 on main too, by another route: this run did not
-trace which). Value matching cannot tell a copy that stays equal from one equal at
+steps 2 to 5 trains from the params it is fed (probes.step_program for Adam on (2, 4): after_a_real_first_call
+returns the program with 0 hidden values, its 9 inputs the params, state, x and y; 22/22 on main too,
+by a route not traced). Value matching cannot tell a copy that stays equal from one equal at
 the second call only; catching it needs a third real call (the program of call 3 read, or the
 copy's value compared with call 2's result).
 
