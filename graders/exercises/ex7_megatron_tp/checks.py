@@ -48,8 +48,8 @@ from graders.kit.expected import expected
 from graders.kit.verdicts import CheckFailed, Verdict, fail
 from graders.kit.numeric import as_array, as_scalar, assert_close, is_close, rng
 from graders.exercises.ex7_megatron_tp.probes import (
-    IN_PROCESS, PARAM_SPECS, W1_SPEC, W2_SPEC, X_SPEC, forward_args, make_tx, mesh, placed_as, placed_training,
-    placement, put, read_shard_map, read_tp_mlp, sharding_key,
+    IN_PROCESS, MAX_HIDDEN, PARAM_SPECS, W1_SPEC, W2_SPEC, X_SPEC, forward_args, make_tx, mesh, placed_as,
+    placed_training, placement, put, read_shard_map, read_tp_mlp, sharding_key,
 )
 
 # This judge's nonce, in its own process's probes module: a probe that finds it runs in this
@@ -855,7 +855,7 @@ def fed_back_program(message, closed, shape, inputs: int):
     hidden, values = message.get("hidden", 0), message.get("values")
     if "hidden" in message:
         message = message.get("cut")
-    if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 <= hidden <= 64:
+    if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 <= hidden <= MAX_HIDDEN:
         fail(f"the program sent for your training step{FED_BACK} could not be read: it takes {hidden!r} values "
              "the step carried between calls.")
     later = decoded(message, "your training step" + FED_BACK, shape, (inputs + hidden, inputs + hidden + 1), inputs - 1)

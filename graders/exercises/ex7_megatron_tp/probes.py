@@ -450,7 +450,11 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
     # its copy: it is taken as that leaf only beside a larger kept copy of what the call returned.
     if not any(np.size(closed.consts[k]) > 1 for k in alike):
         alike = {}
-    for k, (v, c) in enumerate(zip(closed.constvars, closed.consts)):
+    # The largest first, should there be more than MAX_HIDDEN: a few small values (logged losses)
+    # must not push the arrays a step computes on out of the inputs.
+    order = sorted(range(len(closed.consts)), key=lambda k: -getattr(closed.consts[k], "nbytes", 0))
+    for k in order:
+        v, c = closed.constvars[k], closed.consts[k]
         i = position.get(id(c), alike.get(k))
         if i is not None:
             if ins[i] is None:
@@ -459,12 +463,15 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
                 same[v] = ins[i]
         elif c is first[2]:
             loss.append(v)
-        elif (isinstance(c, jax.Array) and len(hidden) < MAX_HIDDEN and c.nbytes <= budget
-              and getattr(c.dtype, "name", None) in wire._DTYPES):  # a PRNG key's stays a constant
+        elif isinstance(c, jax.Array) and getattr(c.dtype, "name", None) in wire._DTYPES:
+            if len(hidden) == MAX_HIDDEN or c.nbytes > budget:
+                # Held as a constant, XLA would fold its collectives away: the chained trace's
+                # reading stands instead.
+                return None
             budget -= c.nbytes
             hidden.append(v)
             values.append(np.asarray(c))
-        else:
+        else:  # a PRNG key, a NumPy constant: a constant as in any program
             constvars.append(v)
             consts.append(c)
     # A fed array the second call never reads is an input it leaves unread.
@@ -481,8 +488,9 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
 
 
 # At most this many values the first call left come in as inputs of the second call's program
-# (checks.fed_back_program reads at most 64 hidden inputs); more are held as constants.
-MAX_HIDDEN = 64
+# (checks.fed_back_program reads no more); with more, the chained trace's reading stands. The
+# values' bytes are bounded by program.MAX_CONST_BYTES.
+MAX_HIDDEN = 1024
 
 
 def equal_array(a, b) -> bool:

