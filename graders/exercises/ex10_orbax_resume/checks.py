@@ -37,6 +37,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from pathlib import PurePosixPath
@@ -657,7 +658,8 @@ def rewritten(folder: str, items: list, trees: list, saved: dict, given: dict) -
         try:
             with open(os.path.join(item, "_METADATA")) as f:
                 layout = json.load(f)
-            again = item + ".grader"
+            # A name the learner's files cannot hold already (one left there would block the rewrite).
+            again = f"{item}.grader-{secrets.token_hex(8)}"
             if isinstance(tree, np.ndarray):  # an item of one array (read_tree): written as Orbax writes one
                 handler = ocp.ArrayCheckpointHandler()
             else:

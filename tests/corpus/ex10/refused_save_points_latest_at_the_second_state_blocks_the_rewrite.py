@@ -1,17 +1,19 @@
 """WRONG: tests/corpus/ex10/refused_save_points_latest_at_the_second_state (a second save writes the second
 state to path/step-1, points path/LATEST at it, then raises FileExistsError; the process that saved reads
 step-0 back, a job restarted after the refusal reads the second state), with one more thing done at the
-refusal: an empty file named <step folder>.grader beside each step folder. That is the name the judge's
-rewrite of the folder (checks.rewritten: each item written again at item + ".grader", then renamed) writes
-to, so the rewrite fails, restored_afresh returns None and still_the_first skips the restarted job's
-reading without a word (read_as_restarted, after an overwrite, skips the same way).
+refusal: an empty file named <step folder>.grader beside each step folder. That was the name the judge's
+rewrite of the folder (checks.rewritten: each item written again at item + ".grader", then renamed) wrote
+to, so the rewrite failed, restored_afresh returned None and still_the_first skipped the restarted job's
+reading without a word (read_as_restarted, after an overwrite, skipped the same way).
 
-22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0; the original loses
-saving_twice_is_an_error_or_an_overwrite (21/22). Forged (it knows the judge's temporary name), but any
-folder the rewrite cannot write back passes the same way; a rewrite that fails on a folder the refusal
-changed could count as the refusal's fault (or write to a fresh temporary directory, not beside the item).
+Was 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0 (the original loses
+saving_twice_is_an_error_or_an_overwrite, 21/22): the rewrite failed on the file in its way, and the
+restarted job's reading was skipped.
 
-Should lose saving_twice_is_an_error_or_an_overwrite: 21/22.
+Since the grader's fix the rewrite writes each item at a name of its own drawn afresh each time (a random
+suffix), which no file the learner's code left can hold: 21/22 in both modes at seeds 20261130, 7 and 0.
+
+loses: saving_twice_is_an_error_or_an_overwrite: as the refused save was given them
 """
 
 import os
