@@ -1085,3 +1085,36 @@ def test_keys_changed_gives_every_key_a_program_makes_or_holds_other_data():
     plain = program.decode(sent()).closed
     assert not program.draws_random_numbers(plain)
     assert str(program.keys_changed(plain, 1)) == str(plain)
+
+
+def _flops(fn, *args):
+    return jax.jit(fn).lower(*args).compile().cost_analysis()["flops"]
+
+
+def test_draws_as_inputs_leaves_out_the_drawing_and_keeps_what_is_computed_from_the_draws():
+    x = jnp.ones((64, 32), jnp.float32)
+
+    def dropout(key, x):  # a keep-everything mask: threefry's hash and the bits' turning into a coin
+        keep = jax.random.bernoulli(jax.random.fold_in(key, 1), 1.0, x.shape)
+        return jnp.sum(jnp.where(keep, x * 2.0, 0.0))
+
+    closed = jax.make_jaxpr(dropout)(jax.random.key(0), x)
+    copy, avals = program.draws_as_inputs(closed)
+    assert [(a.shape, a.dtype) for a in avals] == [((64, 32), jnp.bool_)]
+    extra = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    plain = _flops(lambda x: jnp.sum(jnp.where(x > -1.0, x * 2.0, 0.0)), x)
+    drawing = _flops(jaxpr_as_fun(closed), jax.random.key(0), x)
+    without = _flops(jaxpr_as_fun(copy), jax.random.key(0), x, *extra)
+    assert drawing > 3 * plain and without <= 1.1 * plain
+    keep = jnp.ones((64, 32), bool)
+    assert jaxpr_as_fun(copy)(jax.random.key(0), x, keep)[0] == dropout(jax.random.key(0), x)
+
+    def coin_forward(key, x):  # a branch a coin chooses: an input, so XLA keeps both branches' work
+        return jax.lax.cond(jax.random.bernoulli(key, 1.0), lambda: jnp.sum(jnp.tanh(x @ x.T)), lambda: 0.0)
+
+    closed = jax.jit(coin_forward).trace(jax.random.key(0), x).jaxpr
+    copy, avals = program.draws_as_inputs(closed)
+    assert [a.shape for a in avals] == [()]  # the coin, as the branch index it becomes
+    coin = jax.ShapeDtypeStruct((), avals[0].dtype)
+    assert _flops(jaxpr_as_fun(copy), jax.random.key(0), x, coin) >= 64 * 64 * 32 * 2
+    assert program.draws_as_inputs(jax.make_jaxpr(lambda x: x @ x.T)(x)) is None

@@ -1765,3 +1765,113 @@ def keys_changed(closed, change: int):
         return out
 
     return rewrite(closed)
+
+
+# ---- a program's draws read apart from its FLOPs
+#
+# The FLOPs of a program that draws random numbers include the drawing: threefry's hash (tens of
+# integer operations per value drawn) and the turning of its bits into a uniform, a normal or a
+# coin, which a grader's own program, drawing nothing, does not do; a dropout mask at keep
+# probability 1.0 would read as work beyond the technique's share. For the FLOP checks the judge
+# compiles a copy in which each value drawn (computed from PRNG keys and random bits alone, with
+# constants) is an input of its own, fed values of its type: never a constant, which XLA could fold
+# a coin's branch into. What the program computes from its draws and its data still counts.
+
+
+def _drawn_from(eqn, drawn: set, fixed: set) -> bool:
+    """Whether an equation's results are drawn: it makes or draws from keys, or its operands are
+    keys, draws, literals or values computed from no input (`fixed`), at least one of them drawn."""
+    if eqn.primitive.name in ("random_bits", "random_seed", "random_wrap"):
+        return True
+    ops = [v for v in eqn.invars if not isinstance(v, core.Literal)]
+    return any(v in drawn for v in ops) and all(v in drawn or v in fixed for v in ops)
+
+
+def draws_as_inputs(closed):
+    """(a copy of the program in which each value drawn that the rest of it uses (not a key) is
+    an input appended after its own, the avals of those inputs), or None for a program that draws
+    nothing so. Draws are read at the program's top level and in the bodies of its jit calls and
+    shard_maps; inside a shard_map a draw comes in replicated (P(): a whole block for each device)."""
+    from jax.sharding import PartitionSpec
+
+    def lift(j, drawn: set, fixed: set):
+        """(open jaxpr j with the drawn values it uses as trailing invars, those invars)."""
+        drawn, fixed = set(drawn), set(fixed) | set(j.constvars)
+        drawn |= {v for v in j.invars if is_key(getattr(v.aval, "dtype", None))}
+        made: list = []  # drawn values made here that are not keys, in order
+        eqns, extra = [], []
+        cut: dict = {}
+
+        def use(v):
+            if isinstance(v, core.Literal) or v not in drawn or is_key(getattr(v.aval, "dtype", None)) \
+                    or v not in made_set:
+                return v
+            if v not in cut:
+                cut[v] = v
+                extra.append(v)
+            return v
+
+        made_set: set = set()
+        for eqn in j.eqns:
+            if _drawn_from(eqn, drawn, fixed):
+                drawn.update(eqn.outvars)
+                for v in eqn.outvars:
+                    if not is_key(getattr(v.aval, "dtype", None)):
+                        made_set.add(v)
+                eqns.append(("drawn", eqn))
+                continue
+            ops = [v for v in eqn.invars if not isinstance(v, core.Literal)]
+            if all(v in fixed for v in ops) and not any(True for _ in core.jaxprs_in_params(eqn.params)):
+                fixed.update(eqn.outvars)
+            for v in eqn.invars:
+                use(v)
+            name = eqn.primitive.name
+            inner_flags = [not isinstance(v, core.Literal) and v in drawn for v in eqn.invars]
+            if name in ("jit", "pjit"):
+                inner = eqn.params["jaxpr"]
+                iv = inner.jaxpr.invars
+                body, vars_ = lift(inner.jaxpr, {a for a, d in zip(iv, inner_flags) if d},
+                                   {a for a, b in zip(iv, eqn.invars) if isinstance(b, core.Literal) or b in fixed})
+                if vars_:
+                    outer = [core.Var(v.aval) for v in vars_]
+                    extra.extend(outer)
+                    k = len(vars_)
+                    p = dict(eqn.params)
+                    p["jaxpr"] = inner.replace(jaxpr=body)
+                    p["in_shardings"] = tuple(p["in_shardings"]) + (_unspecified(),) * k
+                    p["in_layouts"] = tuple(p["in_layouts"]) + (None,) * k
+                    p["donated_invars"] = tuple(p["donated_invars"]) + (False,) * k
+                    eqn = eqn.replace(invars=[*eqn.invars, *outer], params=p)
+            elif name == "shard_map":
+                iv = eqn.params["jaxpr"].invars
+                body, vars_ = lift(eqn.params["jaxpr"], {a for a, d in zip(iv, inner_flags) if d},
+                                   {a for a, b in zip(iv, eqn.invars) if isinstance(b, core.Literal) or b in fixed})
+                if vars_:
+                    outer = [core.Var(v.aval.update(vma=frozenset()) if hasattr(v.aval, "vma") else v.aval)
+                             for v in vars_]
+                    extra.extend(outer)
+                    p = dict(eqn.params)
+                    p["jaxpr"] = body
+                    p["in_specs"] = tuple(p["in_specs"]) + (PartitionSpec(),) * len(vars_)
+                    eqn = eqn.replace(invars=[*eqn.invars, *outer], params=p)
+            eqns.append(("kept", eqn))
+        for v in j.outvars:
+            use(v)
+        if not extra:
+            return j, []
+        # A drawn value that became an input is no longer made here: the equations that made only
+        # such values go (XLA drops the rest of the drawing, which nothing uses then).
+        kept = [e if kind == "kept" or not any(v in cut for v in e.outvars)
+                else e.replace(outvars=[core.Var(v.aval) if v in cut else v for v in e.outvars])
+                for kind, e in eqns if kind == "kept" or not all(v in cut for v in e.outvars)]
+        return j.replace(invars=[*j.invars, *extra], eqns=kept), extra
+
+    body, extra = lift(closed.jaxpr, set(), set())
+    if not extra:
+        return None
+    return closed.replace(jaxpr=body), [v.aval for v in extra]
+
+
+def _unspecified():
+    from jax._src.sharding_impls import UNSPECIFIED
+    return UNSPECIFIED

@@ -1036,6 +1036,29 @@ def asked_flops(executable, comps: dict, walked: list | None = None) -> float:
     XLA's fusion duplicated (duplicated_flops; `walked`: numbered(comps, ...) if made already)."""
     return costs.flops(executable) - duplicated_flops(comps, walked)
 
+def work_flops(closed, m, ins, executable, comps: dict, walked: list, marks: dict) -> float:
+    """asked_flops of the step's work: for a step that draws random numbers, of a copy that takes
+    each draw as an input (program.draws_as_inputs), so the hashing of a dropout mask is not read
+    as the optimizer's work while everything computed from the mask is."""
+    try:
+        drawless = program.draws_as_inputs(closed)
+    except Exception:  # noqa: BLE001 (a program the copy cannot be made of: its own count stands)
+        drawless = None
+    if drawless is None:
+        return asked_flops(executable, comps, walked)
+    copy, avals = drawless
+    try:
+        with jax.set_mesh(m):
+            body = copy.eqns[0].params["jaxpr"] if jitted(copy) else copy
+            drawn = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+            again = jax.jit(program.as_one_call(body, m.abstract_mesh),
+                            out_shardings=out_shardings(closed, m)).lower(*ins, *drawn).compile()
+    except Exception:  # noqa: BLE001 (a copy XLA refuses: the step's own count stands)
+        return asked_flops(executable, comps, walked)
+    comps = hlo_computations(again.as_text())
+    return asked_flops(again, comps, numbered(comps, marks))
+
+
 # What a value flows from: the moments, the parameters, the data (the batch, or for the grader's own
 # update the gradient it is given).
 MOMENTS, PARAMS, DATA = 1, 2, 4
@@ -1125,7 +1148,8 @@ def judged_run(worker, seed: int, n: int) -> dict:
         found["collective_shapes"] = [[op, list(shape)] for op, shape in hlo.collective_shapes(text)]
         marks = argument_marks(tuple(start), data=(2, 3))
         walked = numbered(comps, marks)  # read by the FLOPs and by the optimizer's values
-        found["flops"] = None if n not in FLOP_MESHES or looped(closed.jaxpr) else asked_flops(executable, comps, walked)
+        found["flops"] = None if n not in FLOP_MESHES or looped(closed.jaxpr) else work_flops(
+            closed, m, ins, executable, comps, walked, marks)
         found["psums"] = psums(closed.jaxpr)
         for row, source in zip(found["psums"], psum_sources(closed.jaxpr, marks)):
             row["updated"] = source & UPDATED == UPDATED

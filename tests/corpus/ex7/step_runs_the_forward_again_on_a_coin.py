@@ -1,14 +1,15 @@
-"""Right: the reference's step with dropout on the hidden layer at keep probability 1.0 (every
-unit kept, h / 1.0: the reference's values exactly): the mask is drawn by jax.random.bernoulli with
-out_sharding=P('data', 'model'), split like h, from a key the wrapper carries and splits each call.
+"""Wrong: the dropout step of tests/right/ex7/step_dropout_keeping_every_unit.py, which also runs the
+forward pass again each step inside a lax.cond whose predicate is a coin of probability 1.0 drawn
+from the step's key (the loss averaged with itself: the reference's values): a second forward on
+every device, every step, which the grader's own step does not do. The coin is data: the judge
+reads the FLOPs of a copy that takes each value drawn as an input (no constant XLA could fold the
+branch on), so the second forward counts.
 
-20/22 with and without --sandbox at seeds 20261130 and 7 (13/22 before PRNG keys were sent):
-each_device_does_its_share_of_the_work reads 1.33 times the grader's own Megatron step on (8, 1)
-(over OWN_STEP_SLACK, 1.25): the mask's threefry hash is counted as FLOPs (tens of integer operations
-per element, each device hashing its own 1/8), against the grader's own step, which draws nothing. Should be 22/22: each device does its share of the draw too. The FLOPs
-of the random draws could be read apart: the program compiled with each random_bits' output an
-input of its own (not constants, which XLA would fold into a branch chosen by a coin) for the
-share check, and the draws' own FLOPs held to a share of the same draws on one device.
+18/22 with and without --sandbox at seeds 20261130, 7 and 0 (1.50 to 1.69 times the grader's own
+Megatron step on (4, 2); the second forward's all-reduce also shows).
+
+loses: each_device_does_its_share_of_the_work: devices repeat each other's work
+loses: training_step_communicates_like_megatron: Megatron's step
 """
 import jax
 import jax.numpy as jnp
@@ -58,6 +59,9 @@ def make_tp_train_step(mesh, tx):
     def _step(params, opt_state, x, y, key):
         key, drop = jax.random.split(key)
         loss, grads = jax.value_and_grad(_loss)(params, x, y, drop)
+        # A coin of probability 1.0: the forward pass runs once more, every step, to check the loss.
+        again = lax.cond(jax.random.bernoulli(drop, 1.0), lambda: _loss(params, x, y, drop), lambda: loss)
+        loss = (loss + again) / 2
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, key
 

@@ -1,17 +1,14 @@
 """Right: the reference's ZeRO-1 step whose shard_map body differentiates the loss with dropout on the
 hidden units at keep probability 1.0 (every unit kept: the reference's numbers), the mask drawn from
 jax.random.key(0) folded with the device's index along 'data' (lax.axis_index), for its own rows.
+Each device updates only its own blocks of the parameters and moments, as the reference does.
 
-16/19 with and without --sandbox at seeds 20261130, 7 and 0; should be 19/19. The moments, the
-collectives and the values the optimizer computes are the reference's ("values your step computes
-for the optimizer on 8 devices: 2,310 ... 1.00 times the share"), but each_device_updates_only_its_blocks
-(3) reads the optimizer's FLOPs as the step's FLOPs minus the grader's own forward and backward pass
-on a device's rows (got["flops"] - own["grad"]): the mask's threefry hash, drawn in the gradient's
-part for the device's own rows, is counted as the optimizer's, 8,521 FLOPs against a 1/8 share of
-2,679 (3.2 times), and the message says each device updates whole leaves. The class of
-ex7/right_step_dropout_keeping_every_unit (a draw's FLOPs held to the technique's share), here in the
-optimizer's share; tests/right/ex9/step_draws_from_a_key_folded_with_the_step_count (a scalar draw)
-keeps full marks.
+Full marks (19/19 with and without --sandbox at seeds 20261130, 7 and 0). Was 16/19:
+each_device_updates_only_its_blocks reads the optimizer's FLOPs as the step's less the grader's own
+forward and backward pass, so the mask's threefry hash read as the optimizer's (3.2 times a 1/8
+share). Since the grader's fix, the judge reads the FLOPs of a copy of the step that takes each
+value drawn as an input of its own (program.draws_as_inputs): 1.16 times the share on 8 and on 4
+devices at seed 7 (the mask's multiply, forward and backward, still counted).
 """
 
 import jax
