@@ -1787,6 +1787,20 @@ def _drawn_from(eqn, drawn: set, fixed: set) -> bool:
     return any(v in drawn for v in ops) and all(v in drawn or v in fixed for v in ops)
 
 
+def work_without_draws(closed):
+    """(draws_as_inputs' copy, a jax.ShapeDtypeStruct for each draw it takes) to compile for the
+    program's work, or None where the program draws nothing or the copy cannot be made (then the
+    program's own count stands): what every FLOP reading that leaves out random draws compiles."""
+    try:
+        lifted = draws_as_inputs(closed)
+    except Exception:  # noqa: BLE001 (a program the copy cannot be made of)
+        return None
+    if lifted is None:
+        return None
+    copy, avals = lifted
+    return copy, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+
+
 def draws_as_inputs(closed):
     """(a copy of the program in which each value drawn that the rest of it uses (not a key) is
     an input appended after its own, the avals of those inputs), or None for a program that draws

@@ -379,17 +379,13 @@ def work_flops(closed, exe, text: str, shape, args) -> float:
     """looped_flops of the program's work: for a program that draws random numbers, of a copy that
     takes each draw as an input (program.draws_as_inputs), so the hashing of a dropout mask is not
     read as work while everything computed from the mask is."""
-    try:
-        drawless = program.draws_as_inputs(closed)
-    except Exception:  # noqa: BLE001 (a program the copy cannot be made of: its own count stands)
-        drawless = None
+    drawless = program.work_without_draws(closed)
     if drawless is None:
         return looped_flops(exe, text)
-    copy, avals = drawless
+    copy, drawn = drawless
     m = mesh(shape)
     try:
         with jax.set_mesh(m):
-            drawn = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
             again = jax.jit(program.as_one_call(copy, m)).lower(*args, *drawn).compile()
     except Exception:  # noqa: BLE001 (a copy XLA refuses: the program's own count stands)
         return looped_flops(exe, text)

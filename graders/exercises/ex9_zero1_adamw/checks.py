@@ -1040,17 +1040,13 @@ def work_flops(closed, m, ins, executable, comps: dict, walked: list, marks: dic
     """asked_flops of the step's work: for a step that draws random numbers, of a copy that takes
     each draw as an input (program.draws_as_inputs), so the hashing of a dropout mask is not read
     as the optimizer's work while everything computed from the mask is."""
-    try:
-        drawless = program.draws_as_inputs(closed)
-    except Exception:  # noqa: BLE001 (a program the copy cannot be made of: its own count stands)
-        drawless = None
+    drawless = program.work_without_draws(closed)
     if drawless is None:
         return asked_flops(executable, comps, walked)
-    copy, avals = drawless
+    copy, drawn = drawless
     try:
         with jax.set_mesh(m):
             body = copy.eqns[0].params["jaxpr"] if jitted(copy) else copy
-            drawn = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
             again = jax.jit(program.as_one_call(body, m.abstract_mesh),
                             out_shardings=out_shardings(closed, m)).lower(*ins, *drawn).compile()
     except Exception:  # noqa: BLE001 (a copy XLA refuses: the step's own count stands)
