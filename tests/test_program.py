@@ -1118,3 +1118,38 @@ def test_draws_as_inputs_leaves_out_the_drawing_and_keeps_what_is_computed_from_
     coin = jax.ShapeDtypeStruct((), avals[0].dtype)
     assert _flops(jaxpr_as_fun(copy), jax.random.key(0), x, coin) >= 64 * 64 * 32 * 2
     assert program.draws_as_inputs(jax.make_jaxpr(lambda x: x @ x.T)(x)) is None
+
+
+def test_a_call_that_reads_its_own_values_as_numbers_is_recorded_as_the_program_it_ran():
+    # A step that logs float() of its loss, or formats it, cannot be traced; called for real, the
+    # primitives it binds are its program: a jitted call is one equation, as in a trace, donation
+    # kept in the program while the caller's arrays stay readable.
+    inner = jax.jit(lambda w, x: (w - 0.1 * x.sum(), jnp.mean(w * x)), donate_argnums=0)
+    logged = []
+
+    def step(w, x):
+        new, loss = inner(w, x)
+        logged.append(f"{loss:.5f}")
+        return new * 2.0, float(loss)
+
+    w, x = jnp.arange(4.0), jnp.ones(4)
+    with pytest.raises(TypeError, match="Tracer.__format__"):
+        jax.make_jaxpr(step)(w, x)
+    closed, out = program.recorded_call(step, w, x)
+    assert not w.is_deleted() and logged == [f"{float(jnp.mean(w * x)):.5f}"]
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == ["jit", "mul"]
+    assert closed.jaxpr.eqns[0].params["donated_invars"] == (True, False)
+    expected = (w - 0.1 * x.sum()) * 2.0
+    assert np.array_equal(jaxpr_as_fun(closed)(w, x)[0], expected) and np.array_equal(out[0], expected)
+
+
+def test_only_errors_a_trace_alone_raises_send_a_call_to_be_recorded():
+    def formatted(x):
+        return f"{x:.3f}"
+
+    for fn in (float, int, bool, np.asarray, formatted):
+        with pytest.raises(Exception) as raised:
+            jax.make_jaxpr(fn)(jnp.ones(()))
+        assert program.only_a_trace_refuses(raised.value), fn
+    for error in (TypeError("unsupported operand"), ValueError("shapes"), KeyError("w1")):
+        assert not program.only_a_trace_refuses(error)

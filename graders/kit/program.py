@@ -1471,6 +1471,63 @@ class _Skipped:
         return at_top
 
 
+
+# A step that reads its own call's values as numbers (float() of the loss it logs, an f-string
+# formatting it) cannot be traced: Python asks a traced value for a number it does not have.
+# Called for real it runs, and what it computes is the primitives it binds.
+
+def only_a_trace_refuses(exc: BaseException) -> bool:
+    """Whether an error is one only a trace raises: Python asking a traced value for its number
+    (float(), int(), bool(), np.asarray) or formatting it with a format spec."""
+    if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                        jax.errors.TracerIntegerConversionError)):
+        return True
+    return isinstance(exc, TypeError) and "Tracer.__format__" in str(exc)
+
+
+class _Recorder(core.EvalTrace):
+    """Eager evaluation, as any call outside a trace runs, that also keeps each primitive it binds
+    with its operands, parameters, results and the line that bound it."""
+
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def process_primitive(self, primitive, args, params, /):
+        run = params
+        donated = params.get("donated_invars")
+        if donated and any(donated):
+            # Donation frees the operands, which the grader reads again; it changes no value, and
+            # the program keeps it as written.
+            run = dict(params, donated_invars=(False,) * len(donated))
+        outs = super().process_primitive(primitive, args, run)
+        self.log.append((primitive, tuple(args), params, outs, source_info_util.current()))
+        return outs
+
+
+def recorded_call(fn, *args):
+    """fn(*args) called for real, eagerly, and the program it ran: every primitive it bound (a
+    jitted function's call is one), in order, as a function of args' leaves, every other array
+    it read a constant; as jax.make_jaxpr(fn)(*args) would give where the call can be traced.
+    Returns (the closed program, the call's own results). The learner's error propagates."""
+    flat = jax.tree.leaves(args)
+    recorder = _Recorder()
+    with core.set_current_trace(recorder):
+        out = fn(*args)
+
+    def replay(*values):
+        # Arrays are told apart by identity: every one is alive in the log while this runs.
+        known = {id(a): v for a, v in zip(flat, values)}
+        for primitive, operands, params, outs, source in recorder.log:
+            with source_info_util.user_context(source.traceback, name_stack=source.name_stack):
+                results = primitive.bind(*(known.get(id(a), a) for a in operands), **params)
+            if not primitive.multiple_results:
+                outs, results = [outs], [results]
+            known.update((id(o), r) for o, r in zip(outs, results))
+        return jax.tree.map(lambda o: known.get(id(o), o), out)
+
+    return jax.make_jaxpr(replay)(*flat), out
+
 @contextlib.contextmanager
 def full_placed_as_called():
     """Entered inside the function being traced, at its top level: an array it makes with

@@ -350,17 +350,33 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
         # The second call's batch: other arrays placed like the first's, as a training loop's next
         # step is given (a step may tell a batch it was given before by identity).
         batch = put(m, np.asarray(x)[::-1], X_SPEC), put(m, np.asarray(y)[::-1], X_SPEC)
-    closed, out = step_traced(m, step, *args)
+    fresh = lambda: sol.make_tp_train_step(mesh(shape), make_tx(optimizer))  # noqa: E731
+    closed, out = step_read(m, step, args, lambda *a: fresh()(*a))
     check_step_output(out)
     return {"step": _encoded(closed, sol),
             "fed_back": fed_back(sol, m, step, *args, *batch,
-                                 fresh=lambda: sol.make_tp_train_step(mesh(shape), make_tx(optimizer)))}
+                                 fresh=fresh)}
 
 
-# Errors that only a trace raises (Python asking a traced value for its number, or an eager-only
-# method of it): eagerly the same calls have concrete arrays and run.
-TRACING_ONLY = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
-                jax.errors.TracerIntegerConversionError)
+def step_read(m, step, args, for_real):
+    """The program of step(*args): step_traced's; or, where both its attempts fail only as a trace
+    does (program.only_a_trace_refuses: a wrapper that logs float() of this call's loss, or
+    formats it), the program that for_real(*args) (the same call of a step whose state the traces
+    did not touch) ran when called for real under jax.set_mesh(m) (program.recorded_call), with
+    the no-ops JAX refuses in a trace skipped. Returns (program, what the call returned); where
+    the call fails for real too, the trace's error propagates."""
+    errors = []
+    try:
+        return step_traced(m, step, *args, errors=errors)
+    except Exception as exc:  # noqa: BLE001 (raised again below unless the call runs for real)
+        if not (errors and all(map(program.only_a_trace_refuses, errors))):
+            raise
+        error = exc
+    try:
+        with on_mesh(m), program.no_ops_traced(m):
+            return program.recorded_call(for_real, *args)
+    except Exception:  # noqa: BLE001 (the trace's error is the one said)
+        raise error from None
 
 
 def fed_back(sol, m, step, *args, fresh=None) -> dict:
@@ -370,7 +386,7 @@ def fed_back(sol, m, step, *args, fresh=None) -> dict:
     of the second cut out as a function of what the first returned and its batch (second_call), as
     data; or {"error": the learner's error} where the second call fails, or {"unread": why} where
     the second call's program is no function of those alone, or where the chained trace fails only
-    as a trace does (TRACING_ONLY, in both of step_traced's attempts: Python that reads the first
+    as a trace does (program.only_a_trace_refuses, in both of step_traced's attempts: Python that reads the first
     call's results as numbers runs eagerly, and the single call traced). The judge reads it where
     it is not the first call's program. Where the chained trace fails only as a trace does, or the
     cut reads the first call's inputs or values its operations computed and did not return, the
@@ -386,7 +402,7 @@ def fed_back(sol, m, step, *args, fresh=None) -> dict:
         closed, (first, second) = step_traced(m, twice, *args, errors=errors)
         check_step_output(second)
     except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
-        if errors and all(isinstance(e, TRACING_ONLY) for e in errors):
+        if errors and all(map(program.only_a_trace_refuses, errors)):
             real = after_a_real_first_call(m, fresh, *args)
             if real is not None:
                 return _real_encoded(*real, sol)
@@ -429,7 +445,8 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
         with on_mesh(m):
             first = step(params, state, x, y)
         check_step_output(first)
-        closed, second = step_traced(m, lambda a, b: step(first[0], first[1], a, b), x2, y2)
+        second_call_of = lambda a, b: step(first[0], first[1], a, b)  # noqa: E731
+        closed, second = step_read(m, second_call_of, (x2, y2), second_call_of)
         check_step_output(second)
     except Exception:  # noqa: BLE001 (the chained trace's reading, or its error, is sent instead)
         return None
@@ -683,8 +700,9 @@ def init_programs(sol, optimizer, shape, params, x, y):
         # What the step makes of init_tp_state's output is read after init_tp_state's own placement
         # (on every mesh): a step that cannot take it is said then, not here.
         try:
-            after, stepped = step_traced(m, learner_step(sol, optimizer, shape), placed, state, put(m, x, X_SPEC),
-                                         put(m, y, X_SPEC))
+            after, stepped = step_read(m, learner_step(sol, optimizer, shape),
+                                       (placed, state, put(m, x, X_SPEC), put(m, y, X_SPEC)),
+                                       lambda *a: sol.make_tp_train_step(m, tx)(*a))
             check_step_output(stepped)
         except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
             reply["step_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -1,10 +1,13 @@
-"""RIGHT: the reference's jitted step in a wrapper that prints each call's loss with a format spec,
-print(f"step {n} loss {loss:.5f}"). Natively the reference's losses and placements.
+"""RIGHT: the reference's jitted step in a wrapper that records float(loss) on every 10th call,
+counting from call 0 (a common logging idiom inside a step function; it waits for that step's
+loss, the values are untouched). Natively the reference's losses and placements, step.history
+holding the logged floats.
 
-Scores 13/22 at --seed 20261130, 7 and 0, with and without --sandbox (13/22 on main too): every step
-check says "your code raised TypeError: unsupported format string passed to
-DynamicJaxprTracer.__format__". Should be 22/22. The same reason as
-tests/open/ex7/right_step_logs_its_loss_as_a_float_every_k_steps.py (the step is only ever traced).
+Full marks. It scored 13/22 (every step check said "your code raised ConcretizationTypeError ...
+the `float` function") while the first call was only ever traced: Python that reads the current
+call's loss as a number fails in a trace. Now, where both of the step's traces fail only as a
+trace does, the first call of a step made afresh is run for real and the primitives it binds are
+its program (probes.step_read, program.recorded_call).
 """
 import jax
 import jax.numpy as jnp
@@ -54,11 +57,14 @@ def make_tp_train_step(mesh, tx):
         return optax.apply_updates(params, updates), opt_state, loss
 
     calls = [0]
+    history = []
 
     def step(params, opt_state, x, y):
         out = jitted(params, opt_state, x, y)
+        if calls[0] % 10 == 0:
+            history.append(float(out[2]))
         calls[0] += 1
-        print(f"step {calls[0]} loss {out[2]:.5f}")
         return out
 
+    step.history = history
     return step

@@ -1,19 +1,11 @@
-"""RIGHT: the reference's jitted step in a wrapper that records float(loss) on every 10th call,
-counting from call 0 (a common logging idiom inside a step function; it waits for that step's
-loss, the values are untouched). Natively the reference's losses and placements, step.history
-holding the logged floats.
+"""RIGHT: the reference's jitted step in a wrapper that prints each call's loss with a format spec,
+print(f"step {n} loss {loss:.5f}"). Natively the reference's losses and placements.
 
-Scores 13/22 at --seed 20261130, 7 and 0, with and without --sandbox (13/22 on main too): every step
-check (training runs, jitted, communicates, share of the work: 9 points) says "your code raised
-ConcretizationTypeError ... The problem arose with the `float` function". Should be 22/22.
-tests/open/ex7/right_step_prints_its_loss_formatted.py (print(f"... {loss:.5f}") after each call)
-scores the same, with "TypeError: unsupported format string passed to DynamicJaxprTracer.__format__".
-
-Why: the first call itself is only ever traced (probes.step_traced, whose fallback skips only
-block_until_ready, set_mesh, copy_to_host_async, is_deleted, delete and .sharding), and Python that
-reads the current call's loss as a number fails in a trace. The fix of the fed-back call
-(probes.after_a_real_first_call: float() of the previous loss reads a number) does not reach the
-first call's float() of its own loss.
+Full marks. It scored 13/22 ("your code raised TypeError: unsupported format string passed to
+DynamicJaxprTracer.__format__") while the step was only ever traced. Now its first call, and its
+second fed back what the first returned, are run for real and recorded where the traces fail only
+as a trace does (probes.step_read, program.recorded_call), as
+tests/right/ex7/step_logs_its_loss_as_a_float_every_k_steps.py.
 """
 import jax
 import jax.numpy as jnp
@@ -63,14 +55,11 @@ def make_tp_train_step(mesh, tx):
         return optax.apply_updates(params, updates), opt_state, loss
 
     calls = [0]
-    history = []
 
     def step(params, opt_state, x, y):
         out = jitted(params, opt_state, x, y)
-        if calls[0] % 10 == 0:
-            history.append(float(out[2]))
         calls[0] += 1
+        print(f"step {calls[0]} loss {out[2]:.5f}")
         return out
 
-    step.history = history
     return step
