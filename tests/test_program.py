@@ -1141,6 +1141,10 @@ def test_a_call_that_reads_its_own_values_as_numbers_is_recorded_as_the_program_
     assert closed.jaxpr.eqns[0].params["donated_invars"] == (True, False)
     expected = (w - 0.1 * x.sum()) * 2.0
     assert np.array_equal(jaxpr_as_fun(closed)(w, x)[0], expected) and np.array_equal(out[0], expected)
+    # The loss it returned as a host number is the jit's output it copies, not a constant.
+    other = jnp.asarray([1.0, 5.0, 2.0, 0.5])
+    loss = float(jnp.mean(other * x))
+    assert np.isclose(jaxpr_as_fun(closed)(other, x)[1], loss)  # (donates `other`)
 
 
 def test_only_errors_a_trace_alone_raises_send_a_call_to_be_recorded():

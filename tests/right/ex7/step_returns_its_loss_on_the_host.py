@@ -3,17 +3,11 @@ np.asarray(loss) (a float32 0-d array, as the exercise's "float32 scalar" asks; 
 Python float, scores the same), so that the caller's logging never waits on a device array.
 Natively the reference's params, state, placements and losses.
 
-Scores (seeds 20261130, 7 and 0, with and without --sandbox): 20/22, sgd_training_matches_single_device
-and adam_training_matches_single_device lost with "expected [2.471, 2.273, 1.967, 1.652, ...],
-got [2.471, 2.273, 2.273, 2.273, ...]" (seed 20261130): the message says training stalls, which
-it does not. Before the commit that records a call which fails only as a trace does (a336610):
-13/22. Should: 22/22.
-
-Why: np.asarray of the traced loss fails only as a trace does, so the first call, and the second
-fed back what the first returned, are run for real and recorded (program.recorded_call). The
-returned loss is a NumPy array, which no primitive made: in the recorded program it is a
-constant, the loss of the recorded call. The judge's training runs replay the second call's
-program for steps 2 to 5 and read the same constant loss each time, while its params train on.
+Full marks. np.asarray of the traced loss fails only as a trace does, so the first call (and the
+second, fed back what the first returned) is run for real and recorded (program.recorded_call);
+the returned NumPy loss, which no primitive made, is read as the one array the call computed that
+it copies (program._copied_from). While it was a constant of the recorded program, the judge's
+runs read the same loss at every step: 20/22, "got [2.471, 2.273, 2.273, 2.273, ...]".
 """
 import numpy as np
 import jax
