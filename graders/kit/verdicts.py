@@ -61,6 +61,26 @@ def load_module(name: str, solutions_dir: Path) -> types.ModuleType:
     return module
 
 
+def imported_afresh(module: types.ModuleType, name: str | None = None) -> types.ModuleType:
+    """Another copy of a learner's module, its file run again (as `name`, else its own name):
+    nothing the first copy keeps in its module state (a cache, a counter, a value a grader's trace
+    left there) is in it. While its code runs it is sys.modules[that name], where dataclasses and
+    pickle look a module up; then whatever was there before is again."""
+    name = name or module.__name__
+    spec = importlib.util.spec_from_file_location(name, module.__file__)
+    fresh = importlib.util.module_from_spec(spec)
+    before = sys.modules.get(name)
+    sys.modules[name] = fresh
+    try:
+        spec.loader.exec_module(fresh)
+    finally:
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before
+    return fresh
+
+
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."

@@ -12,7 +12,6 @@ are the checks'. Nothing here knows an expected value, and nothing sent here is 
 
 import contextlib
 import functools
-import importlib.util
 
 import jax
 import numpy as np
@@ -21,7 +20,7 @@ from jax._src.pjit import jit_p
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import jaxpr, program
+from graders.kit import jaxpr, program, verdicts
 from graders.kit.probing import probe
 
 AXIS = "fsdp"
@@ -97,9 +96,7 @@ def fresh_fsdp_loss(sol):
     """The module-level fsdp_loss of a fresh import of the learner's file: a shard_map made without
     mesh= binds to the first mesh it meets, so each mesh gets a module of its own, as a program
     that sets one mesh and then imports the module would."""
-    spec = importlib.util.spec_from_file_location(f"{sol.__name__}_fresh", sol.__file__)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = verdicts.imported_afresh(sol, f"{sol.__name__}_fresh")
     f = getattr(module, "fsdp_loss", None)
     if not callable(f):
         raise _Problem("no_fsdp_loss")

@@ -22,7 +22,7 @@ from jax._src import core
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from graders.kit import jaxpr, program, wire
+from graders.kit import jaxpr, program, verdicts, wire
 from graders.kit.placement import sharding_key
 from graders.kit.verdicts import fail
 from graders.kit.probing import probe
@@ -350,7 +350,9 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
         # The second call's batch: other arrays placed like the first's, as a training loop's next
         # step is given (a step may tell a batch it was given before by identity).
         batch = put(m, np.asarray(x)[::-1], X_SPEC), put(m, np.asarray(y)[::-1], X_SPEC)
-    fresh = lambda: sol.make_tp_train_step(mesh(shape), make_tx(optimizer))  # noqa: E731
+    # A step called for real is made by the learner's file imported afresh: the traces above may have
+    # left their tracers in its module state (a counter kept in a module-level dict).
+    fresh = lambda: verdicts.imported_afresh(sol).make_tp_train_step(mesh(shape), make_tx(optimizer))  # noqa: E731
     closed, out = step_read(m, step, args, lambda *a: fresh()(*a))
     check_step_output(out)
     return {"step": _encoded(closed, sol),
@@ -364,18 +366,26 @@ def step_read(m, step, args, for_real):
     formats it), the program that for_real(*args) (the same call of a step whose state the traces
     did not touch) ran when called for real under jax.set_mesh(m) (program.recorded_call), with
     the no-ops JAX refuses in a trace skipped. Returns (program, what the call returned); where
-    the call fails for real too, the trace's error propagates."""
+    the call fails for real too, the trace's error propagates. The same call is read for real where
+    the trace took a tracer of an earlier trace as a constant: a value the grader's own traces left
+    in the learner's state (a counter kept in a module-level dict), which no real call meets."""
     errors = []
     try:
-        return step_traced(m, step, *args, errors=errors)
+        closed, out = step_traced(m, step, *args, errors=errors)
     except Exception as exc:  # noqa: BLE001 (raised again below unless the call runs for real)
         if not (errors and all(map(program.only_a_trace_refuses, errors))):
             raise
         error = exc
+    else:
+        if not any(isinstance(c, core.Tracer) for c in closed.consts):
+            return closed, out
+        error = None
     try:
         with on_mesh(m), program.no_ops_traced(m):
             return program.recorded_call(for_real, *args)
     except Exception:  # noqa: BLE001 (the trace's error is the one said)
+        if error is None:
+            raise
         raise error from None
 
 
@@ -426,7 +436,8 @@ def _real_encoded(closed, values, sol) -> dict:
 
 
 def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
-    """The second call of a step that make_tp_train_step makes afresh (fresh()), run first for real
+    """The second call of a step that make_tp_train_step makes afresh (fresh(): of the learner's file
+    imported afresh, so that no tracer of the grader's traces is in its module state), run first for real
     (eagerly, under jax.set_mesh(m), as a training loop runs it) and then traced alone fed back the
     very arrays it returned (params and state) and another batch: its program as a function of
     those (and of the loss the first call returned, an input between the state and x, where it
@@ -702,7 +713,7 @@ def init_programs(sol, optimizer, shape, params, x, y):
         try:
             after, stepped = step_read(m, learner_step(sol, optimizer, shape),
                                        (placed, state, put(m, x, X_SPEC), put(m, y, X_SPEC)),
-                                       lambda *a: sol.make_tp_train_step(m, tx)(*a))
+                                       lambda *a: verdicts.imported_afresh(sol).make_tp_train_step(m, tx)(*a))
             check_step_output(stepped)
         except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
             reply["step_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -1,14 +1,15 @@
-"""RIGHT: the reference's jitted step, also taking and returning a scalar int32 `t` (steps taken,
-for logging) that the wrapper keeps on the device in a module-level dict keyed by mesh (not in the
-step's closure, as tests/right/ex7/step_carries_a_device_step_counter.py keeps it). Natively the
-reference's losses and placements.
+"""WRONG: as tests/right/ex7/step_keeps_a_device_step_counter_at_module_level.py, whose wrapper,
+fed back the very params it returned, dispatches a step that multiplies every update by 0.0 (it
+trains one step). Like tests/corpus/ex7/wrong_step_stops_training_when_fed_back_with_a_device_step_counter.py,
+but with the counter at module level.
 
-20/22 with and without --sandbox at seed 20261130, before and after the fix that reads a second
-call after a first call run for real: optimizer_state_carries_parameter_specs fails with the
-grader's own TracerArrayConversionError ("while tracing the function twice"): the grader's traces
-of the step store their tracers in the module's dict, and a later trace or call meets them.
-Should be 22/22. The grader would need to trace the learner's step without leaving its tracers in
-the learner's module state (a fresh import per probe, or the eager calls first).
+Was 20/22 for the wrong reason: it lost only optimizer_state_carries_parameter_specs to the
+grader's own leaked tracer, never its frozen training (the first call run for real met a tracer an
+earlier trace left in the module's dict). Now the real calls come from the learner's file imported
+afresh: 20/22 in both modes at seeds 20261130 and 7, for its training.
+
+loses: sgd_training_matches_single_device: got [
+loses: adam_training_matches_single_device: got [
 """
 import functools
 import jax
@@ -62,7 +63,7 @@ _TAKEN = {}  # steps taken, on the device, for logging
 
 def make_tp_train_step(mesh, tx):
     first = _make_jitted(tx, 1.0)
-    later = _make_jitted(tx, 1.0)
+    later = _make_jitted(tx, 0.0)
     returned = []
 
     def step(params, opt_state, x, y):

@@ -1,14 +1,13 @@
-"""WRONG: as right_step_keeps_a_device_step_counter_at_module_level, whose wrapper, fed back the very
-params it returned, dispatches a step that multiplies every update by 0.0 (it trains one step).
-Like tests/corpus/ex7/wrong_step_stops_training_when_fed_back_with_a_device_step_counter.py, but
-with the counter at module level.
+"""RIGHT: the reference's jitted step, also taking and returning a scalar int32 `t` (steps taken,
+for logging) that the wrapper keeps on the device in a module-level dict keyed by mesh (not in the
+step's closure, as tests/right/ex7/step_carries_a_device_step_counter.py keeps it). Natively the
+reference's losses and placements.
 
-20/22 with and without --sandbox at seed 20261130, losing only optimizer_state_carries_parameter_specs,
-to the grader's own leaked tracer (as the right module does), never its frozen training: the
-first call run for real (probes.after_a_real_first_call) meets the tracer an earlier trace left in
-the module's dict and fails, so the cut keeps the counter as a hidden input fed zeros and the
-training runs replay the first call's program. Should lose sgd_training_matches_single_device and
-adam_training_matches_single_device (20/22 for its training, once the leak is fixed).
+Full marks. It scored 20/22: the grader's traces of the step left their tracers in the module's
+dict, which a later trace took as a constant (optimizer_state_carries_parameter_specs: "could not
+check what your code returned: TracerArrayConversionError"). Now a step called for real is made by
+the learner's file imported afresh (verdicts.imported_afresh), and a trace holding a tracer of an
+earlier trace as a constant is read from the call run for real instead (probes.step_read).
 """
 import functools
 import jax
@@ -62,7 +61,7 @@ _TAKEN = {}  # steps taken, on the device, for logging
 
 def make_tp_train_step(mesh, tx):
     first = _make_jitted(tx, 1.0)
-    later = _make_jitted(tx, 0.0)
+    later = _make_jitted(tx, 1.0)
     returned = []
 
     def step(params, opt_state, x, y):
