@@ -67,6 +67,11 @@ MESH_A = {"shape": (2, 4), "axes": AXES, "devices": tuple(range(8))}
 SAVE_SWITCH_INTERVAL = 5.0
 # How long a save's folder must stay unchanged to count as written, and how long to wait for that.
 SETTLE_SECONDS, SETTLE_LIMIT = 0.3, 30.0
+# The same, for a folder that was already a finished Orbax checkpoint when save returned (a _METADATA
+# file, no write still under ORBAX_TMP) and has not changed since: a save that waited for its
+# write, whose folder there is nothing left to finish in. A write still going on in a thread of
+# the learner's runs as soon as this process sleeps, and changes the listing within this.
+SETTLE_FINISHED_SECONDS = 0.05
 # Orbax writes into a folder whose name holds this, and renames it when the write is finished: a
 # folder that holds one is still being written, however long it has been quiet (a loaded machine
 # can pause the background write for longer than SETTLE_SECONDS).
@@ -319,17 +324,23 @@ def read_folder(folder: str, names) -> dict:
     return files
 
 
-def settled(folder: str) -> dict:
+def settled(folder: str, at_return: dict | None = None) -> dict:
     """The folder's files (relative path -> bytes, a symlink inside it -> its target) once its
-    listing has stopped changing: a save that returned early keeps writing after it returned."""
+    listing has stopped changing: a save that returned early keeps writing after it returned.
+    `at_return`: the listing the moment save returned; where that was a finished Orbax checkpoint
+    and nothing has changed since, a shorter quiet (SETTLE_FINISHED_SECONDS) is enough."""
     deadline = time.monotonic() + SETTLE_LIMIT
     last, since = listing(folder), time.monotonic()
+    quiet = SETTLE_SECONDS
+    if (at_return and last == at_return and any(PurePosixPath(rel).name == "_METADATA" for rel in at_return)
+            and not _still_writing(folder)):
+        quiet = SETTLE_FINISHED_SECONDS
     while time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.01 if quiet < SETTLE_SECONDS else 0.02)
         now = listing(folder)
         if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= SETTLE_SECONDS and not _still_writing(folder):
+            last, since, quiet = now, time.monotonic(), SETTLE_SECONDS
+        elif time.monotonic() - since >= quiet and not _still_writing(folder):
             break
     return read_folder(folder, last)
 
@@ -784,7 +795,7 @@ def _experiment(sol, config, values, batches, k, targets, second, folder, scratc
         result["save"] = stage_error(sol, exc)
         return result
     result["at_return"] = at_return
-    result["folder"] = settled(folder)
+    result["folder"] = settled(folder, at_return)
     result["runs"] = restarted_runs(sol, config, batches[k:], targets, path, since=started)
     with temporary_folder(scratch):  # the process that saved, on its machine
         result["twice"] = _saved_again(sol, config, second, path)
@@ -812,30 +823,38 @@ def restarted(sol):
             sys.modules[name] = before
 
 
-# The process the experiment's restores run in: forked (before_solution) before the learner's module
-# was imported and before JAX made its devices, so it never saved, as a job restarted after the save
-# never did. Nothing the learner's code kept since save, in its module or anywhere else in the
-# process (builtins, os.environ, another module's attributes), is there. "sock" until it is used.
+# The processes the experiment's restores run in, one per target mesh (onto mesh A, onto the drawn
+# target): forked (before_solution) before the learner's module was imported and before JAX made its
+# devices, so none ever saved, as a job restarted after the save never did. Nothing the learner's
+# code kept since save, in its module or anywhere else in the process (builtins, os.environ,
+# another module's attributes), is there; nor what one restore left for the other. Each a job of its
+# own, they also run at once. "jobs": [(pid, socket)] until they are used.
 _RESTART: dict = {}
+RESTARTED_JOBS = 2
 
 
 def before_solution() -> None:
     """Run where the learner's code runs, after this module's import and before the learner's
-    module's: fork the restarted job's process. Not where JAX has made its devices already (a
+    module's: fork the restarted jobs' processes. Not where JAX has made its devices already (a
     process forked then cannot use them): the restores then import the learner's file afresh in
     this process (restarted), which keeps out what its module kept, not what the process did."""
     if _RESTART or xla_bridge.backends_are_initialized():
         return
-    mine, theirs = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:
-        mine.close()
-        try:
-            _restarted_job(theirs)
-        finally:
-            os._exit(0)
-    theirs.close()
-    _RESTART.update(pid=pid, sock=mine)
+    jobs = []
+    for _ in range(RESTARTED_JOBS):
+        mine, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            mine.close()
+            for _, other in jobs:
+                other.close()
+            try:
+                _restarted_job(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        jobs.append((pid, mine))
+    _RESTART["jobs"] = jobs
 
 
 def _restarted_job(sock) -> None:
@@ -918,34 +937,53 @@ NO_RUN = {"restore": None, "calls": [], "pieces": [], "moves": [], "restored": N
 
 def restarted_runs(sol, config, batches, targets, path, since: float | None = None) -> list:
     """The experiment's restores onto each target and the grader's steps after each, as a job
-    restarted after save runs them: in the process before_solution forked, else from the learner's
-    file imported afresh here (restarted); either way with empty temporary and home folders of their
-    own (temporary_folder), as a job restarted on another machine has, and in the forked process no
-    file written since `since` (when save began) outside the checkpoint folder in a folder the
-    machine's jobs share (hold_back_files_written_since)."""
-    sock = _RESTART.pop("sock", None)
-    if sock is None:
+    restarted after save runs them: each in a process before_solution forked (one per target, run
+    at once), else from the learner's file imported afresh here (restarted); either way with empty
+    temporary and home folders of their own (temporary_folder), as a job restarted on another
+    machine has, and in a forked process no file written since `since` (when save began) outside
+    the checkpoint folder in a folder the machine's jobs share (hold_back_files_written_since)."""
+    jobs = _RESTART.pop("jobs", None)
+    if not jobs or len(jobs) < len(targets):
+        for pid, sock in jobs or ():
+            sock.close()
+            _end(pid)
         empty = tempfile.mkdtemp(prefix="ex10-restarted-tmp-")
         try:
             with temporary_folder(empty, home=True):
                 return [_resumed(sol, config, batches, target, path) for target in targets]
         finally:
             shutil.rmtree(empty, ignore_errors=True)
+    request = {"name": sol.__name__, "dir": str(Path(sol.__file__).resolve().parent), "config": config,
+               "batches": batches, "path": path, "since": since}
+    replies = [None] * len(targets)
     try:
-        wire.send(sock, {"name": sol.__name__, "dir": str(Path(sol.__file__).resolve().parent), "config": config,
-                         "batches": batches, "targets": targets, "path": path, "since": since})
-        reply = wire.receive(sock)
-    except (EOFError, OSError, wire.WireError):
-        reply = None
+        sent = []
+        for (_, sock), target in zip(jobs, targets):
+            try:
+                wire.send(sock, dict(request, targets=[target]))
+                sent.append(True)
+            except (OSError, wire.WireError):
+                sent.append(False)
+        for i, ((_, sock), ok) in enumerate(zip(jobs, sent)):
+            try:
+                replies[i] = wire.receive(sock) if ok else None
+            except (EOFError, OSError, wire.WireError):
+                replies[i] = None
     finally:
-        sock.close()
-        _end(_RESTART.pop("pid"))
+        for pid, sock in jobs:
+            sock.close()
+            _end(pid)
+    return [_one_run(reply) for reply in replies]
+
+
+def _one_run(reply) -> dict:
+    """A restarted job's one run from its reply, or the failure of a job that ended without one."""
     runs = reply.get("runs") if isinstance(reply, dict) else None
-    if not (isinstance(runs, list) and len(runs) == len(targets) and all(isinstance(r, dict) for r in runs)):
+    if not (isinstance(runs, list) and len(runs) == 1 and isinstance(runs[0], dict)):
         error = as_restarted({"outcome": "failed", "message": (
             "the process restore ran in ended without a result (os._exit, a crash, or a reply too large).")}, True)
-        return [dict(NO_RUN, restore=error) for _ in targets]
-    return [dict(NO_RUN, **run) for run in runs]
+        return dict(NO_RUN, restore=error)
+    return dict(NO_RUN, **runs[0])
 
 
 def _end(pid: int) -> None:
