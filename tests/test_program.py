@@ -1157,3 +1157,26 @@ def test_only_errors_a_trace_alone_raises_send_a_call_to_be_recorded():
         assert program.only_a_trace_refuses(raised.value), fn
     for error in (TypeError("unsupported operand"), ValueError("shapes"), KeyError("w1")):
         assert not program.only_a_trace_refuses(error)
+
+
+def test_a_function_compiled_ahead_of_time_is_traced_as_the_jit_it_was_compiled_from():
+    # JAX refuses to trace a Compiled; while compiled_calls_traced is on, one made meanwhile is the
+    # jit of its lowering's own program and parameters, which is what its executable runs.
+    shift = jnp.arange(3.0)
+    jitted = jax.jit(lambda x, y: (x * 2 + shift, y.sum()), donate_argnums=0)
+
+    def step(x, y):
+        return jitted.lower(x, y).compile()(x, y)
+
+    args = (jnp.ones(3), jnp.ones(2))
+    with pytest.raises(Exception, match="lowered and compiled"):
+        jax.make_jaxpr(step)(*args)
+    with program.compiled_calls_traced():
+        traced = jax.make_jaxpr(step)(*args)
+    assert str(traced) == str(jax.make_jaxpr(jitted)(*args))
+    assert traced.jaxpr.eqns[0].params["donated_invars"] == (True, False)
+    # Outside a trace it runs its executable; the patch is gone afterwards.
+    with program.compiled_calls_traced():
+        assert np.array_equal(step(jnp.ones(3), jnp.ones(2))[0], 2 + np.arange(3.0))
+    with pytest.raises(Exception, match="lowered and compiled"):
+        jax.make_jaxpr(step)(*args)

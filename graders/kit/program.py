@@ -1472,6 +1472,44 @@ class _Skipped:
 
 
 
+@contextlib.contextmanager
+def compiled_calls_traced():
+    """While on, a function compiled ahead of time meanwhile (jax.jit(f).lower(...).compile()) and
+    called inside a trace, or while a call is recorded (recorded_call), is the jitted call it was
+    compiled from: a jit of the very program its lowering traced, with its parameters (shardings,
+    donation), which is what its executable runs. JAX refuses to trace a Compiled; called outside
+    a trace it runs its executable as usual."""
+    from jax._src import stages
+    from jax._src.pjit import jit_p
+
+    lower, compile_, call = stages.Traced.lower, stages.Lowered.compile, stages.Compiled.__call__
+
+    def lowered(self, *args, **kwargs):
+        out = lower(self, *args, **kwargs)
+        out._traced_from = self
+        return out
+
+    def compiled(self, *args, **kwargs):
+        out = compile_(self, *args, **kwargs)
+        if getattr(self, "_traced_from", None) is not None:
+            out._traced_from = self._traced_from
+        return out
+
+    def called(self, *args, **kwargs):
+        traced = getattr(self, "_traced_from", None)
+        flat, tree = jax.tree.flatten((args, kwargs))
+        if traced is not None and tree == traced.in_tree and (
+                not core.trace_state_clean() or any(isinstance(a, core.Tracer) for a in flat)):
+            return jax.tree.unflatten(traced.out_tree, jit_p.bind(*traced._consts, *flat, **traced._params))
+        return call(self, *args, **kwargs)
+
+    stages.Traced.lower, stages.Lowered.compile, stages.Compiled.__call__ = lowered, compiled, called
+    try:
+        yield
+    finally:
+        stages.Traced.lower, stages.Lowered.compile, stages.Compiled.__call__ = lower, compile_, call
+
+
 # A step that reads its own call's values as numbers (float() of the loss it logs, an f-string
 # formatting it) cannot be traced: Python asks a traced value for a number it does not have.
 # Called for real it runs, and what it computes is the primitives it binds.

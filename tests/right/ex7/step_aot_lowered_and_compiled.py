@@ -1,16 +1,12 @@
-"""RIGHT?: the step lowered and compiled ahead of time, jax.jit(step).lower(...).compile(), once per
+"""RIGHT: the step lowered and compiled ahead of time, jax.jit(step).lower(...).compile(), once per
 argument types (shapes, dtypes, shardings) and cached; each call runs the compiled executable.
 The program run is exactly the reference's jitted step.
 
-Graded 13/22: the grader traces the step (make_jaxpr) and a jax.stages.Compiled refuses tracers
-("Cannot apply JAX transformations to a function lowered and compiled for a particular
-signature"), so both training checks, training_step_is_jitted, communicates_like_megatron,
-each_device_does_its_share_of_the_work and the state check (its (1, 8) step) all fail with the
-learner's error. Whether an AOT-compiled step counts as "a jitted step" is a policy question; if it
-does, the judge could take the Compiled's own HLO (or its lowering's jaxpr) instead of tracing.
-
-Scores (--seed 20261130 and --seed 7): without --sandbox 13/22, with --sandbox 13/22. Should get
-22/22 (if AOT compilation is accepted as jitted).
+Full marks. It scored 13/22: the grader traces the step, and JAX refuses to trace a
+jax.stages.Compiled ("Cannot apply JAX transformations to a function lowered and compiled for a
+particular signature"), so every step check failed with that error. Now, while the step is traced
+or recorded, a Compiled made meanwhile is traced as the jit it was compiled from, with that jit's
+own program, shardings and donation (program.compiled_calls_traced): the program its executable runs.
 """
 
 
