@@ -381,7 +381,7 @@ def step_read(m, step, args, for_real):
             return closed, out
         error = None
     try:
-        with on_mesh(m), program.no_ops_traced(m), program.compiled_calls_traced():
+        with on_mesh(m), program.no_ops_traced(m):
             return program.recorded_call(for_real, *args)
     except Exception:  # noqa: BLE001 (the trace's error is the one said)
         if error is None:
@@ -577,18 +577,17 @@ def step_traced(m, step, *args, errors=None):
     jax.set_mesh(mesh) with the mesh already set, waits with .block_until_ready(), starts
     .copy_to_host_async(), asks .is_deleted() or reads its inputs' .sharding does nothing to the
     step's values or placement). Where that fails too, the learner's own error of the first attempt
-    propagates (both attempts' errors appended to `errors`, where given). In both, a step compiled ahead
-    of time (jax.jit(f).lower(...).compile()) is traced as the jit it was compiled from
-    (program.compiled_calls_traced)."""
+    propagates (both attempts' errors appended to `errors`, where given). (A step compiled ahead of
+    time is traced as the jit it was compiled from, as in every probe: program.compiled_calls_traced.)"""
     errors = [] if errors is None else errors
     try:
-        with on_mesh(m), program.compiled_calls_traced():
+        with on_mesh(m):
             return jax.make_jaxpr(step, return_shape=True)(*args)
     except Exception as exc:  # noqa: BLE001 (said below unless the no-ops were all that failed)
         error = exc
         errors.append(exc)
     try:
-        with on_mesh(m), program.no_ops_traced(m) as skipped, program.compiled_calls_traced():
+        with on_mesh(m), program.no_ops_traced(m) as skipped:
             return jax.make_jaxpr(skipped.top(step), return_shape=True)(*args)
     except Exception as exc:  # noqa: BLE001 (the learner's error of the plain trace is said)
         errors.append(exc)
