@@ -1568,20 +1568,21 @@ def recorded_call(fn, *args):
 
 
 def _copied_from(value, log):
-    """The one array the recorded call computed that a host number it returned is a copy of (the
-    loss returned as np.asarray(loss) or loss.item(): no primitive made it, so it would be a
-    constant of the program): same shape and every bit, floating point; else None."""
+    """The array the recorded call computed that a host number it returned is a copy of (the loss
+    returned as np.asarray(loss) or loss.item(): no primitive made it, so it would be a constant
+    of the program): same shape and every bit, floating point, made by one equation (a jitted
+    call may return the loss twice, beside a metrics dict holding it); else None."""
     if isinstance(value, jax.Array) or not isinstance(value, (np.ndarray, np.generic, float)):
         return None
     host = np.asarray(value)
     if host.dtype.kind != "f":
         return None
-    found = {}
-    for primitive, _, _, outs, _ in log:
+    found = {}  # equation -> its first output that matches
+    for k, (primitive, _, _, outs, _) in enumerate(log):
         for o in (outs if primitive.multiple_results else [outs]):
             if (isinstance(o, jax.Array) and o.shape == host.shape and jax.dtypes.issubdtype(o.dtype, np.floating)
                     and np.array_equal(np.asarray(o).astype(host.dtype), host)):
-                found[id(o)] = o
+                found.setdefault(k, o)
     return next(iter(found.values())) if len(found) == 1 else None
 
 @contextlib.contextmanager

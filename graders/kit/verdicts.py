@@ -3,6 +3,7 @@
 Everything here speaks about the learner's file and line, never about the grader's frames.
 """
 
+import contextlib
 import importlib.util
 import inspect
 import linecache
@@ -66,19 +67,27 @@ def imported_afresh(module: types.ModuleType, name: str | None = None) -> types.
     nothing the first copy keeps in its module state (a cache, a counter, a value a grader's trace
     left there) is in it. While its code runs it is sys.modules[that name], where dataclasses and
     pickle look a module up; then whatever was there before is again."""
-    name = name or module.__name__
-    spec = importlib.util.spec_from_file_location(name, module.__file__)
+    spec = importlib.util.spec_from_file_location(name or module.__name__, module.__file__)
     fresh = importlib.util.module_from_spec(spec)
-    before = sys.modules.get(name)
-    sys.modules[name] = fresh
-    try:
+    with standing_in(fresh):
         spec.loader.exec_module(fresh)
+    return fresh
+
+
+@contextlib.contextmanager
+def standing_in(module: types.ModuleType):
+    """While on, `module` is sys.modules[its name], where pickle and dataclasses look a class's
+    module up (a copy imported afresh, while its code runs); then whatever was there before is again."""
+    name = module.__name__
+    before = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield module
     finally:
         if before is None:
             sys.modules.pop(name, None)
         else:
             sys.modules[name] = before
-    return fresh
 
 
 def _short(text: str) -> str:

@@ -350,25 +350,48 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
         # The second call's batch: other arrays placed like the first's, as a training loop's next
         # step is given (a step may tell a batch it was given before by identity).
         batch = put(m, np.asarray(x)[::-1], X_SPEC), put(m, np.asarray(y)[::-1], X_SPEC)
-    # A step called for real is made by the learner's file imported afresh: the traces above may have
-    # left their tracers in its module state (a counter kept in a module-level dict).
-    fresh = lambda: verdicts.imported_afresh(sol).make_tp_train_step(mesh(shape), make_tx(optimizer))  # noqa: E731
-    closed, out = step_read(m, step, args, lambda *a: fresh()(*a))
+    makers = step_makers(sol, lambda module: module.make_tp_train_step(mesh(shape), make_tx(optimizer)))
+    closed, out = step_read(m, step, args, makers)
     check_step_output(out)
-    return {"step": _encoded(closed, sol),
-            "fed_back": fed_back(sol, m, step, *args, *batch,
-                                 fresh=fresh)}
+    return {"step": _encoded(closed, sol), "fed_back": fed_back(sol, m, step, *args, *batch, makers=makers)}
 
 
-def step_read(m, step, args, for_real):
+def step_makers(sol, make) -> tuple:
+    """Where a step called for real comes from, in turn: make(the learner's module as imported),
+    what a training script calls; then, where a tracer the grader's traces left in that module's
+    state gets in the way (met_a_tracer), make(the learner's file imported afresh), which stands in
+    sys.modules while its step runs (where pickle finds the classes it defines)."""
+    def afresh():
+        module = verdicts.imported_afresh(sol)
+        step = make(module)
+
+        def standing(*args):
+            with verdicts.standing_in(module):
+                return step(*args)
+        return standing
+    return (lambda: make(sol), afresh)
+
+
+def met_a_tracer(exc: BaseException) -> bool:
+    """Whether a real call failed on a tracer: one an earlier trace left in the learner's state."""
+    return "tracer" in f"{type(exc).__name__} {exc}".lower()
+
+
+def tracer_held(closed) -> bool:
+    """Whether a program took a tracer of an earlier trace as a constant."""
+    return any(isinstance(c, core.Tracer) for c in closed.consts)
+
+
+def step_read(m, step, args, makers):
     """The program of step(*args): step_traced's; or, where both its attempts fail only as a trace
     does (program.only_a_trace_refuses: a wrapper that logs float() of this call's loss, or
-    formats it), the program that for_real(*args) (the same call of a step whose state the traces
-    did not touch) ran when called for real under jax.set_mesh(m) (program.recorded_call), with
-    the no-ops JAX refuses in a trace skipped. Returns (program, what the call returned); where
-    the call fails for real too, the trace's error propagates. The same call is read for real where
-    the trace took a tracer of an earlier trace as a constant: a value the grader's own traces left
-    in the learner's state (a counter kept in a module-level dict), which no real call meets."""
+    formats it), the program the same call ran when called for real under jax.set_mesh(m)
+    (program.recorded_call), with the no-ops JAX refuses in a trace skipped, of a step a maker
+    makes (step_makers: the learner's module as imported, then, where a tracer of the grader's got
+    in the way, imported afresh). Returns (program, what the call returned); where the call fails
+    for real too, the trace's error propagates. The call is read for real also where the trace took
+    a tracer of an earlier trace as a constant: a value the grader's own traces left in the
+    learner's state (a counter kept in a module-level dict), which no real call meets."""
     errors = []
     try:
         closed, out = step_traced(m, step, *args, errors=errors)
@@ -377,19 +400,28 @@ def step_read(m, step, args, for_real):
             raise
         error = exc
     else:
-        if not any(isinstance(c, core.Tracer) for c in closed.consts):
+        if not tracer_held(closed) or not makers:
             return closed, out
         error = None
-    try:
-        with on_mesh(m), program.no_ops_traced(m):
-            return program.recorded_call(for_real, *args)
-    except Exception:  # noqa: BLE001 (the trace's error is the one said)
-        if error is None:
-            raise
+    if not makers:
         raise error from None
+    for i, make in enumerate(makers):
+        last = i + 1 == len(makers)
+        try:
+            real = make()
+            with on_mesh(m), program.no_ops_traced(m):
+                closed, out = program.recorded_call(real, *args)
+        except Exception as exc:  # noqa: BLE001 (the trace's error is the one said)
+            if not last and met_a_tracer(exc):
+                continue
+            if error is None:
+                raise
+            raise error from None
+        if last or not tracer_held(closed):
+            return closed, out
 
 
-def fed_back(sol, m, step, *args, fresh=None) -> dict:
+def fed_back(sol, m, step, *args, makers=()) -> dict:
     """The step's second call when fed back the very params and state its first call returned (as
     a training loop feeds them: the same objects), with another batch (args: the first call's four,
     then the second call's x and y): both calls traced as one function (step_traced), the program
@@ -413,14 +445,14 @@ def fed_back(sol, m, step, *args, fresh=None) -> dict:
         check_step_output(second)
     except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
         if errors and all(map(program.only_a_trace_refuses, errors)):
-            real = after_a_real_first_call(m, fresh, *args)
+            real = after_a_real_first_call(m, makers, *args)
             if real is not None:
                 return _real_encoded(*real, sol)
             return {"unread": "the chained calls cannot be traced: " + type(exc).__name__}
         return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     cut = second_call(closed, len(jax.tree.leaves(first[:2])), len(jax.tree.leaves(first)), n)
     if isinstance(cut, str) or cut[1]:
-        real = after_a_real_first_call(m, fresh, *args)
+        real = after_a_real_first_call(m, makers, *args)
         if real is not None:
             return _real_encoded(*real, sol)
     if isinstance(cut, str):
@@ -435,9 +467,10 @@ def _real_encoded(closed, values, sol) -> dict:
     return {"cut": message, "hidden": len(values), "values": values} if values else message
 
 
-def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
-    """The second call of a step that make_tp_train_step makes afresh (fresh(): of the learner's file
-    imported afresh, so that no tracer of the grader's traces is in its module state), run first for real
+def after_a_real_first_call(m, makers, params, state, x, y, x2, y2):
+    """The second call of a step that make_tp_train_step makes afresh (a maker of step_makers: of the
+    learner's module as imported, then, where a tracer the grader's traces left in its state gets
+    in the way, of the learner's file imported afresh), run first for real
     (eagerly, under jax.set_mesh(m), as a training loop runs it) and then traced alone fed back the
     very arrays it returned (params and state) and another batch: its program as a function of
     those (and of the loss the first call returned, an input between the state and x, where it
@@ -449,17 +482,23 @@ def after_a_real_first_call(m, fresh, params, state, x, y, x2, y2):
     is that input; one of a single element only beside a larger one (a kept copy of the whole). Python that reads the first call's results as numbers (float() of the last
     loss) then reads numbers. None where that cannot be done (the learner's error, or a step that
     returns one array twice among its params and state): the chained trace's reading stands."""
-    if fresh is None:
-        return None
-    try:
-        step = fresh()
-        with on_mesh(m):
-            first = step(params, state, x, y)
-        check_step_output(first)
-        second_call_of = lambda a, b: step(first[0], first[1], a, b)  # noqa: E731
-        closed, second = step_read(m, second_call_of, (x2, y2), second_call_of)
-        check_step_output(second)
-    except Exception:  # noqa: BLE001 (the chained trace's reading, or its error, is sent instead)
+    for i, make in enumerate(makers):
+        last = i + 1 == len(makers)
+        try:
+            step = make()
+            with on_mesh(m):
+                first = step(params, state, x, y)
+            check_step_output(first)
+            second_call_of = lambda a, b: step(first[0], first[1], a, b)  # noqa: E731
+            closed, second = step_read(m, second_call_of, (x2, y2), (lambda: second_call_of,))
+            check_step_output(second)
+        except Exception as exc:  # noqa: BLE001 (the chained trace's reading, or its error, is sent instead)
+            if not last and met_a_tracer(exc):
+                continue
+            return None
+        if last or not tracer_held(closed):
+            break
+    else:
         return None
     fed = jax.tree.leaves(first[:2])
     position = {id(a): i for i, a in enumerate(fed)}
@@ -714,7 +753,7 @@ def init_programs(sol, optimizer, shape, params, x, y):
         try:
             after, stepped = step_read(m, learner_step(sol, optimizer, shape),
                                        (placed, state, put(m, x, X_SPEC), put(m, y, X_SPEC)),
-                                       lambda *a: verdicts.imported_afresh(sol).make_tp_train_step(m, tx)(*a))
+                                       step_makers(sol, lambda module: module.make_tp_train_step(m, tx)))
             check_step_output(stepped)
         except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
             reply["step_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -1,20 +1,10 @@
-"""RIGHT: tests/right/ex7/step_returns_its_loss_on_the_host.py (the reference's jitted step, the wrapper
-returning np.asarray(loss)) whose jit also returns a metrics dict holding the loss and the
-gradient norm, which the wrapper appends to a module-level list for later logging (the pattern of
-value_and_grad(has_aux=True) returning its loss among the aux metrics). Natively the reference's
-params, state, placements and losses.
+"""RIGHT: the jitted step also returns metrics = {"loss": loss, ...}, which the wrapper appends to a
+module-level list, and the step returns np.asarray(loss), a host array.
 
-Scores (seeds 20261130, 7 and 0, with and without --sandbox): 20/22, sgd_training_matches_single_device
-and adam_training_matches_single_device lost with "expected [3.661, 3.22, 2.581, 1.996, ...], got
-[3.661, 3.22, 3.22, 3.22, ...]" (seed 20261130): the message says training stalls, which it does
-not. The same 20/22 before 53dfb3a. Should: 22/22.
-
-Why: np.asarray of the traced loss fails only as a trace does, so the calls are run for real and
-recorded (program.recorded_call). program._copied_from reads the returned host loss as the one
-floating-point array of the call with the same shape and bits; here the jit returns two such arrays
-(the loss and metrics["loss"], distinct Array objects with the same bits), so it finds two, takes
-neither, and the loss stays a constant of the recorded program: the judge's replays of the second
-call for steps 2 to 5 return that one loss.
+Full marks. It scored 20/22: two arrays of the recorded call had the loss's bits, so the host loss
+was read as a constant ("got [3.661, 3.22, 3.22, 3.22, ...]"). Now a host number is read as the
+array it copies where every match comes from one equation (program._copied_from): the jitted call
+returns the loss twice.
 """
 import numpy as np
 import jax

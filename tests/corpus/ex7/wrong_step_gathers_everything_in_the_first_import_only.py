@@ -2,23 +2,16 @@
 on every device: all-gathers each step, params returned replicated) whenever this file is the first
 copy of the module imported in the process (a marker left on builtins at import), and is the
 reference's Megatron step in any later copy; it logs float(loss) each call. A learner's training
-script imports the file once, so natively every step gathers everything (w1 comes back P(None,
-None), 3 all-gathers in the compiled step).
+script imports the file once, so natively every step gathers everything.
 
-Scores (seeds 20261130, 7 and 0, with and without --sandbox): 22/22. Before 02dad61 (a3b446c):
-16/22 (training_step_communicates_like_megatron, each_device_does_its_share_of_the_work,
-optimizer_state_carries_parameter_specs lost). Should: 16/22.
+It scored 22/22 while a step called for real always came from the learner's file imported afresh;
+now the real call comes from the module as imported, and from a fresh import only where a tracer
+of the grader's traces got in the way (probes.step_makers): 16/22 in both modes at seeds
+20261130, 7 and 0.
 
-Why: float() of the loss makes the trace of the imported module's step fail only as a trace does,
-so probes.step_read reads the call run for real, and since 02dad61 that call (and
-after_a_real_first_call's, and the step after init_tp_state) is made by
-verdicts.imported_afresh(sol): the file executed again, which sees the marker and builds the right
-step. No program of the first copy's step is read. Any state that survives a re-import in the process
-(here an attribute of builtins) tells the copies apart. So does a test at trace time of
-`sys.modules.get(__name__) is _SELF` (_SELF = sys.modules[__name__] taken at import): imported_afresh
-puts the first copy back in sys.modules after the import, so the fresh copy's jit, traced at its
-first real call, sees another module there (22/22 at seed 20261130 in both modes, 16/22 before
-02dad61).
+loses: training_step_communicates_like_megatron: all-gather
+loses: each_device_does_its_share_of_the_work: FLOPs
+loses: optimizer_state_carries_parameter_specs: P(None, None)
 """
 import builtins
 _FIRST_IMPORT = not hasattr(builtins, "_ex7_imported")

@@ -1,21 +1,10 @@
-"""RIGHT: the reference's jitted step in a wrapper that logs each step as a pickled StepRecord (a
-NamedTuple defined in the module: step number and float(loss)) appended to a module-level list,
-compact bytes for shipping to a logging process. Natively the reference's params, state,
-placements and losses.
+"""RIGHT: the reference's jitted step in a wrapper that logs pickle.dumps(StepRecord(step,
+float(loss))) each call, StepRecord a NamedTuple defined in the module.
 
-Scores (seeds 20261130, 7 and 0, with and without --sandbox): 13/22, every step check lost
-(sgd_training_matches_single_device, adam_training_matches_single_device, training_step_is_jitted,
-training_step_communicates_like_megatron, each_device_does_its_share_of_the_work,
-optimizer_state_carries_parameter_specs) with "your code raised ConcretizationTypeError: ... The
-problem arose with the `float` function". Before 02dad61 (a3b446c): 22/22. The same module without
-pickle.dumps (the records kept as they are): 22/22. Should: 22/22.
-
-Why: float() makes the trace fail only as a trace does, so the call is run for real, from the file
-imported afresh (verdicts.imported_afresh). That copy's code runs as sys.modules[name] only while it
-is imported; afterwards the name is the first copy again, so pickle, which looks a class up by its
-module's name, finds the first copy's StepRecord, not the one the call made, and raises
-PicklingError ("it's not the same object as ex7_megatron_tp.StepRecord"). The real call fails, and
-step_read raises the trace's error instead.
+Full marks. It scored 13/22 while a step called for real came from the learner's file imported
+afresh with the first copy back in sys.modules: pickle found another StepRecord class there. Now the
+real call comes from the module as imported, and a copy imported afresh (only where a tracer of the
+grader's got in the way) stands in sys.modules while its step runs (verdicts.standing_in).
 """
 import pickle
 from typing import NamedTuple
