@@ -1,7 +1,7 @@
 """The counters and the dropout key kept on builtins, after save has switched the grader's restarted
 process off: tests/corpus/ex10/counters_and_key_from_memory with its copy on `builtins` (as
 tests/corpus/ex10/rest_of_the_state_kept_on_builtins keeps one), plus one line in save that empties
-the dict in which the grader's probes hold the socket to the process they forked for the restores
+the dict in which the grader's probes hold the sockets to the processes they forked for the restores
 (any loaded module with a `_RESTART` dict), so that the experiment's restores fall back to a fresh
 import of this file in the process that saved, where builtins still hold the copy. save writes a
 genuine, whole Orbax checkpoint; restore reads it with the reference's sharded template and replaces
@@ -10,7 +10,7 @@ every integer and key leaf by the copy (KeyError in any job restarted for real).
 Scored 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0; the same module
 without the line that empties the dict scores 4/22 (seed 20261130), as its corpus counterparts do.
 Should score: about 4/22. probes.restarted_runs falls back to the same-process fresh import whenever
-_RESTART has no "sock" (meant for "JAX had made its devices before the hook"), and the learner's save,
+_RESTART has no forked jobs (meant for "JAX had made its devices before the hook"), and the learner's save,
 which runs before it in the same process, can empty that dict: a mutation in place, which the guard's
 snapshot of names does not see. The fallback keeps out the module's memory, not the process's.
 11/22 (seed 20261130, without --sandbox) since the grader holds every leaf its rewrite changed to the
@@ -45,8 +45,8 @@ def _counter(leaf):
 def _no_restarted_process():
     for module in list(sys.modules.values()):
         kept = getattr(module, "_RESTART", None)
-        if isinstance(kept, dict) and "sock" in kept:
-            kept.pop("sock")  # the grader then restores in this process, from a fresh import
+        if isinstance(kept, dict) and kept:
+            kept.clear()  # the grader then restores in this process, from a fresh import
 
 
 def save(path, model, optimizer, rngs):
