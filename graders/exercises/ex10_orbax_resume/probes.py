@@ -24,7 +24,6 @@ so the checks that need only an earlier stage still judge it.
 
 import contextlib
 import errno
-import importlib.util
 import os
 import shutil
 import signal
@@ -808,19 +807,9 @@ def restarted(sol):
     module kept since save (a copy of the state, a counter, a manager's memory) is there. While it
     is used it is the module of the learner's name in sys.modules, as in a restarted job, so that
     what looks a module up by name (dataclasses, pickle) finds it; then the first import is again."""
-    name = sol.__name__
-    spec = importlib.util.spec_from_file_location(name, sol.__file__)
-    module = importlib.util.module_from_spec(spec)
-    before = sys.modules.get(name)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
+    module = verdicts.imported_afresh(sol)
+    with verdicts.standing_in(module):
         yield module
-    finally:
-        if before is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = before
 
 
 # The processes the experiment's restores run in, one per target mesh (onto mesh A, onto the drawn
