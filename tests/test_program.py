@@ -1160,8 +1160,9 @@ def test_only_errors_a_trace_alone_raises_send_a_call_to_be_recorded():
 
 
 def test_a_function_compiled_ahead_of_time_is_traced_as_the_jit_it_was_compiled_from():
-    # JAX refuses to trace a Compiled; while compiled_calls_traced is on, one made meanwhile is the
-    # jit of its lowering's own program and parameters, which is what its executable runs.
+    # JAX refuses to trace a Compiled; called at the top level of a function entered through
+    # compiled_calls_traced's top(fn), one made meanwhile is the jit of its lowering's own program
+    # and parameters, which is what its executable runs.
     shift = jnp.arange(3.0)
     jitted = jax.jit(lambda x, y: (x * 2 + shift, y.sum()), donate_argnums=0)
 
@@ -1171,12 +1172,31 @@ def test_a_function_compiled_ahead_of_time_is_traced_as_the_jit_it_was_compiled_
     args = (jnp.ones(3), jnp.ones(2))
     with pytest.raises(Exception, match="lowered and compiled"):
         jax.make_jaxpr(step)(*args)
-    with program.compiled_calls_traced():
-        traced = jax.make_jaxpr(step)(*args)
+    with program.compiled_calls_traced() as compiled:
+        traced = jax.make_jaxpr(compiled.top(step))(*args)
     assert str(traced) == str(jax.make_jaxpr(jitted)(*args))
     assert traced.jaxpr.eqns[0].params["donated_invars"] == (True, False)
     # Outside a trace it runs its executable; the patch is gone afterwards.
-    with program.compiled_calls_traced():
-        assert np.array_equal(step(jnp.ones(3), jnp.ones(2))[0], 2 + np.arange(3.0))
+    with program.compiled_calls_traced() as compiled:
+        assert np.array_equal(compiled.top(step)(jnp.ones(3), jnp.ones(2))[0], 2 + np.arange(3.0))
     with pytest.raises(Exception, match="lowered and compiled"):
         jax.make_jaxpr(step)(*args)
+
+
+def test_a_compiled_function_is_still_refused_where_a_real_run_refuses_it_or_where_it_was_changed():
+    # Inside the learner's own jit or grad a real run refuses a Compiled: so does the trace.
+    jitted = jax.jit(lambda x: jnp.sin(x).sum())
+    x = jnp.ones(3)
+    for wrap in (jax.jit, jax.grad):
+        with program.compiled_calls_traced() as compiled, pytest.raises(Exception, match="lowered and compiled"):
+            jax.make_jaxpr(compiled.top(wrap(lambda v: jitted.lower(v).compile()(v))))(x)
+    # A lowering swapped for another program's before compile() is left as JAX has it.
+    frozen = jax.jit(lambda x: jnp.zeros((), x.dtype))
+
+    def swapped(v):
+        lowered = jitted.lower(v)
+        lowered._lowering = frozen.lower(v)._lowering
+        return lowered.compile()(v)
+
+    with program.compiled_calls_traced() as compiled, pytest.raises(Exception, match="lowered and compiled"):
+        jax.make_jaxpr(compiled.top(swapped))(x)

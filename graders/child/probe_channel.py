@@ -13,12 +13,10 @@ is solving the exercise. Without `--sandbox` the probes run in the grading proce
 (`Local`), through the same encoding, so the verdicts are the same either way.
 """
 
-import contextlib
 import importlib
 import os
 import signal
 import socket
-import sys
 from pathlib import Path
 
 from graders import catalog
@@ -40,17 +38,6 @@ def before_solution(probes) -> None:
         hook()
 
 
-def _compiled_calls_traced():
-    """While a probe runs, a function the learner compiles ahead of time (jax.jit(f).lower(...).compile())
-    is traced as the jit it was compiled from (graders/kit/program.py): JAX refuses to trace a Compiled,
-    and the probes read the learner's functions by tracing them."""
-    if "jax" not in sys.modules:
-        return contextlib.nullcontext()
-    from graders.kit import program
-
-    return program.compiled_calls_traced()
-
-
 def run_probe(probes, solution, solutions_dir: Path, check_timeout: float, request) -> bytes:
     """The encoded reply to one request: {"value": ...}, or {"outcome", "message"} when the
     probe (or the learner's code under it) raised, classified here, next to the traceback."""
@@ -59,8 +46,7 @@ def run_probe(probes, solution, solutions_dir: Path, check_timeout: float, reque
         fn = getattr(probes, name, None)
         if not getattr(fn, "is_probe", False):
             return wire.encode({"outcome": "failed", "message": f"the grader asked for an unknown probe {name!r}"})
-        with _compiled_calls_traced():
-            value = fn(solution, *args, **kwargs)
+        value = fn(solution, *args, **kwargs)
         return wire.encode({"value": value})
     except BaseException as exc:  # the learner's SystemExit or KeyboardInterrupt too
         try:

@@ -1460,7 +1460,8 @@ def no_ops_traced(m):
 
 
 class _Skipped:
-    """no_ops_traced's: the trace at whose top level the function was entered (top)."""
+    """The trace at whose top level a function was entered (top(fn)): no_ops_traced's and
+    compiled_calls_traced's."""
 
     outer = None
 
@@ -1475,37 +1476,43 @@ class _Skipped:
 @contextlib.contextmanager
 def compiled_calls_traced():
     """While on, a function compiled ahead of time meanwhile (jax.jit(f).lower(...).compile()) and
-    called inside a trace, or while a call is recorded (recorded_call), is the jitted call it was
-    compiled from: a jit of the very program its lowering traced, with its parameters (shardings,
-    donation), which is what its executable runs. JAX refuses to trace a Compiled; called outside
-    a trace it runs its executable as usual."""
+    called at the top level of a function entered through the yielded object's top(fn) (the
+    learner's step, traced or recorded as a training loop calls it: eagerly) is the jitted call it
+    was compiled from: a jit of the very program its lowering traced, with its parameters
+    (shardings, donation), which is what its executable runs. JAX refuses to trace a Compiled, and
+    still does here anywhere else: inside the learner's own jit, grad, scan or shard_map, where a
+    real run refuses it too. A Compiled whose lowering or executable was changed after its
+    lowering (private attributes) is left as JAX has it."""
     from jax._src import stages
     from jax._src.pjit import jit_p
 
     lower, compile_, call = stages.Traced.lower, stages.Lowered.compile, stages.Compiled.__call__
+    top = _Skipped()
 
     def lowered(self, *args, **kwargs):
         out = lower(self, *args, **kwargs)
-        out._traced_from = self
+        out._traced_from = (self, out._lowering, out.as_text())
         return out
 
     def compiled(self, *args, **kwargs):
         out = compile_(self, *args, **kwargs)
-        if getattr(self, "_traced_from", None) is not None:
-            out._traced_from = self._traced_from
+        origin = getattr(self, "_traced_from", None)
+        if origin is not None and self._lowering is origin[1] and self.as_text() == origin[2]:
+            out._traced_from = (origin[0], out._executable)
         return out
 
     def called(self, *args, **kwargs):
-        traced = getattr(self, "_traced_from", None)
+        origin = getattr(self, "_traced_from", None)
         flat, tree = jax.tree.flatten((args, kwargs))
-        if traced is not None and tree == traced.in_tree and (
-                not core.trace_state_clean() or any(isinstance(a, core.Tracer) for a in flat)):
+        if (origin is not None and top.outer is not None and core.trace_ctx.trace is top.outer
+                and self._executable is origin[1] and tree == origin[0].in_tree):
+            traced = origin[0]
             return jax.tree.unflatten(traced.out_tree, jit_p.bind(*traced._consts, *flat, **traced._params))
         return call(self, *args, **kwargs)
 
     stages.Traced.lower, stages.Lowered.compile, stages.Compiled.__call__ = lowered, compiled, called
     try:
-        yield
+        yield top
     finally:
         stages.Traced.lower, stages.Lowered.compile, stages.Compiled.__call__ = lower, compile_, call
 

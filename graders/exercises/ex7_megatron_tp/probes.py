@@ -12,8 +12,10 @@ a program is believed. The mesh, the specs, `make_tx` and `sharding_key` are sha
 imports them from here.
 """
 
+import collections
 import contextlib
 import functools
+import types
 
 import jax
 import numpy as np
@@ -350,18 +352,20 @@ def step_program(sol, optimizer, shape, w1, w2, x, y):
         # The second call's batch: other arrays placed like the first's, as a training loop's next
         # step is given (a step may tell a batch it was given before by identity).
         batch = put(m, np.asarray(x)[::-1], X_SPEC), put(m, np.asarray(y)[::-1], X_SPEC)
-    makers = step_makers(sol, lambda module: module.make_tp_train_step(mesh(shape), make_tx(optimizer)))
-    closed, out = step_read(m, step, args, makers)
+    maker = step_maker(sol, lambda module: module.make_tp_train_step(mesh(shape), make_tx(optimizer)))
+    closed, out = step_read(m, step, args, maker)
     check_step_output(out)
-    return {"step": _encoded(closed, sol), "fed_back": fed_back(sol, m, step, *args, *batch, makers=makers)}
+    return {"step": _encoded(closed, sol), "fed_back": fed_back(sol, m, step, *args, *batch, maker=maker)}
 
 
-def step_makers(sol, make) -> tuple:
-    """Where a step called for real comes from, in turn: make(the learner's module as imported),
-    what a training script calls; then, where a tracer the grader's traces left in that module's
-    state gets in the way (met_a_tracer), make(the learner's file imported afresh), which stands in
-    sys.modules while its step runs (where pickle finds the classes it defines)."""
-    def afresh():
+def step_maker(sol, make):
+    """What makes a step to call for real: make(the learner's module as imported), what a training
+    script calls; or, where that module's state holds a tracer (one the grader's own traces left
+    there, which no real run has: holds_a_tracer), make(the learner's file imported afresh), which
+    stands in sys.modules while its step runs (where pickle finds the classes it defines)."""
+    def made():
+        if not holds_a_tracer(sol):
+            return make(sol)
         module = verdicts.imported_afresh(sol)
         step = make(module)
 
@@ -369,12 +373,48 @@ def step_makers(sol, make) -> tuple:
             with verdicts.standing_in(module):
                 return step(*args)
         return standing
-    return (lambda: make(sol), afresh)
+    return made
 
 
-def met_a_tracer(exc: BaseException) -> bool:
-    """Whether a real call failed on a tracer: one an earlier trace left in the learner's state."""
-    return "tracer" in f"{type(exc).__name__} {exc}".lower()
+# How far holds_a_tracer looks: containers nested this deep, this many values in all.
+STATE_DEPTH, STATE_VALUES = 5, 20_000
+
+
+def holds_a_tracer(module) -> bool:
+    """Whether the learner's module state holds a jax tracer: its globals, what the containers
+    among them hold, and the attributes, closures and defaults of the functions, classes and
+    objects it defines, STATE_DEPTH levels deep."""
+    name = module.__name__
+    stack = [(v, 0) for k, v in vars(module).items() if not k.startswith("__")]
+    seen = set()
+    while stack and len(seen) < STATE_VALUES:
+        value, depth = stack.pop()
+        if isinstance(value, core.Tracer):
+            return True
+        if id(value) in seen or depth >= STATE_DEPTH or isinstance(value, (types.ModuleType, str, bytes)):
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            children = [*value.keys(), *value.values()]
+        elif isinstance(value, (list, tuple, set, frozenset, collections.deque)):
+            children = list(value)
+        elif getattr(value, "__module__", None) == name or getattr(type(value), "__module__", None) == name:
+            children = list(getattr(value, "__dict__", {}).values())
+            if isinstance(value, types.FunctionType):
+                cells = value.__closure__ or ()
+                children += [*(value.__defaults__ or ()), *(c.cell_contents for c in cells if _filled(c))]
+        else:
+            continue
+        stack.extend((c, depth + 1) for c in children)
+    return False
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
 
 
 def tracer_held(closed) -> bool:
@@ -382,14 +422,14 @@ def tracer_held(closed) -> bool:
     return any(isinstance(c, core.Tracer) for c in closed.consts)
 
 
-def step_read(m, step, args, makers):
+def step_read(m, step, args, maker):
     """The program of step(*args): step_traced's; or, where both its attempts fail only as a trace
     does (program.only_a_trace_refuses: a wrapper that logs float() of this call's loss, or
     formats it), the program the same call ran when called for real under jax.set_mesh(m)
-    (program.recorded_call), with the no-ops JAX refuses in a trace skipped, of a step a maker
-    makes (step_makers: the learner's module as imported, then, where a tracer of the grader's got
-    in the way, imported afresh). Returns (program, what the call returned); where the call fails
-    for real too, the trace's error propagates. The call is read for real also where the trace took
+    (program.recorded_call), with the no-ops JAX refuses in a trace skipped, of a step maker()
+    makes (step_maker: of the learner's module as imported, or, where its state holds a tracer of
+    the grader's traces, imported afresh). Returns (program, what the call returned); where the call
+    fails for real too, that error propagates. The call is read for real also where the trace took
     a tracer of an earlier trace as a constant: a value the grader's own traces left in the
     learner's state (a counter kept in a module-level dict), which no real call meets."""
     errors = []
@@ -400,28 +440,18 @@ def step_read(m, step, args, makers):
             raise
         error = exc
     else:
-        if not tracer_held(closed) or not makers:
+        if not tracer_held(closed) or maker is None:
             return closed, out
         error = None
-    if not makers:
+    if maker is None:
         raise error from None
-    for i, make in enumerate(makers):
-        last = i + 1 == len(makers)
-        try:
-            real = make()
-            with on_mesh(m), program.no_ops_traced(m):
-                closed, out = program.recorded_call(real, *args)
-        except Exception as exc:  # noqa: BLE001 (the trace's error is the one said)
-            if not last and met_a_tracer(exc):
-                continue
-            if error is None:
-                raise
-            raise error from None
-        if last or not tracer_held(closed):
-            return closed, out
+    # Where the real call fails too, its error is the one said: what a training loop meets.
+    real = maker()
+    with on_mesh(m), program.no_ops_traced(m), program.compiled_calls_traced() as compiled:
+        return program.recorded_call(compiled.top(real), *args)
 
 
-def fed_back(sol, m, step, *args, makers=()) -> dict:
+def fed_back(sol, m, step, *args, maker=None) -> dict:
     """The step's second call when fed back the very params and state its first call returned (as
     a training loop feeds them: the same objects), with another batch (args: the first call's four,
     then the second call's x and y): both calls traced as one function (step_traced), the program
@@ -445,14 +475,14 @@ def fed_back(sol, m, step, *args, makers=()) -> dict:
         check_step_output(second)
     except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
         if errors and all(map(program.only_a_trace_refuses, errors)):
-            real = after_a_real_first_call(m, makers, *args)
+            real = after_a_real_first_call(m, maker, *args)
             if real is not None:
                 return _real_encoded(*real, sol)
             return {"unread": "the chained calls cannot be traced: " + type(exc).__name__}
         return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     cut = second_call(closed, len(jax.tree.leaves(first[:2])), len(jax.tree.leaves(first)), n)
     if isinstance(cut, str) or cut[1]:
-        real = after_a_real_first_call(m, makers, *args)
+        real = after_a_real_first_call(m, maker, *args)
         if real is not None:
             return _real_encoded(*real, sol)
     if isinstance(cut, str):
@@ -467,10 +497,10 @@ def _real_encoded(closed, values, sol) -> dict:
     return {"cut": message, "hidden": len(values), "values": values} if values else message
 
 
-def after_a_real_first_call(m, makers, params, state, x, y, x2, y2):
-    """The second call of a step that make_tp_train_step makes afresh (a maker of step_makers: of the
-    learner's module as imported, then, where a tracer the grader's traces left in its state gets
-    in the way, of the learner's file imported afresh), run first for real
+def after_a_real_first_call(m, maker, params, state, x, y, x2, y2):
+    """The second call of a step that make_tp_train_step makes afresh (maker(), step_maker's: of the
+    learner's module as imported, or, where its state holds a tracer of the grader's traces, of the
+    learner's file imported afresh), run first for real
     (eagerly, under jax.set_mesh(m), as a training loop runs it) and then traced alone fed back the
     very arrays it returned (params and state) and another batch: its program as a function of
     those (and of the loss the first call returned, an input between the state and x, where it
@@ -482,23 +512,18 @@ def after_a_real_first_call(m, makers, params, state, x, y, x2, y2):
     is that input; one of a single element only beside a larger one (a kept copy of the whole). Python that reads the first call's results as numbers (float() of the last
     loss) then reads numbers. None where that cannot be done (the learner's error, or a step that
     returns one array twice among its params and state): the chained trace's reading stands."""
-    for i, make in enumerate(makers):
-        last = i + 1 == len(makers)
-        try:
-            step = make()
-            with on_mesh(m):
-                first = step(params, state, x, y)
-            check_step_output(first)
-            second_call_of = lambda a, b: step(first[0], first[1], a, b)  # noqa: E731
-            closed, second = step_read(m, second_call_of, (x2, y2), (lambda: second_call_of,))
-            check_step_output(second)
-        except Exception as exc:  # noqa: BLE001 (the chained trace's reading, or its error, is sent instead)
-            if not last and met_a_tracer(exc):
-                continue
-            return None
-        if last or not tracer_held(closed):
-            break
-    else:
+    if maker is None:
+        return None
+    try:
+        step = maker()
+        # (A step compiled ahead of time in this call is then read in the second's recording.)
+        with on_mesh(m), program.compiled_calls_traced():
+            first = step(params, state, x, y)
+        check_step_output(first)
+        second_call_of = lambda a, b: step(first[0], first[1], a, b)  # noqa: E731
+        closed, second = step_read(m, second_call_of, (x2, y2), lambda: second_call_of)
+        check_step_output(second)
+    except Exception:  # noqa: BLE001 (the chained trace's reading, or its error, is sent instead)
         return None
     fed = jax.tree.leaves(first[:2])
     position = {id(a): i for i, a in enumerate(fed)}
@@ -616,18 +641,19 @@ def step_traced(m, step, *args, errors=None):
     jax.set_mesh(mesh) with the mesh already set, waits with .block_until_ready(), starts
     .copy_to_host_async(), asks .is_deleted() or reads its inputs' .sharding does nothing to the
     step's values or placement). Where that fails too, the learner's own error of the first attempt
-    propagates (both attempts' errors appended to `errors`, where given). (A step compiled ahead of
-    time is traced as the jit it was compiled from, as in every probe: program.compiled_calls_traced.)"""
+    propagates (both attempts' errors appended to `errors`, where given). In both, a step compiled
+    ahead of time is traced as the jit it was compiled from where it is called at the step's top
+    level, as a training loop calls it (program.compiled_calls_traced)."""
     errors = [] if errors is None else errors
     try:
-        with on_mesh(m):
-            return jax.make_jaxpr(step, return_shape=True)(*args)
+        with on_mesh(m), program.compiled_calls_traced() as compiled:
+            return jax.make_jaxpr(compiled.top(step), return_shape=True)(*args)
     except Exception as exc:  # noqa: BLE001 (said below unless the no-ops were all that failed)
         error = exc
         errors.append(exc)
     try:
-        with on_mesh(m), program.no_ops_traced(m) as skipped:
-            return jax.make_jaxpr(skipped.top(step), return_shape=True)(*args)
+        with on_mesh(m), program.no_ops_traced(m) as skipped, program.compiled_calls_traced() as compiled:
+            return jax.make_jaxpr(skipped.top(compiled.top(step)), return_shape=True)(*args)
     except Exception as exc:  # noqa: BLE001 (the learner's error of the plain trace is said)
         errors.append(exc)
         raise error from None
@@ -753,7 +779,7 @@ def init_programs(sol, optimizer, shape, params, x, y):
         try:
             after, stepped = step_read(m, learner_step(sol, optimizer, shape),
                                        (placed, state, put(m, x, X_SPEC), put(m, y, X_SPEC)),
-                                       step_makers(sol, lambda module: module.make_tp_train_step(m, tx)))
+                                       step_maker(sol, lambda module: module.make_tp_train_step(m, tx)))
             check_step_output(stepped)
         except Exception as exc:  # noqa: BLE001 (the learner's error, or the step's wrong result)
             reply["step_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -330,7 +330,10 @@ def step_programs(sol, runs, hyper):
             step = learner_step(sol, size, hyper)
             with jax.set_mesh(m):
                 args = step_inputs(m, params, x, y, splits)
-                closed, out = jax.make_jaxpr(step, return_shape=True)(*args)
+                # A step compiled ahead of time is read as the jit it was compiled from, as a
+                # training loop calls it (at the top level only: inside its own jit it is refused).
+                with program.compiled_calls_traced() as compiled:
+                    closed, out = jax.make_jaxpr(compiled.top(step), return_shape=True)(*args)
         except Exception as exc:  # the learner's code, tracing on this mesh: this mesh's checks say it
             found[str(size)] = {"error": _verdict(sol, exc)}
             continue

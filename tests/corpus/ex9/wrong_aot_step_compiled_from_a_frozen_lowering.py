@@ -7,6 +7,10 @@ Scored 19/19 with and without --sandbox, seeds 20261130, 7 and 0: program.compil
 binds the jaxpr the Traced object holds (Lowered._traced_from), not what the executable runs, and no
 check calls the step for real. Should lose at least zero1_training_matches_single_device (3): the
 same lr=0 step compiled as it is traced scores 7/19 (seed 20261130).
+
+Now 7/19 at seed 20261130 without --sandbox (a Compiled whose lowering was swapped before compile() is left as JAX has it (the lowering and its text are checked against what its trace lowered): program.compiled_calls_traced, probes.step_maker).
+
+loses: zero1_training_matches_single_device: lowered and compiled
 """
 import jax
 import jax.numpy as jnp

@@ -8,6 +8,10 @@ Scored 16/16 with and without --sandbox, seeds 20261130, 7 and 0: while a probe 
 made meanwhile and called with tracers is bound as the jit it was compiled from
 (program.compiled_calls_traced), which JAX itself never does, so runs_under_jit passes. Should lose
 runs_under_jit at least (7/16 at 67c386f, where every check that traces it failed).
+
+Now 7/16 at seed 20261130 without --sandbox (a Compiled is traced as its jit only where it is called at the top level of the step a training loop calls, not inside the learner's own jit, grad, scan or shard_map, where a real run refuses it too: program.compiled_calls_traced, probes.step_maker).
+
+loses: runs_under_jit: lowered and compiled
 """
 
 import jax

@@ -9,6 +9,10 @@ jaxpr's inputs lack the shard_map's varying type), seeds 20261130, 7 and 0: whil
 every Compiled made meanwhile and called with tracers is bound as the jit it was compiled from
 (program.compiled_calls_traced), which JAX itself never does. Should score 4/19 in both modes (what
 it scored at 67c386f).
+
+Now 4/19 at seed 20261130 without --sandbox (a Compiled is traced as its jit only where it is called at the top level of the step a training loop calls, not inside the learner's own jit, grad, scan or shard_map, where a real run refuses it too: program.compiled_calls_traced, probes.step_maker).
+
+loses: zero1_training_matches_single_device: lowered and compiled
 """
 
 import jax

@@ -1,16 +1,18 @@
-"""WRONG: the reference's jitted step in a wrapper that logs float() of its loss (so it cannot be
-traced), whose step, in the module as first imported (what a training script imports), raises
-RuntimeError("step state holds a stale tracer") on every real call; a copy of the file imported again
-(a second import in one process) trains as the reference does. A training script importing it once
-never takes one step.
+"""WRONG: tests/right/ex7/step_aot_lowered_and_compiled.py whose executables never train: the right
+step is traced and lowered, then its Lowered is given the lowering of a step that returns the params
+it was given (lowered._lowering = jax.jit(frozen).lower(...)._lowering) before .compile(). Every real
+call leaves the params unchanged (the optimizer state advances, the loss is right).
 
-Scored 22/22 with and without --sandbox, seeds 20261130, 7 and 0: the real call's error mentions
-"tracer", so probes.met_a_tracer takes it for a tracer the grader's traces left, and the step is read
-from a fresh import of the file, which behaves otherwise. Should lose every step check: the same
-module raising "step state holds a stale value" scores 13/22 (seed 20261130).
+Scored 22/22 with and without --sandbox, seeds 20261130, 7 and 0 (a real 3-step run on a (2, 4) mesh
+logs one constant loss): program.compiled_calls_traced binds the jaxpr the Traced object holds
+(Lowered._traced_from), not what the executable runs. Should lose both training checks at least
+(20/22 or less).
+
+Now 13/22 at seed 20261130 without --sandbox (a Compiled whose lowering was swapped before compile() is left as JAX has it (the lowering and its text are checked against what its trace lowered): program.compiled_calls_traced, probes.step_maker).
+
+loses: sgd_training_matches_single_device: lowered and compiled
 """
 import jax
-import sys
 import jax.numpy as jnp
 import optax
 from jax import lax
@@ -49,28 +51,26 @@ def _loss(params, x, y):
     return jnp.mean((tp_mlp(params["w1"], params["w2"], x) - y) ** 2)
 
 
-
-# Imports of this file in this process: the first one's steps fail.
-_COUNT = sys.modules["jax"].__dict__.setdefault("_imports_of_" + __file__, [])
-_COUNT.append(1)
-_FIRST = len(_COUNT) == 1
-
-
 def make_tp_train_step(mesh, tx):
-    @jax.jit
-    def jitted(params, opt_state, x, y):
+    def _step(params, opt_state, x, y):
         loss, grads = jax.value_and_grad(_loss)(params, x, y)
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    calls = [0]
+    def _frozen(params, opt_state, x, y):
+        new_params, opt_state, loss = _step(params, opt_state, x, y)
+        return jax.tree.map(lambda p, q: p + 0 * q, params, new_params), opt_state, loss
+
+    jitted, frozen = jax.jit(_step), jax.jit(_frozen)
+    cache = {}
 
     def step(params, opt_state, x, y):
-        out = jitted(params, opt_state, x, y)
-        calls[0] += 1
-        print(f"step {calls[0]} loss {float(out[2]):.5f}")
-        if _FIRST:
-            raise RuntimeError("step state holds a stale tracer")
-        return out
+        key = jax.tree.map(lambda a: (a.shape, str(a.dtype), str(getattr(a, "sharding", None))), (params, opt_state, x, y))
+        key = str(key)
+        if key not in cache:
+            lowered = jitted.lower(params, opt_state, x, y)
+            lowered._lowering = frozen.lower(params, opt_state, x, y)._lowering
+            cache[key] = lowered.compile()
+        return cache[key](params, opt_state, x, y)
 
     return step

@@ -8,6 +8,10 @@ Scored 20/20 with and without --sandbox, seeds 20261130, 7 and 0: while a probe 
 made meanwhile and called with tracers is bound as the jit it was compiled from
 (program.compiled_calls_traced), which JAX itself never does. Should score 0/20 (what it scored at
 67c386f, before every probe traced a Compiled as its jit).
+
+Now 0/20 at seed 20261130 without --sandbox (a Compiled is traced as its jit only where it is called at the top level of the step a training loop calls, not inside the learner's own jit, grad, scan or shard_map, where a real run refuses it too: program.compiled_calls_traced, probes.step_maker).
+
+loses: gradient_matches_float64_gradient: lowered and compiled
 """
 
 from functools import partial
