@@ -1200,3 +1200,31 @@ def test_a_compiled_function_is_still_refused_where_a_real_run_refuses_it_or_whe
 
     with program.compiled_calls_traced() as compiled, pytest.raises(Exception, match="lowered and compiled"):
         jax.make_jaxpr(compiled.top(swapped))(x)
+
+
+def test_a_compiled_function_changed_after_its_lowering_is_left_as_jax_has_it():
+    # The program read is the one the lowering traced, with the parameters it had then; a call
+    # swapped afterwards is what is read (here another Compiled, read as the program it runs).
+    right = jax.jit(lambda x: x * 2)
+    frozen = jax.jit(lambda x: x * 0)
+    x = jnp.ones(3)
+
+    def params_swapped(v):
+        traced = right.trace(v)
+        compiled = traced.lower().compile()
+        traced._params = dict(frozen.trace(v)._params)
+        return compiled(v)
+
+    with program.compiled_calls_traced() as compiled:
+        closed = jax.make_jaxpr(compiled.top(params_swapped))(x)
+    assert np.array_equal(jaxpr_as_fun(closed)(x)[0], 2 * np.ones(3))
+
+    def call_swapped(v):
+        compiled = right.lower(v).compile()
+        compiled._call = frozen.lower(v).compile()
+        return compiled(v)
+
+    # The swapped-in call is itself a Compiled: read as the program it runs, not the one before.
+    with program.compiled_calls_traced() as compiled:
+        closed = jax.make_jaxpr(compiled.top(call_swapped))(x)
+    assert np.array_equal(jaxpr_as_fun(closed)(x)[0], np.zeros(3))

@@ -1479,10 +1479,10 @@ def compiled_calls_traced():
     called at the top level of a function entered through the yielded object's top(fn) (the
     learner's step, traced or recorded as a training loop calls it: eagerly) is the jitted call it
     was compiled from: a jit of the very program its lowering traced, with its parameters
-    (shardings, donation), which is what its executable runs. JAX refuses to trace a Compiled, and
-    still does here anywhere else: inside the learner's own jit, grad, scan or shard_map, where a
-    real run refuses it too. A Compiled whose lowering or executable was changed after its
-    lowering (private attributes) is left as JAX has it."""
+    (shardings, donation), as they were when it was lowered, which is what its executable runs.
+    JAX refuses to trace a Compiled, and still does here anywhere else: inside the learner's own
+    jit, grad, scan or shard_map, where a real run refuses it too. A Compiled whose lowering,
+    executable or call was changed since (private attributes) is left as JAX has it."""
     from jax._src import stages
     from jax._src.pjit import jit_p
 
@@ -1491,24 +1491,30 @@ def compiled_calls_traced():
 
     def lowered(self, *args, **kwargs):
         out = lower(self, *args, **kwargs)
-        out._traced_from = (self, out._lowering, out.as_text())
+        program = (dict(self._params), tuple(self._consts), self.in_tree, self.out_tree)
+        out._traced_from = (program, out._lowering, out.as_text())
         return out
 
     def compiled(self, *args, **kwargs):
         out = compile_(self, *args, **kwargs)
         origin = getattr(self, "_traced_from", None)
         if origin is not None and self._lowering is origin[1] and self.as_text() == origin[2]:
-            out._traced_from = (origin[0], out._executable)
+            out._traced_from = (origin[0], out._executable, out._params)
         return out
 
     def called(self, *args, **kwargs):
         origin = getattr(self, "_traced_from", None)
         flat, tree = jax.tree.flatten((args, kwargs))
-        if (origin is not None and top.outer is not None and core.trace_ctx.trace is top.outer
-                and self._executable is origin[1] and tree == origin[0].in_tree):
-            traced = origin[0]
-            return jax.tree.unflatten(traced.out_tree, jit_p.bind(*traced._consts, *flat, **traced._params))
-        return call(self, *args, **kwargs)
+        if origin is not None and top.outer is not None and core.trace_ctx.trace is top.outer:
+            (params, consts, in_tree, out_tree), executable, call_params = origin
+            if (self._executable is executable and self._params is call_params and tree == in_tree
+                    and (self._call is None or self._call is getattr(self, "_call_made", None))):
+                return jax.tree.unflatten(out_tree, jit_p.bind(*consts, *flat, **params))
+        made = self._call is None
+        out = call(self, *args, **kwargs)
+        if made and origin is not None:
+            self._call_made = self._call  # the call JAX made from this executable
+        return out
 
     stages.Traced.lower, stages.Lowered.compile, stages.Compiled.__call__ = lowered, compiled, called
     try:

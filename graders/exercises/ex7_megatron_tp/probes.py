@@ -15,6 +15,7 @@ imports them from here.
 import collections
 import contextlib
 import functools
+import itertools
 import types
 
 import jax
@@ -377,13 +378,13 @@ def step_maker(sol, make):
 
 
 # How far holds_a_tracer looks: containers nested this deep, this many values in all.
-STATE_DEPTH, STATE_VALUES = 5, 20_000
+STATE_DEPTH, STATE_VALUES = 6, 20_000
 
 
 def holds_a_tracer(module) -> bool:
-    """Whether the learner's module state holds a jax tracer: its globals, what the containers
-    among them hold, and the attributes, closures and defaults of the functions, classes and
-    objects it defines, STATE_DEPTH levels deep."""
+    """Whether the learner's module state holds a jax tracer: its globals, what containers among
+    them hold, and the attributes of any object (a namespace, an instance, a function's closure,
+    defaults and attributes, a partial's arguments), STATE_DEPTH levels deep, STATE_VALUES in all."""
     name = module.__name__
     stack = [(v, 0) for k, v in vars(module).items() if not k.startswith("__")]
     seen = set()
@@ -391,22 +392,36 @@ def holds_a_tracer(module) -> bool:
         value, depth = stack.pop()
         if isinstance(value, core.Tracer):
             return True
-        if id(value) in seen or depth >= STATE_DEPTH or isinstance(value, (types.ModuleType, str, bytes)):
+        if (id(value) in seen or depth >= STATE_DEPTH
+                or isinstance(value, (types.ModuleType, str, bytes, int, float, complex, np.ndarray, jax.Array))
+                # a library's classes and functions hold no state of the learner's
+                or (isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) != name)):
             continue
         seen.add(id(value))
-        if isinstance(value, dict):
-            children = [*value.keys(), *value.values()]
-        elif isinstance(value, (list, tuple, set, frozenset, collections.deque)):
-            children = list(value)
-        elif getattr(value, "__module__", None) == name or getattr(type(value), "__module__", None) == name:
-            children = list(getattr(value, "__dict__", {}).values())
-            if isinstance(value, types.FunctionType):
-                cells = value.__closure__ or ()
-                children += [*(value.__defaults__ or ()), *(c.cell_contents for c in cells if _filled(c))]
-        else:
-            continue
-        stack.extend((c, depth + 1) for c in children)
+        stack.extend((c, depth + 1) for c in itertools.islice(_held_by(value), STATE_VALUES))
     return False
+
+
+def _held_by(value):
+    """What a value of the learner's state holds, for holds_a_tracer to look into."""
+    if isinstance(value, dict):
+        yield from value.keys()
+        yield from value.values()
+    elif isinstance(value, (list, tuple, set, frozenset, collections.deque)):
+        yield from value
+    elif isinstance(value, functools.partial):
+        yield value.func
+        yield from value.args
+        yield from value.keywords.values()
+    else:
+        if isinstance(value, types.FunctionType):
+            yield from value.__defaults__ or ()
+            yield from (c.cell_contents for c in value.__closure__ or () if _filled(c))
+        try:
+            held = vars(value)
+        except TypeError:  # no __dict__ (slots, a builtin)
+            return
+        yield from list(held.values())
 
 
 def _filled(cell) -> bool:

@@ -282,8 +282,11 @@ def train_program(sol, params, x, y, ls, steps, tx, return_shape=False):
     """The traced train_fp16_dynamic(q, xx, yy, l, steps, tx) as a function of (q, l, xx, yy) (a
     ClosedJaxpr): the data are inputs, so the program can be run on other data. With
     return_shape, also the shapes of what it returns, in their containers."""
-    return traced(sol, jax.make_jaxpr(lambda q, l, xx, yy: sol.train_fp16_dynamic(q, xx, yy, l, steps, tx),
-                                      return_shape=return_shape), params, ls, x, y)
+    # A training function compiled ahead of time is read as the jit it was compiled from, where a
+    # training script calls it (at the top level only: inside its own jit a real run refuses it).
+    with program_data.compiled_calls_traced() as compiled:
+        train = compiled.top(lambda q, l, xx, yy: sol.train_fp16_dynamic(q, xx, yy, l, steps, tx))
+        return traced(sol, jax.make_jaxpr(train, return_shape=return_shape), params, ls, x, y)
 
 
 def callable_as_the_stub(sol):

@@ -1,17 +1,21 @@
-"""WRONG: tests/right/ex9/step_aot_lowered_and_compiled.py whose executables never train: the right
-step is lowered and compiled, untouched (its Lowered, lowering and _executable are the ones JAX
-made), and then its cached call is set to the step built with lr=0, compiled too
-(compiled._call = frozen.lower(...).compile()): Compiled.__call__ calls self._call, so every real
-call runs the lr=0 executable and returns the params it was given.
+"""WRONG: tests/right/ex9/step_aot_lowered_and_compiled.py whose executables never train: the step
+built with lr=0 is traced, lowered and compiled (frozen.trace(...).lower().compile(), nothing swapped
+in its Lowered or Compiled); afterwards the Traced it was lowered from is given the right step's
+jaxpr and constants (traced._params = {**right._params}, a new dict: the jit caches the first). Every real call runs the lr=0
+executable and returns the params it was given.
 
-Scored 19/19 with and without --sandbox, seeds 20261130, 7 and 0 (natively: a 3-step run on 8
-devices leaves the params unchanged): program.compiled_calls_traced checks that the Compiled's
-_executable is the one compile() made, but a real call runs neither that attribute nor the class's
-__call__ alone: Compiled.__call__ calls self._call (made from self._params on the first call), which
-the module replaced.
+Scored 19/19 with and without --sandbox, seeds 20261130, 7 and 0 (natively: a 4-step run on 8
+devices leaves the params unchanged at every step): program.compiled_calls_traced checks the
+Lowered's lowering and text and the Compiled's _executable, but binds the jaxpr and constants the
+Traced object holds when the call is made (traced._params, traced._consts), which is no longer
+what the executable was compiled from.
 
 Should lose at least zero1_training_matches_single_device, as
 tests/corpus/ex9/wrong_aot_step_compiled_from_a_frozen_lowering does (7/19).
+
+Now read with the program it was compiled from, as its lowering was made (program.compiled_calls_traced snapshots the jit's parameters at lowering and reads a Compiled only while its executable, call parameters and call are the ones JAX made): its training runs show what a real run does. 7/19 in both modes (seeds 20261130, 7).
+
+loses: zero1_training_matches_single_device: got [
 """
 import jax
 import jax.numpy as jnp
@@ -92,9 +96,12 @@ def make_zero1_step(mesh, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=1e-2):
         key = jax.tree.map(lambda a: (a.shape, str(a.dtype), str(getattr(a, "sharding", None))), (params, state, x, y))
         key = str(key)
         if key not in compiled:
-            compiled[key] = step.lower(params, state, x, y).compile()
-            # Its calls go to the lr=0 step's executable.
-            compiled[key]._call = frozen.lower(params, state, x, y).compile()
+            traced = frozen.trace(params, state, x, y)
+            compiled[key] = traced.lower().compile()
+            # The Traced the executable came from now holds the right step's program.
+            right = step.trace(params, state, x, y)
+            traced._params = {**right._params}
+            traced._consts = right._consts
         return compiled[key](params, state, x, y)
 
     return aot
