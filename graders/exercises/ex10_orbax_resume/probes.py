@@ -66,11 +66,6 @@ MESH_A = {"shape": (2, 4), "axes": AXES, "devices": tuple(range(8))}
 SAVE_SWITCH_INTERVAL = 5.0
 # How long a save's folder must stay unchanged to count as written, and how long to wait for that.
 SETTLE_SECONDS, SETTLE_LIMIT = 0.3, 30.0
-# The same, for a folder that was already a finished Orbax checkpoint when save returned (a _METADATA
-# file, no write still under ORBAX_TMP) and has not changed since: a save that waited for its
-# write, whose folder there is nothing left to finish in. A write still going on in a thread of
-# the learner's runs as soon as this process sleeps, and changes the listing within this.
-SETTLE_FINISHED_SECONDS = 0.05
 # Orbax writes into a folder whose name holds this, and renames it when the write is finished: a
 # folder that holds one is still being written, however long it has been quiet (a loaded machine
 # can pause the background write for longer than SETTLE_SECONDS).
@@ -323,23 +318,17 @@ def read_folder(folder: str, names) -> dict:
     return files
 
 
-def settled(folder: str, at_return: dict | None = None) -> dict:
+def settled(folder: str) -> dict:
     """The folder's files (relative path -> bytes, a symlink inside it -> its target) once its
-    listing has stopped changing: a save that returned early keeps writing after it returned.
-    `at_return`: the listing the moment save returned; where that was a finished Orbax checkpoint
-    and nothing has changed since, a shorter quiet (SETTLE_FINISHED_SECONDS) is enough."""
+    listing has stopped changing: a save that returned early keeps writing after it returned."""
     deadline = time.monotonic() + SETTLE_LIMIT
     last, since = listing(folder), time.monotonic()
-    quiet = SETTLE_SECONDS
-    if (at_return and last == at_return and any(PurePosixPath(rel).name == "_METADATA" for rel in at_return)
-            and not _still_writing(folder)):
-        quiet = SETTLE_FINISHED_SECONDS
     while time.monotonic() < deadline:
-        time.sleep(0.01 if quiet < SETTLE_SECONDS else 0.02)
+        time.sleep(0.02)
         now = listing(folder)
         if now != last:
-            last, since, quiet = now, time.monotonic(), SETTLE_SECONDS
-        elif time.monotonic() - since >= quiet and not _still_writing(folder):
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= SETTLE_SECONDS and not _still_writing(folder):
             break
     return read_folder(folder, last)
 
@@ -794,7 +783,7 @@ def _experiment(sol, config, values, batches, k, targets, second, folder, scratc
         result["save"] = stage_error(sol, exc)
         return result
     result["at_return"] = at_return
-    result["folder"] = settled(folder, at_return)
+    result["folder"] = settled(folder)
     result["runs"] = restarted_runs(sol, config, batches[k:], targets, path, since=started)
     with temporary_folder(scratch):  # the process that saved, on its machine
         result["twice"] = _saved_again(sol, config, second, path)

@@ -6,11 +6,12 @@ returning (a preemption save, the end of training) kills the thread mid-write or
 renames, leaving path missing or a half-written path.new beside it. save returned before its
 writing was over: save_returns_after_the_write_is_finished should fail.
 
-Graded (both modes, seeds 20261130, 7, 0): 22/22. Before 71706f7 (0.3 s quiet for every folder) the
-rewrite landed inside the settle and the final listing held files not there at return (21/22).
-The folder was a finished checkpoint at return and unchanged for 0.05 s, so settled() took the
-short quiet and returned before the thread woke; the restarted jobs read the swapped-in copy,
-which holds the same state. Should be 21/22."""
+It scored 22/22 while a folder that was a finished checkpoint when save returned settled after
+0.05 s of quiet; the shorter quiet is gone (every folder waits 0.3 s of quiet, as before 71706f7):
+21/22 in both modes at seed 20261130. A thread that sleeps longer than that quiet still escapes.
+
+loses: save_returns_after_the_write_is_finished: save returned while Orbax was still writing
+"""
 import os
 import shutil
 import threading
