@@ -524,9 +524,10 @@ def after_a_real_first_call(m, maker, params, state, x, y, x2, y2):
     ({"cut": program, "hidden": how many, "values": a host copy of each}): held as constants,
     XLA would fold the collectives and work on them away. An array it reads that equals a returned
     params or state leaf exactly (type, placement and every value: a kept copy of what it returned)
-    is that input; one of a single element only beside a larger one (a kept copy of the whole). Python that reads the first call's results as numbers (float() of the last
-    loss) then reads numbers. None where that cannot be done (the learner's error, or a step that
-    returns one array twice among its params and state): the chained trace's reading stands."""
+    is that input; one of a single element only beside a larger one (a kept copy of the whole).
+    Python that reads the first call's results as numbers (float() of the last loss) then reads
+    numbers. None where that cannot be done (the learner's error, or a step that returns one array
+    twice among its params and state): the chained trace's reading stands."""
     if maker is None:
         return None
     try:

@@ -1036,6 +1036,7 @@ def asked_flops(executable, comps: dict, walked: list | None = None) -> float:
     XLA's fusion duplicated (duplicated_flops; `walked`: numbered(comps, ...) if made already)."""
     return costs.flops(executable) - duplicated_flops(comps, walked)
 
+
 def work_flops(closed, m, ins, executable, comps: dict, walked: list, marks: dict) -> float:
     """asked_flops of the step's work: for a step that draws random numbers, of a copy that takes
     each draw as an input (program.draws_as_inputs), so the hashing of a dropout mask is not read
