@@ -1525,16 +1525,36 @@ def still_the_first(worker, seed: int, twice: dict, error: dict) -> None:
 
 # --- checks: the technique of the restore ------------------------------------------------------
 
+def calls_of(restore) -> list:
+    """make_state's calls recorded in one restore's report (a dict from the worker), else none."""
+    calls = restore.get("calls") if isinstance(restore, dict) else None
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
 def template_calls(worker, seed: int) -> list:
-    """make_state's calls in the experiment's restores (onto mesh A, then onto the drawn target): a
-    restore that keeps the abstract state it traced on its first call (per make_state's code) makes
-    its template on the first restore only."""
+    """make_state's calls in every restore the grader runs: the experiment's (onto mesh A, then onto
+    the drawn target, each a restarted job's first), and those in the process that saved (after the
+    second save; of the checkpoint the grader wrote, at another path and at the saved one), where a
+    restore is no longer its process's first. A restore that keeps the abstract state it traced on
+    its first call (per make_state's code) makes its template on the first restore only."""
     result = experiment(worker, seed)
     stage(result, "save", "restore")
-    calls = [call for run in result["runs"] for call in run["calls"]]
+    restarted = "a job restarted after save"
+    calls = [dict(call, where=restarted) for run in result["runs"] for call in calls_of(run)]
     if not calls:
         stage(result["runs"][OTHER], "restore")
+    saving = "the process that saved"
+    calls += [dict(call, where=saving) for call in calls_of(result.get("twice"))]
+    answer = given_answer(worker, seed)
+    if isinstance(answer, dict):
+        calls += [dict(call, where=saving) for at in (answer, answer.get("third"), answer.get("at_saved"))
+                  for call in calls_of(at)]
     return calls
+
+
+def where_made(calls: list) -> str:
+    """Where these calls ran, as a message says it."""
+    return " and ".join(dict.fromkeys(f"in {c['where']}" for c in calls))
 
 
 @pytest.mark.points(1)
@@ -1546,17 +1566,17 @@ def test_template_comes_from_eval_shape(worker, seed):
         fail("restore never called make_state: Orbax then has no template saying each leaf's shape, dtype and "
              "sharding, and restore has no objects to put the state in. Hint: "
              "build the template's objects with nnx.eval_shape(make_state).")
-    concrete = [c for c in calls if c["concrete"]]
+    concrete = [c for c in calls if c.get("concrete")]
     if concrete:
-        fail(f"make_state ran for real ({len(concrete)} of {len(calls)} calls): the template was built by "
-             "initialising a real model, which costs the memory of the whole model (on one device, or on each) "
+        fail(f"make_state ran for real ({len(concrete)} of {len(calls)} calls, {where_made(concrete)}): the template "
+             "was built by initialising a real model, which costs the memory of the whole model (on one device, or on each) "
              "before a byte is read, and throws it away. Hint: nnx.eval_shape(make_state) gives the same objects "
              "holding only shapes and dtypes.")
     compiled = [c for c in calls if c.get("compiled")]
     if compiled:
         fail(f"make_state was traced into a program that was then compiled to run ({len(compiled)} of {len(calls)} "
-             "calls), e.g. a jit called to build the template: running it still makes every array of a real model. "
-             "Hint: only trace it: nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
+             f"calls, {where_made(compiled)}), e.g. a jit called to build the template: running it still makes every "
+             "array of a real model. Hint: only trace it: nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
 
 
 def split_leaves(d: dict, desc: dict | None = None) -> dict:

@@ -1025,7 +1025,7 @@ def _saved_again(sol, config, second, path) -> dict:
     restore onto mesh A reads there (the second state after an overwrite, still the first after a
     refusal: a refused save that changed the checkpoint left a mix); after an overwrite, also the
     folder's files, as the experiment's save's are sent."""
-    twice = {"error": None, "restore": None, "restored": None, "folder": None}
+    twice = {"error": None, "restore": None, "restored": None, "folder": None, "calls": []}
     m_a = mesh(MESH_A)
     try:
         sol.save(path, *build(config, second, m_a))
@@ -1041,7 +1041,9 @@ def _saved_again(sol, config, second, path) -> dict:
     else:  # what the path holds now, for the judge's own reading (not only what restore says)
         twice["folder"] = settled(os.path.dirname(path))
     try:
-        out = restored_objects(sol.restore(path, lambda: fresh_state(config), m_a, shardings_on(config, m_a)))
+        with Lowerings(twice["calls"]):
+            out = sol.restore(path, recorded_factory(config, twice["calls"]), m_a, shardings_on(config, m_a))
+        out = restored_objects(out)
     except Exception as exc:
         twice["restore"] = stage_error(sol, exc)
         return twice
@@ -1054,16 +1056,18 @@ def _restored_from(sol, config, path, target) -> dict:
     """The learner's restore of the checkpoint at path onto the mesh `target`: each restored leaf
     described and every piece of data placed on a device meanwhile, or what restore raised."""
     m_t = mesh(target)
+    calls: list = []
     try:
-        with Placements() as placed:
-            out = sol.restore(path, lambda: fresh_state(config), m_t, shardings_on(config, m_t))
+        with Placements() as placed, Lowerings(calls):
+            out = sol.restore(path, recorded_factory(config, calls), m_t, shardings_on(config, m_t))
         out = restored_objects(out)
         again = any(a is b for earlier in _RETURNED for a in out for b in earlier)
         _RETURNED.append(out)
         return {"restore": None, "restored": describe(out), "pieces": placed.pieces, "moves": placed.moves,
-                "returned_before": again}
+                "returned_before": again, "calls": calls}
     except Exception as exc:
-        return {"restore": stage_error(sol, exc), "restored": None, "pieces": [], "moves": [], "returned_before": False}
+        return {"restore": stage_error(sol, exc), "restored": None, "pieces": [], "moves": [], "returned_before": False,
+                "calls": calls}
 
 
 @probe
@@ -1080,7 +1084,7 @@ def restore_afresh(sol, config, files):
                     return _restored_from(job, config, os.path.join(folder, "checkpoint"), MESH_A)
             except Exception as exc:  # the learner's file, imported again, raised
                 return {"restore": as_restarted(stage_error(sol, exc), False), "restored": None, "pieces": [],
-                        "moves": [], "returned_before": False}
+                        "moves": [], "returned_before": False, "calls": []}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(empty, ignore_errors=True)

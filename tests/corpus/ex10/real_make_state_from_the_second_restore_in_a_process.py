@@ -1,12 +1,13 @@
-"""WRONG (low severity): restore's first call in a process takes its template from
-nnx.eval_shape(make_state); every later call in the same process runs make_state() for real (a
-whole model and optimizer built on the default device, then overwritten), counted in a module global.
+"""restore's first call in a process takes its template from nnx.eval_shape(make_state); every later
+call in the same process runs make_state() for real (a whole model and optimizer built on the default
+device, then overwritten), counted in a module global.
 
-Graded (both modes, seeds 20261130, 7, 0): 22/22. Before 71706f7 the experiment's two restores ran
-one after the other in one forked process, so the one onto the drawn target was that process's
-second call and template_comes_from_eval_shape saw make_state called for real (21/22). Now each
-restore runs in a job of its own, each the first call of its process; the later calls happen only in
-the process that saved (_saved_again, restore_from), whose make_state is not recorded. Should be 21/22."""
+22/22 while each of the experiment's restores ran as the first call of a restarted job and
+template_comes_from_eval_shape read only those; it now reads every restore the grader runs, and the
+process that saved restores several times (after the second save, the grader's checkpoint).
+
+loses: template_comes_from_eval_shape: ran for real
+"""
 import jax
 import orbax.checkpoint as ocp
 from flax import nnx

@@ -2,11 +2,11 @@
 (a whole real model and optimizer initialised, then overwritten) when this process has saved before (a
 job that rolls back, or evaluates its last checkpoint), and with nnx.eval_shape(make_state) otherwise.
 
-Scored 22/22 in both modes at seeds 20261130, 7 and 0. Should score 21/22
-(template_comes_from_eval_shape: make_state ran for real). That check reads make_state's calls in the
-experiment's restores only, which run in a restarted process that never saved; the restores of the
-grader's checkpoint (at another path, at the saved path) and the one after the second save run in the
-process that saved, with a plain make_state whose calls nobody records. Low severity (a memory cost).
+22/22 while template_comes_from_eval_shape read make_state's calls in the experiment's restores only
+(restarted jobs that never saved); it now reads every restore the grader runs, those in the process
+that saved too (after the second save, of the grader's checkpoint at another path and at the saved one).
+
+loses: template_comes_from_eval_shape: in the process that saved
 """
 
 import jax
