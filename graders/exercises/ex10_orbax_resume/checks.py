@@ -1435,7 +1435,14 @@ def restored_afresh(worker, seed: int, files: dict, rels: list, held: dict) -> d
             again = rewritten(folder, items, [read_tree(item) for item in items], held, given_values(seed))
         except Exception as exc:  # read_tree's error: an item the grader's Orbax cannot read
             again = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    return None if isinstance(again, str) else worker.restore_afresh(draw(seed)["config"], again)
+    if isinstance(again, str):
+        return None
+    at = worker.restore_afresh(draw(seed)["config"], again)
+    _AFRESH.setdefault(seed, []).append(at)
+    return at
+
+
+_AFRESH: dict = {}  # seed -> what each restore_afresh of this grading reported (template_calls reads their calls)
 
 
 def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> None:
@@ -1534,8 +1541,9 @@ def calls_of(restore) -> list:
 def template_calls(worker, seed: int) -> list:
     """make_state's calls in every restore the grader runs: the experiment's (onto mesh A, then onto
     the drawn target, each a restarted job's first), and those in the process that saved (after the
-    second save; of the checkpoint the grader wrote, at another path and at the saved one), where a
-    restore is no longer its process's first. A restore that keeps the abstract state it traced on
+    second save; of the checkpoint the grader wrote, at another path and at the saved one; from the
+    file imported afresh there, where saving_twice_is_an_error_or_an_overwrite's checks, graded
+    before, ran one), where a restore is no longer its process's first. A restore that keeps the abstract state it traced on
     its first call (per make_state's code) makes its template on the first restore only."""
     result = experiment(worker, seed)
     stage(result, "save", "restore")
@@ -1549,6 +1557,8 @@ def template_calls(worker, seed: int) -> list:
     if isinstance(answer, dict):
         calls += [dict(call, where=saving) for at in (answer, answer.get("third"), answer.get("at_saved"))
                   for call in calls_of(at)]
+    afresh = "your file imported afresh in the process that saved"
+    calls += [dict(call, where=afresh) for at in _AFRESH.get(seed, ()) for call in calls_of(at)]
     return calls
 
 

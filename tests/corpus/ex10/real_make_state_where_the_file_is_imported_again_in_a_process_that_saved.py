@@ -1,16 +1,14 @@
-"""WRONG (low severity): a CheckpointManager keeping every step (tests/right/ex10/
-manager_keeps_every_step_a_new_step_each_save) whose restore builds its objects with make_state() for
-real (a whole model and optimizer initialised, then overwritten) where the process has saved (a mark
-save leaves in os.environ) but this import of the module has not (the file imported again in a process
-that saved: a second copy of the module, a reloaded notebook); nnx.eval_shape(make_state) everywhere else.
+"""A CheckpointManager keeping every step (tests/right/ex10/manager_keeps_every_step_a_new_step_each_save)
+whose restore builds its objects with make_state() for real (a whole model and optimizer initialised,
+then overwritten) where the process has saved (a mark save leaves in os.environ) but this import of the
+module has not (the file imported again in a process that saved: a second copy of the module, a
+reloaded notebook); nnx.eval_shape(make_state) everywhere else.
 
-Graded 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
+22/22 in both modes while template_comes_from_eval_shape did not read the restore from the file
+imported afresh in the process that saved (restore_afresh, which read_as_restarted runs because the
+path holds two checkpoints after the second save); it reads that restore's calls too now.
 
-The path holds two checkpoints after the second save, so read_as_restarted runs restore_afresh: the
-learner's file imported afresh in the process that saved, the only restore of the grader's where this
-module makes make_state concrete. That probe records make_state's calls ("calls" in its report) but
-template_calls reads only the experiment's restarted jobs, _saved_again and restore_from (given_answer),
-never restore_afresh's answer. Should be 21/22 (template_comes_from_eval_shape: ran for real).
+loses: template_comes_from_eval_shape: in your file imported afresh in the process that saved
 """
 
 import os
