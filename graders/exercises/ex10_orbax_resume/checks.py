@@ -1551,14 +1551,26 @@ def template_calls(worker, seed: int) -> list:
     calls = [dict(call, where=restarted) for run in result["runs"] for call in calls_of(run)]
     if not calls:
         stage(result["runs"][OTHER], "restore")
-    saving = "the process that saved"
-    calls += [dict(call, where=saving) for call in calls_of(result.get("twice"))]
+    saving, afresh = "the process that saved", "your file imported afresh in the process that saved"
     answer = given_answer(worker, seed)
+    there = [(saving, result.get("twice"))]
     if isinstance(answer, dict):
-        calls += [dict(call, where=saving) for at in (answer, answer.get("third"), answer.get("at_saved"))
-                  for call in calls_of(at)]
-    afresh = "your file imported afresh in the process that saved"
-    calls += [dict(call, where=afresh) for at in _AFRESH.get(seed, ()) for call in calls_of(at)]
+        there += [(saving, at) for at in (answer, answer.get("third"), answer.get("at_saved"))]
+    there += [(afresh, at) for at in _AFRESH.get(seed, ())]
+    # One process numbers its calls: a call two of its restores report is one call, as the later one
+    # saw it too (an earlier report was sent before a later restore compiled what that call traced).
+    seen: dict = {}
+    for where, at in there:
+        for call in calls_of(at):
+            number = call.get("number")
+            if isinstance(number, int) and number in seen:
+                first = seen[number]
+                first.update(concrete=bool(first.get("concrete") or call.get("concrete")),
+                             compiled=bool(first.get("compiled") or call.get("compiled")))
+                continue
+            calls.append(dict(call, where=where))
+            if isinstance(number, int):
+                seen[number] = calls[-1]
     return calls
 
 

@@ -576,7 +576,7 @@ MAKE_STATE_SCOPE = "grader_make_state_"
 
 
 def _scopes_in(jaxpr, found: set, depth: int = 0) -> None:
-    """The indices of make_state's calls whose equations are in jaxpr (nested programs too)."""
+    """The numbers of make_state's calls (_CALLS) whose equations are in jaxpr (nested programs too)."""
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
     if depth > 64 or not hasattr(jaxpr, "eqns"):
         return
@@ -589,39 +589,58 @@ def _scopes_in(jaxpr, found: set, depth: int = 0) -> None:
             _scopes_in(sub, found, depth + 1)
 
 
+# make_state's calls in this process, each at the number its named scope carries; the calls lists of
+# the restores being recorded, innermost last; and the lowered programs that hold a call's equations
+# (id of a lowering -> (the lowering, the calls' numbers)). Kept for the process, not per restore: a
+# restore that compiles a program an earlier restore only lowered, or calls a make_state an earlier
+# restore was given, does it in its own recording (its calls list gets the call).
+_CALLS: list = []
+_RECORDING: list = []
+_LOWERED: dict = {}
+
+
+def _in_the_recordings(call: dict) -> None:
+    for calls in _RECORDING:
+        if not any(c is call for c in calls):
+            calls.append(call)
+
+
 class Lowerings:
     """While on, every program JAX lowers is read for equations of make_state's calls, and each call
     whose equations reach a lowered program that is then compiled (a jit called, or
-    .lower().compile()) is marked "compiled" in `calls`. A program only lowered (.lower(), its
+    .lower().compile()) is marked "compiled", and is one of `calls`. A program only lowered (.lower(), its
     out_info) allocates nothing: it is a shape evaluation too."""
 
     def __init__(self, calls: list):
         self.calls, self.original, self.original_compile = calls, None, None
-        self.lowered: dict = {}  # id of a lowering -> (the lowering, make_state's calls in it)
 
     def __enter__(self):
+        _RECORDING.append(self.calls)
+        if len(_RECORDING) > 1:  # the outermost recording has patched JAX already
+            return self
         self.original = jax_pjit._resolve_and_lower
         self.original_compile = pxla.MeshComputation.compile
-        original, original_compile, calls, lowerings = self.original, self.original_compile, self.calls, self.lowered
+        original, original_compile = self.original, self.original_compile
 
         def lowered(args, jaxpr, *rest, **kwargs):
             found: set = set()
-            if calls:
+            if _CALLS:
                 try:
                     _scopes_in(jaxpr, found)
                 except Exception:  # a program the reading does not know: nothing marked
                     found = set()
             lowering = original(args, jaxpr, *rest, **kwargs)
             if found:
-                lowerings[id(lowering)] = (lowering, found)
+                _LOWERED[id(lowering)] = (lowering, found)
             return lowering
 
         def compiled(lowering, *args, **kwargs):
-            kept = lowerings.get(id(lowering))
+            kept = _LOWERED.get(id(lowering))
             if kept is not None and kept[0] is lowering:
-                for index in kept[1]:
-                    if 0 <= index < len(calls):
-                        calls[index]["compiled"] = True
+                for number in kept[1]:
+                    if 0 <= number < len(_CALLS):
+                        _CALLS[number]["compiled"] = True
+                        _in_the_recordings(_CALLS[number])
             return original_compile(lowering, *args, **kwargs)
 
         jax_pjit._resolve_and_lower = lowered
@@ -629,21 +648,28 @@ class Lowerings:
         return self
 
     def __exit__(self, *exc):
-        jax_pjit._resolve_and_lower = self.original
-        pxla.MeshComputation.compile = self.original_compile
-        self.lowered.clear()
+        for i in range(len(_RECORDING) - 1, -1, -1):  # by identity: two empty lists are equal
+            if _RECORDING[i] is self.calls:
+                del _RECORDING[i]
+                break
+        if self.original is not None:
+            jax_pjit._resolve_and_lower = self.original
+            pxla.MeshComputation.compile = self.original_compile
         return False
 
 
 def recorded_factory(config: dict, calls: list):
     """The `make_state` the learner's restore gets: fresh_state, noting for each call whether it
     made real arrays ("concrete"); under Lowerings, whether the program it was traced into was
-    then compiled to run ("compiled")."""
+    then compiled to run ("compiled"). A call made while another restore is recorded (this make_state
+    kept since) is that restore's too."""
     def make_state():
-        index = len(calls)
-        call = {"concrete": False, "compiled": False}
+        number = len(_CALLS)
+        call = {"concrete": False, "compiled": False, "number": number}
+        _CALLS.append(call)
         calls.append(call)
-        with jax.named_scope(f"{MAKE_STATE_SCOPE}{index}"):
+        _in_the_recordings(call)
+        with jax.named_scope(f"{MAKE_STATE_SCOPE}{number}"):
             made = fresh_state(config)
         kernel = made[0].l1.kernel.get_value()
         call["concrete"] = isinstance(kernel, jax.Array) and not isinstance(kernel, jax_core.Tracer)

@@ -1,16 +1,14 @@
-"""WRONG (low severity): restore's first call in a process lowers a jit of make_state's state (only
-lowered, kept in a module list) and takes its objects from nnx.eval_shape(make_state); every later call
-compiles that kept lowering and runs it: a whole real model and optimizer made on the default device,
-then overwritten by the checkpoint's values.
+"""restore's first call in a process lowers a jit of make_state's state (only lowered, kept in a module
+list) and takes its objects from nnx.eval_shape(make_state); every later call compiles that kept lowering
+and runs it: a whole real model and optimizer made on the default device, then overwritten by the
+checkpoint's values.
 
-Graded 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
+22/22 in both modes while each restore's recording marked "compiled" only for a lowering made while that
+same recording was on. The lowerings that hold make_state's equations, and make_state's calls, are now
+kept for the grading process: a restore that compiles a program an earlier restore only lowered has that
+call in its own report.
 
-Each restarted job of the experiment restores once (lowered only). In the process that saved, the
-restore after the second save lowers, and restore_from's three restores compile and run. Each restore
-gets its own Lowerings, which marks "compiled" only for a lowering made while that same recording was
-on; the one compiled here was made during an earlier restore's recording, and that restore's calls
-had already been reported uncompiled. Should be 21/22 (template_comes_from_eval_shape: make_state traced
-into a program compiled to run).
+loses: template_comes_from_eval_shape: compiled to run
 """
 
 import jax

@@ -1,15 +1,12 @@
-"""WRONG (low severity): restore keeps the first make_state its process was given; that first call
-takes its objects from nnx.eval_shape(make_state), every later call calls nnx.eval_shape on the
-make_state it is given and builds its objects by running the kept first one for real: a whole real
-model and optimizer, then overwritten by the checkpoint's values.
+"""restore keeps the first make_state its process was given; that first call takes its objects from
+nnx.eval_shape(make_state), every later call calls nnx.eval_shape on the make_state it is given and
+builds its objects by running the kept first one for real: a whole real model and optimizer, then
+overwritten by the checkpoint's values.
 
-Graded 22/22 in both modes (with and without --sandbox) at seeds 20261130, 7 and 0.
+22/22 in both modes while a call of a make_state kept from an earlier restore landed only in that
+restore's report, already sent. A call made while another restore is recorded is now that restore's too.
 
-Each restarted job of the experiment restores once. In the process that saved, the first restore
-(after the second save) is clean, and restore_from's three restores run the kept factory: the grader's
-recording make_state of that first restore, whose calls were already reported, so the concrete calls
-land in a list no one reads again; the make_state each later restore was given is called only under
-eval_shape. Should be 21/22 (template_comes_from_eval_shape: ran for real).
+loses: template_comes_from_eval_shape: ran for real
 """
 
 import jax
