@@ -1543,8 +1543,9 @@ def template_calls(worker, seed: int) -> list:
     the drawn target, each a restarted job's first), and those in the process that saved (after the
     second save; of the checkpoint the grader wrote, at another path and at the saved one; from the
     file imported afresh there, where saving_twice_is_an_error_or_an_overwrite's checks, graded
-    before, ran one), where a restore is no longer its process's first. A restore that keeps the abstract state it traced on
-    its first call (per make_state's code) makes its template on the first restore only."""
+    before, ran one), where a restore is no longer its process's first. A restore that keeps the
+    abstract state it traced on its first call (per make_state's code) makes its template on the
+    first restore only."""
     result = experiment(worker, seed)
     stage(result, "save", "restore")
     restarted = "a job restarted after save"
@@ -1591,14 +1592,15 @@ def test_template_comes_from_eval_shape(worker, seed):
     concrete = [c for c in calls if c.get("concrete")]
     if concrete:
         fail(f"make_state ran for real ({len(concrete)} of {len(calls)} calls, {where_made(concrete)}): the template "
-             "was built by initialising a real model, which costs the memory of the whole model (on one device, or on each) "
-             "before a byte is read, and throws it away. Hint: nnx.eval_shape(make_state) gives the same objects "
-             "holding only shapes and dtypes.")
+             "was built by initialising a real model, which costs the memory of the whole model (on one device, or "
+             "on each) before a byte is read, and throws it away. Hint: nnx.eval_shape(make_state) gives the same "
+             "objects holding only shapes and dtypes.")
     compiled = [c for c in calls if c.get("compiled")]
     if compiled:
         fail(f"make_state was traced into a program that was then compiled to run ({len(compiled)} of {len(calls)} "
              f"calls, {where_made(compiled)}), e.g. a jit called to build the template: running it still makes every "
-             "array of a real model. Hint: only trace it: nnx.eval_shape(make_state) gives the objects with shapes and dtypes only.")
+             "array of a real model. Hint: only trace it: nnx.eval_shape(make_state) gives the objects with shapes "
+             "and dtypes only.")
 
 
 def split_leaves(d: dict, desc: dict | None = None) -> dict:

@@ -613,8 +613,8 @@ def _in_the_recordings(call: dict) -> None:
 class Lowerings:
     """While on, every program JAX lowers is read for equations of make_state's calls, and each call
     whose equations reach a lowered program that is then compiled (a jit called, or
-    .lower().compile()) is marked "compiled", and is one of `calls`. A program only lowered (.lower(), its
-    out_info) allocates nothing: it is a shape evaluation too."""
+    .lower().compile()) is marked "compiled", and is one of `calls`. A program only lowered (.lower(),
+    its out_info) allocates nothing: it is a shape evaluation too."""
 
     def __init__(self, calls: list):
         self.calls, self.original, self.original_compile = calls, None, None
