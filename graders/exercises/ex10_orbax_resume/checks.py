@@ -1423,6 +1423,9 @@ def misplaced_second(worker, seed: int, found: dict, led_to: set, files: dict) -
                 "beside it the second"))
 
 
+_AFRESH: dict = {}  # seed -> what each restore_afresh of this grading reported (template_calls reads their calls)
+
+
 def restored_afresh(worker, seed: int, files: dict, rels: list, held: dict) -> dict | None:
     """What the learner's restore, from its file imported afresh (probe restore_afresh, onto mesh A),
     hands back of the folder `files` (its items `rels`) written again by the grader with given_values'
@@ -1440,9 +1443,6 @@ def restored_afresh(worker, seed: int, files: dict, rels: list, held: dict) -> d
     at = worker.restore_afresh(draw(seed)["config"], again)
     _AFRESH.setdefault(seed, []).append(at)
     return at
-
-
-_AFRESH: dict = {}  # seed -> what each restore_afresh of this grading reported (template_calls reads their calls)
 
 
 def read_as_restarted(worker, seed: int, files: dict, rels: list, seen: str) -> None:
