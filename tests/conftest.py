@@ -19,8 +19,15 @@ from grading import CORPUS, MEASURING, ROOT, Corpora, drawing_exercises, far_dra
 _corpora: Corpora | None = None
 
 
-def _corpus_read(item) -> tuple[str, object] | None:
-    """The corpus a test reads through the `corpus` fixture: (ex_id, folder), the exercise named
+def _full(item) -> bool:
+    """Whether a test reads the corpora in full (every case, graded whole): the course tests do;
+    `make test`'s read each wrong solution's declared checks and a sample of the right ones
+    (tests/grading.py: selected_cases)."""
+    return item.get_closest_marker("course") is not None
+
+
+def _corpus_read(item) -> tuple[str, object, bool] | None:
+    """The corpus a test reads through the `corpus` fixture: (ex_id, folder, full), the exercise named
     in its parameters (ex_id, "ex2/case") or in its module's name (test_ex2_grader), the folder
     its module's CORPUS_FOLDER (tests/right/ for tests/test_right_solutions.py), else tests/corpus/."""
     if "corpus" not in getattr(item, "fixturenames", ()):
@@ -29,7 +36,7 @@ def _corpus_read(item) -> tuple[str, object] | None:
     for value in [*params.values(), item.module.__name__.replace("_", " ")]:
         found = re.search(r"\b(ex\d+|quiz)\b", str(value))
         if found:
-            return found.group(1), getattr(item.module, "CORPUS_FOLDER", CORPUS)
+            return found.group(1), getattr(item.module, "CORPUS_FOLDER", CORPUS), _full(item)
     return None
 
 
@@ -65,11 +72,12 @@ def stub_run():
     return grade(ROOT / "exercises")
 
 
-@pytest.fixture(scope="session")
-def corpus():
-    """corpus(ex_id, folder=tests/corpus) -> {case: Run}: each solution of <folder>/<ex_id>/
-    graded once (the wrong ones by default)."""
-    return _corpora.get
+@pytest.fixture
+def corpus(request):
+    """corpus(ex_id, folder=tests/corpus) -> {case: Run}: each solution of <folder>/<ex_id>/ the
+    test reads (_full) graded once (the wrong ones by default)."""
+    full = _full(request.node)
+    return lambda ex_id, folder=CORPUS: _corpora.get(ex_id, folder, full)
 
 
 @pytest.fixture

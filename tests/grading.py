@@ -28,17 +28,17 @@ class Run:
     report: str
     stderr: str
     results: dict
-    # A wrong solution graded only until the checks it declares were decided (Corpora): what the
-    # checks after them would say is unknown, so only `lost(..., declared=True)` may be read.
-    until: tuple[str, ...] = ()
+    # A wrong solution graded only for the checks it declares (Corpora): what the other checks
+    # would say is unknown, so only `lost(..., declared=True)` may be read.
+    only: tuple[str, ...] = ()
     name: str = ""
 
     def _whole(self) -> None:
-        if self.until:
+        if self.only:
             raise AssertionError(
-                f"{self.name} was graded only until {', '.join(self.until)} were decided (the checks it "
-                "declares): name it in the test that reads more of it, and the corpora grade it whole "
-                "(tests/grading.py: graded_whole)")
+                f"{self.name} was graded only for {', '.join(self.only)} (the checks it declares): name "
+                "it in the test that reads more of it, and the corpora grade it whole (tests/grading.py: "
+                "graded_whole)")
 
     def exercise(self, ex_id: str) -> dict:
         self._whole()
@@ -54,12 +54,12 @@ class Run:
     def lost(self, ex_id: str, declared: bool = False) -> dict[str, str]:
         """check name -> message, for every check of ex_id that did not get its points (an
         exercise that could not be graded loses every check, with its reason). `declared`: of
-        the checks the run was graded until, all a run graded only that far can say."""
+        the checks the run was graded for, all a run graded only for them can say."""
         if not declared:
             self._whole()
         ex = self.results["extra_data"]["exercises"][ex_id]
         return {name: check["message"] or ex["reason"] for name, check in ex["checks"].items()
-                if check["outcome"] != "passed" and (not self.until or name in self.until)}
+                if check["outcome"] != "passed" and (not self.only or name in self.only)}
 
 
 # The maintainer tests grade with one fixed seed, so a run is repeatable; the graders' own tests
@@ -159,10 +159,32 @@ def corpus_cases(ex_id: str, corpus: Path = CORPUS) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
 
 
+# How many of an exercise's right solutions `make test` grades; `make test-course` grades them all.
+# Each is a whole grading of 1-3 s of CPU, and tests/right holds some 360: all of them are 40% of
+# what `make test` would cost (graders/PERFORMANCE.md), which keeps it under 10 minutes on 2 CPUs.
+RIGHT_SAMPLE = 3
+
+
+def sampled_right_cases(ex_id: str) -> list[str]:
+    """The right solutions of ex_id that `make test` grades: RIGHT_SAMPLE of them, the same on
+    every run and machine (picked by a hash of their names, so neither the oldest nor the newest)."""
+    import hashlib
+
+    cases = corpus_cases(ex_id, RIGHT)
+    return sorted(sorted(cases, key=lambda case: hashlib.sha256(case.encode()).hexdigest())[:RIGHT_SAMPLE])
+
+
+def selected_cases(ex_id: str, folder: Path, full: bool) -> list[str]:
+    """The cases of <folder>/<ex_id>/ a test session grades: every one in a full session (the
+    course tests), else every wrong solution and the sampled right ones."""
+    return corpus_cases(ex_id, folder) if full or folder != RIGHT else sampled_right_cases(ex_id)
+
+
 def graded_whole(ex_id: str) -> set[str]:
     """The wrong solutions of ex_id that the corpora grade whole: those declaring `technique: none`
     (their total is read) and those a test names (outside tests/test_wrong_solutions.py, which reads
-    only the checks each declares). Every other one is graded until its declared checks are decided."""
+    only the checks each declares). Every other one is graded for its declared checks only, outside
+    the course tests."""
     import ast
 
     named = set()
@@ -173,17 +195,16 @@ def graded_whole(ex_id: str) -> set[str]:
     return {case for case in corpus_cases(ex_id) if case in named or technique_free(ex_id, case)}
 
 
-def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher, until=()) -> Run:
+def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher, only=()) -> Run:
     """One solution of <corpus>/<ex_id>/, graded in a folder of its own through the same grading
-    code as the command, from `launcher`'s fork server; with `until`, only until those checks are
-    decided (the checks before them run as in a whole grading)."""
+    code as the command, from `launcher`'s fork server; with `only`, only those checks are run."""
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(corpus / ex_id / f"{case}.py", Path(tmp) / f"{catalog.module_name(ex_id)}.py")
         start = time.monotonic()
-        result = grading.grade_exercise(ex_id, Path(tmp), options, launcher, until=list(until) or None)
+        result = grading.grade_exercise(ex_id, Path(tmp), options, launcher, only=list(only) or None)
         text = report.format_report([result], Path(tmp), TEST_SEED, verbose=True)
         results = report.results_json([result], text, time.monotonic() - start, TEST_SEED)
-        return Run(0 if result.status == "passed" else 1, text, "", results, tuple(until),
+        return Run(0 if result.status == "passed" else 1, text, "", results, tuple(only),
                    f"{corpus.name}/{ex_id}/{case}")
 
 
@@ -213,7 +234,8 @@ class Corpora:
     So about as many gradings run as there are CPUs. Grading whole corpora two at a time in the
     background beside the tests (as before) kept more processes than CPUs busy and cost 6% more
     CPU for no shorter wall time; graders/PERFORMANCE.md has the figures. A corpus is (ex_id,
-    folder). All of them are graded from one fork server, which imports what every exercise uses
+    folder, full): full for the course tests, which grade every case whole (selected_cases,
+    _only). All of them are graded from one fork server, which imports what every exercise uses
     (as a learner's kept server does): started with the first case, ended with the session. One
     server per corpus cost about 1 s of CPU each, some 20 s a session."""
 
@@ -221,7 +243,7 @@ class Corpora:
         self.options = grading.Options(seed=TEST_SEED, jobs=1)
         self.env = dict(os.environ if base_env is None else base_env)
         self._cond = threading.Condition()
-        self._order: list[tuple[str, Path]] = []
+        self._order: list[tuple[str, Path, bool]] = []
         self._pending: dict = {}  # corpus -> cases not started, in order
         self._running: dict = {}  # corpus -> cases under way
         self._results: dict = {}  # corpus -> {case: Run}
@@ -232,12 +254,12 @@ class Corpora:
         self._threads: list[threading.Thread] = []
         self._whole: dict[str, set[str]] = {}  # ex_id -> graded_whole(ex_id)
 
-    def want(self, ex_id: str, folder: Path = CORPUS) -> None:
-        key = (ex_id, folder)
+    def want(self, ex_id: str, folder: Path = CORPUS, full: bool = False) -> None:
+        key = (ex_id, folder, full)
         with self._cond:
             if key not in self._pending:
                 self._order.append(key)
-                self._pending[key] = list(corpus_cases(ex_id, folder))
+                self._pending[key] = selected_cases(ex_id, folder, full)
                 self._running[key], self._results[key] = 0, {}
                 self._cond.notify_all()
 
@@ -257,9 +279,9 @@ class Corpora:
             self._server.close()
             self._server = None
 
-    def get(self, ex_id: str, folder: Path = CORPUS) -> dict[str, Run]:
-        key = (ex_id, folder)
-        self.want(ex_id, folder)
+    def get(self, ex_id: str, folder: Path = CORPUS, full: bool = False) -> dict[str, Run]:
+        key = (ex_id, folder, full)
+        self.want(*key)
         while self._work(key):
             pass
         with self._cond:
@@ -267,7 +289,7 @@ class Corpora:
             if key in self._errors:
                 raise self._errors[key]
             results = self._results[key]
-        return {case: results[case] for case in corpus_cases(ex_id, folder)}
+        return {case: results[case] for case in selected_cases(*key)}
 
     def _background(self, only_when_idle: bool = False) -> None:
         """Grade the cases not yet started, in order. The second background thread grades one
@@ -292,7 +314,7 @@ class Corpora:
             case = self._pending[key].pop(0)
             self._running[key] += 1
         try:
-            run = _grade_case(key[0], key[1], case, self.options, self._launcher(), self._until(key, case))
+            run = _grade_case(key[0], key[1], case, self.options, self._launcher(), self._only(key, case))
         except BaseException as exc:  # the test that reads the corpus reports it
             with self._cond:
                 self._errors.setdefault(key, exc)
@@ -305,10 +327,11 @@ class Corpora:
             self._cond.notify_all()
         return True
 
-    def _until(self, key, case) -> tuple[str, ...]:
-        """The checks a wrong solution is graded until (graded_whole), else () for a whole grading."""
-        ex_id, folder = key
-        if folder != CORPUS:
+    def _only(self, key, case) -> tuple[str, ...]:
+        """The checks a wrong solution is graded for outside the course tests (graded_whole), else ()
+        for a whole grading."""
+        ex_id, folder, full = key
+        if folder != CORPUS or full:
             return ()
         with self._cond:
             if ex_id not in self._whole:

@@ -113,11 +113,11 @@ def import_grading_modules(jax: bool) -> None:
 
 
 def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | None = None,
-        data: dict | None = None, box: dict | None = None, until: list[str] | None = None) -> None:
+        data: dict | None = None, box: dict | None = None, only: list[str] | None = None) -> None:
     """Grade ex_id. With `extract`, only import the learner's module and send those names' values
     as plain data; with `data`, grade those values (a module of data, never the learner's code).
-    With `until`, end once those checks are decided: the checks before them run as in a whole
-    grading, the ones after do not (the maintainer tests' wrong-solution corpora, which read no more).
+    With `only`, run those checks and no other (the maintainer tests' wrong-solution corpora, which
+    read no more): a check's verdict is its own, whatever ran before it.
     With `box` (--sandbox, an exercise with probes), this process is the judge: the learner's
     module is imported only in a confined worker, which the checks reach through the probes."""
     from graders import catalog
@@ -221,7 +221,7 @@ def run(ex_id: str, solutions_dir: Path, result_fd: int, extract: list[str] | No
     elif probes is not None:
         state.backend = probe_channel.Local(probes, module, solutions_dir, check_timeout)
     state.seed = settings.seed()
-    state.until = set(until) if until else None
+    state.only = set(only) if only else None
     # no:unraisableexception: at the end pytest runs a full collection over the child's heap to
     # report exceptions raised in __del__, which grading never reads.
     args = [str(catalog.grader_file(ex_id)), "-p", "no:terminal", "-p", "no:cacheprovider",

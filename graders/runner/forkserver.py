@@ -100,7 +100,7 @@ def _child(sock: socket.socket, wake: tuple[int, int], request: dict, fds: list[
                 relay = sandbox.READER_EVENTS
             sandbox.sandboxed(box, result_fd, relay)
         session.run(request["ex"], Path(request["solutions"]), result_fd, request.get("extract"),
-                  request.get("data"), box if split else None, request.get("until"))
+                  request.get("data"), box if split else None, request.get("only"))
     finally:
         os._exit(70)  # session.run ends with os._exit; reaching here means it failed to start
 

@@ -172,10 +172,10 @@ def not_graded(ex_id: str, reason: str) -> ExerciseResult:
 
 def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
                    on_event: Callable[[str, dict], None] | None = None,
-                   until: list[str] | None = None) -> ExerciseResult:
+                   only: list[str] | None = None) -> ExerciseResult:
     """Grade one exercise in a child; `on_event(ex_id, event)` sees the child's events live.
-    With `until` (the maintainer tests' corpora), the child may end once those checks are
-    decided: the checks after them are then "not run"."""
+    With `only` (the maintainer tests' wrong-solution corpora), the child runs those checks and
+    no other: the others are then "not run"."""
     start = time.monotonic()
     result = new_result(ex_id)
     module_file = Path(solutions) / result.module
@@ -199,7 +199,7 @@ def grade_exercise(ex_id: str, solutions: Path, options: Options, launcher=None,
             run = _judge_data(launcher, ex_id, solutions, options, events, data)
         else:
             run = launcher.run(ex_id, solutions, options.limit(ex_id), events,
-                               {"until": sorted(until)} if until else None)
+                               {"only": sorted(only)} if only else None)
     finally:
         if own:
             launcher.close()

@@ -135,9 +135,9 @@ class Spawner:
         self._running: set[int] = set()
 
     def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None, extra: dict | None = None) -> ChildRun:
-        """`extra`: only {"until": checks}, which a spawned child ignores: it grades every check."""
-        if set(extra or {}) - {"until"}:
-            raise ValueError(f"a spawned grading process takes no {sorted(set(extra) - {'until'})}")
+        """`extra`: only {"only": checks}, which a spawned child ignores: it grades every check."""
+        if set(extra or {}) - {"only"}:
+            raise ValueError(f"a spawned grading process takes no {sorted(set(extra) - {'only'})}")
         read_fd, write_fd = os.pipe()
         env = dict(self.env, **{settings.RESULT_FD: str(write_fd)})
         with tempfile.TemporaryDirectory(prefix="graders-") as tmp:
@@ -261,7 +261,7 @@ class ForkServer:
     def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None, extra: dict | None = None) -> ChildRun:
         """`extra` (fork server only): {"extract": names} to only send those values of the
         learner's module; {"data": values, "trusted": True} to grade values, unconfined;
-        {"until": checks} to end the grading once those checks are decided."""
+        {"only": checks} to run those checks and no other."""
         self._ready.wait(self.START_TIMEOUT)
         if not self._alive:
             return self._fallback(ex_id, solutions, timeout, on_event, extra)
