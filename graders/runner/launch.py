@@ -135,7 +135,7 @@ class Spawner:
         self._running: set[int] = set()
 
     def run(self, ex_id: str, solutions: Path, timeout: float, on_event=None, extra: dict | None = None) -> ChildRun:
-        """`extra`: only {"only": checks}, which a spawned child ignores: it grades every check."""
+        """`extra`: at most {"only": checks}, which a spawned child ignores: it grades every check."""
         if set(extra or {}) - {"only"}:
             raise ValueError(f"a spawned grading process takes no {sorted(set(extra) - {'only'})}")
         read_fd, write_fd = os.pipe()
