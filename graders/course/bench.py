@@ -16,8 +16,8 @@ Prints, per exercise, median wall times over several runs:
     numbers in the cache key, so that everything traced through the learner's module misses,
     its eager set-up ops (a model's initialisers) included: an upper bound.
 Then, warm and with no server kept, the reference graded with and without --sandbox in turn, as
-`batch` and the Gradescope autograder grade (issue 31's goal: at most 1.3x), per exercise and for
-the whole run. Then the whole package, warm, against the chapter's own self-check cells for Exercises 1-4
+`batch` and the Gradescope autograder grade (issue 31's goal: at most 1.3x): the whole run, and each
+exercise graded alone (the whole command). Then the whole package, warm, against the chapter's own self-check cells for Exercises 1-4
 in one process (graders/course/chapter_cells.py), run in turn, with the kept server and without, and
 the medians of their pairwise ratios.
 A benchmark, not a test: it asserts nothing.
@@ -158,8 +158,9 @@ SANDBOX_GOAL = 1.3  # issue 31: grading under --sandbox takes at most this many 
 def sandboxed(runs: int, ids: list[str], jobs: int | None, cache_dir: Path) -> dict | None:
     """The reference graded warm without and with --sandbox, in turn (the machine's speed drifts,
     and a ratio taken pair by pair does not move with it), each run with a fork server of its own:
-    a sandboxed run never keeps one. Medians of the walls, of each exercise's seconds, and of the
-    ratios pair by pair. None where this machine cannot make the sandbox."""
+    a sandboxed run never keeps one; then each exercise alone, the same way. Medians of the walls,
+    of each exercise's seconds, and of the ratios pair by pair. None where this machine cannot make
+    the sandbox."""
     from graders.child import sandbox
 
     if sandbox.available():
@@ -171,9 +172,19 @@ def sandboxed(runs: int, ids: list[str], jobs: int | None, cache_dir: Path) -> d
     for _ in range(runs):
         pairs.append(tuple(_grade(env, ids, catalog.ROOT / "reference", jobs, *extra) for extra in ((), ("--sandbox",))))
         print(f"  sandbox: {pairs[-1][0][0]:.1f} s, --sandbox {pairs[-1][1][0]:.1f} s", file=sys.stderr)
+    # Each exercise graded alone, the whole command, as a learner or an instructor grades one: in the
+    # run above, two exercises' judges and workers share the CPUs, so an exercise's own seconds there
+    # also hold the other one's work (the figure in the last column).
+    alone = {i: [] for i in ids}
+    for _ in range(runs):
+        for i in ids:
+            walls = [_grade(env, [i], catalog.ROOT / "reference", jobs, *extra)[0] for extra in ((), ("--sandbox",))]
+            alone[i].append(tuple(walls))
     median = statistics.median
     return {"plain": median(p[0] for p, _ in pairs), "sandbox": median(s[0] for _, s in pairs),
             "ratio": median(s[0] / p[0] for p, s in pairs),
+            "alone": {i: (median(p for p, _ in alone[i]), median(s for _, s in alone[i]),
+                          median(s / p for p, s in alone[i])) for i in ids},
             "seconds": {i: (median(p[1][i]["seconds"] for p, _ in pairs), median(s[1][i]["seconds"] for _, s in pairs),
                             median(s[1][i]["seconds"] / p[1][i]["seconds"] for p, s in pairs)) for i in ids}}
 
@@ -255,11 +266,16 @@ def main() -> None:
         print(f"\nwarm, no server kept, without and with --sandbox in turn, {args.runs} pairs: "
               f"whole run {sandbox['plain']:.1f} s and {sandbox['sandbox']:.1f} s, "
               f"{sandbox['ratio']:.2f}x{goal(sandbox['ratio'])} (the median of the ratios pair by pair)\n")
-        print("| exercise | without | --sandbox | ratio |")
-        print("| --- | ---: | ---: | ---: |")
+        print("Each exercise graded alone, the whole command, in turn: its wall time without and with --sandbox, "
+              "the median of the ratios pair by pair. Last column: the exercise's own seconds in the whole runs "
+              "above, where two exercises' judges and workers share the CPUs.\n")
+        print("| exercise | without | --sandbox | ratio | in the whole run |")
+        print("| --- | ---: | ---: | ---: | ---: |")
         for i in ids:
-            plain, boxed, ratio = sandbox["seconds"][i]
-            print(f"| {i} | {plain:.2f} s | {boxed:.2f} s | {ratio:.2f}x{goal(ratio)} |")
+            plain, boxed, ratio = sandbox["alone"][i]
+            in_run = sandbox["seconds"][i]
+            print(f"| {i} | {plain:.2f} s | {boxed:.2f} s | {ratio:.2f}x{goal(ratio)} | "
+                  f"{in_run[0]:.2f} s, {in_run[1]:.2f} s: {in_run[2]:.2f}x |")
     b = base_line
     print(f"\nex1-ex4, warm, against the chapter's self-check cells in one process ({b['chapter']:.2f} s), in turn, "
           f"{max(args.runs, BASELINE_PAIRS)} runs each: the graders forked from the server the previous run kept "
