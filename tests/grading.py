@@ -162,16 +162,39 @@ def corpus_cases(ex_id: str, corpus: Path = CORPUS) -> list[str]:
 # How many of an exercise's right solutions `make test` grades; `make test-course` grades them all.
 # Each is a whole grading of 1-3 s of CPU, and tests/right holds some 360: all of them are 40% of
 # what `make test` would cost (graders/PERFORMANCE.md), which keeps it under 10 minutes on 2 CPUs.
-RIGHT_SAMPLE = 3
+RIGHT_SAMPLE = 2
+# How many of an exercise's `technique: none` wrong solutions `make test` grades whole, for the
+# tests that read their total and their numeric checks; it grades the others, as every wrong
+# solution, for the checks they declare. `make test-course` grades every one whole.
+TECHNIQUE_FREE_SAMPLE = 2
+
+
+def _sample(cases: list[str], size: int) -> list[str]:
+    """`size` of `cases`, the same on every run and machine (picked by a hash of their names, so
+    neither the oldest nor the newest)."""
+    import hashlib
+
+    return sorted(sorted(cases, key=lambda case: hashlib.sha256(case.encode()).hexdigest())[:size])
 
 
 def sampled_right_cases(ex_id: str) -> list[str]:
-    """The right solutions of ex_id that `make test` grades: RIGHT_SAMPLE of them, the same on
-    every run and machine (picked by a hash of their names, so neither the oldest nor the newest)."""
-    import hashlib
+    """The right solutions of ex_id that `make test` grades."""
+    return _sample(corpus_cases(ex_id, RIGHT), RIGHT_SAMPLE)
 
-    cases = corpus_cases(ex_id, RIGHT)
-    return sorted(sorted(cases, key=lambda case: hashlib.sha256(case.encode()).hexdigest())[:RIGHT_SAMPLE])
+
+def sampled_technique_free_cases(ex_id: str) -> list[str]:
+    """The `technique: none` wrong solutions of ex_id that `make test` grades whole."""
+    return _sample(technique_free_cases(ex_id), TECHNIQUE_FREE_SAMPLE)
+
+
+def technique_free_params(ex_id: str) -> list:
+    """ex_id's `technique: none` wrong solutions as a test's parameters: the sampled ones read by
+    `make test` (graded whole there), the others by `make test-course` only."""
+    import pytest
+
+    sampled = sampled_technique_free_cases(ex_id)
+    return [pytest.param(case, id=case, marks=() if case in sampled else pytest.mark.course)
+            for case in technique_free_cases(ex_id)]
 
 
 def selected_cases(ex_id: str, folder: Path, full: bool) -> list[str]:
@@ -181,10 +204,10 @@ def selected_cases(ex_id: str, folder: Path, full: bool) -> list[str]:
 
 
 def graded_whole(ex_id: str) -> set[str]:
-    """The wrong solutions of ex_id that the corpora grade whole: those declaring `technique: none`
-    (their total is read) and those a test names (outside tests/test_wrong_solutions.py, which reads
-    only the checks each declares). Every other one is graded for its declared checks only, outside
-    the course tests."""
+    """The wrong solutions of ex_id that the corpora grade whole outside the course tests: the
+    sampled `technique: none` ones (their total is read) and those a test names (outside
+    tests/test_wrong_solutions.py, which reads only the checks each declares). Every other one is
+    graded for its declared checks only."""
     import ast
 
     named = set()
@@ -192,7 +215,7 @@ def graded_whole(ex_id: str) -> set[str]:
         if path.name != "test_wrong_solutions.py":
             named |= {node.value for node in ast.walk(ast.parse(path.read_text()))
                       if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-    return {case for case in corpus_cases(ex_id) if case in named or technique_free(ex_id, case)}
+    return {case for case in corpus_cases(ex_id) if case in named} | set(sampled_technique_free_cases(ex_id))
 
 
 def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher, only=()) -> Run:

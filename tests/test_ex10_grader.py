@@ -11,7 +11,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading import ROOT, TEST_SEED, declared, grade, technique_free_cases
+from grading import ROOT, TEST_SEED, declared, grade, technique_free_params
 from graders.exercises.ex10_orbax_resume import checks as ex10
 
 EX = "ex10"
@@ -23,7 +23,7 @@ STRAIGHT_INTO_SHARDS = "restore_reads_each_shard_straight_onto_its_device"
 SHARDED_RESTORE = {STRAIGHT_INTO_SHARDS, "restore_never_holds_a_whole_array"}
 
 
-@pytest.mark.parametrize("case", technique_free_cases(EX))
+@pytest.mark.parametrize("case", technique_free_params(EX))
 def test_right_numbers_without_the_technique_keep_the_numeric_points(corpus, case):
     # ... and at most half of all points (tests/test_wrong_solutions.py).
     lost = corpus(EX)[case].lost(EX)

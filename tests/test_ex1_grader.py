@@ -1,18 +1,20 @@
 """Exercise 1's wrong solutions, beyond the check each declares (tests/test_wrong_solutions.py):
 what else they lose, and what they keep."""
 
-from grading import technique_free_cases
+import pytest
+
+from grading import technique_free_params
 
 EX = "ex1"
 TECHNIQUE = {"accumulates_with_lax_scan", "nothing_outside_the_scan_touches_the_whole_batch"}
 
 
-def test_technique_free_solutions_keep_the_numeric_points(corpus):
+@pytest.mark.parametrize("case", technique_free_params(EX))
+def test_technique_free_solutions_keep_the_numeric_points(corpus, case):
     # The numbers are right; only the technique checks take points away (at most half:
     # tests/test_wrong_solutions.py).
-    for case in technique_free_cases(EX):
-        lost = corpus(EX)[case].lost(EX)
-        assert set(lost) == TECHNIQUE, (case, sorted(lost))
+    lost = corpus(EX)[case].lost(EX)
+    assert set(lost) == TECHNIQUE, (case, sorted(lost))
 
 
 def test_wasted_full_batch_work_keeps_the_scan_points(corpus):

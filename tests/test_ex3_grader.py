@@ -6,7 +6,7 @@ import importlib.util
 import jax
 import pytest
 
-from grading import ROOT, TEST_SEED, technique_free_cases
+from grading import ROOT, TEST_SEED, technique_free_params
 from graders.exercises.ex3_fsdp_shard_map import checks as g
 from graders.exercises.ex3_fsdp_shard_map import probes
 from graders.kit import jaxpr, program
@@ -14,7 +14,7 @@ from graders.kit import jaxpr, program
 EX = "ex3"
 
 NUMBERS = {"loss_matches_single_device", "gradients_match_single_device"}
-@pytest.mark.parametrize("case", technique_free_cases(EX))
+@pytest.mark.parametrize("case", technique_free_params(EX))
 def test_right_numbers_without_fsdp_keep_the_numeric_points(corpus, case):
     # ... and at most half of all points (tests/test_wrong_solutions.py).
     lost = corpus(EX)[case].lost(EX)

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from grading import ROOT, declared, grade, grader_module, technique_free_cases
+from grading import ROOT, declared, grade, grader_module, technique_free_params
 from graders import settings
 
 EX = "ex5"
@@ -19,7 +19,7 @@ def test_technique_checks_are_the_ones_named_here():
     assert TECHNIQUE < set(declared(EX))
 
 
-@pytest.mark.parametrize("case", technique_free_cases(EX))
+@pytest.mark.parametrize("case", technique_free_params(EX))
 def test_right_numbers_without_nn_checkpoint_lose_only_technique_checks(corpus, case):
     # Only the program is wrong: every numbers check keeps its points (and the whole at most
     # half of them: tests/test_wrong_solutions.py).

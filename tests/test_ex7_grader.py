@@ -9,7 +9,7 @@ import numpy as np
 from jax._src import core
 import pytest
 
-from grading import ROOT, TEST_SEED, declared, technique_free_cases
+from grading import ROOT, TEST_SEED, declared, technique_free_params
 from graders.exercises.ex7_megatron_tp import checks, probes
 from graders.kit import program, wire
 from graders.kit.verdicts import CheckFailed
@@ -20,7 +20,7 @@ NUMBERS = {"tp_mlp_matches_numpy", "shard_map_mlp_matches_numpy",
            "sgd_training_matches_single_device", "adam_training_matches_single_device"}
 
 
-@pytest.mark.parametrize("case", technique_free_cases(EX))
+@pytest.mark.parametrize("case", technique_free_params(EX))
 def test_right_numbers_without_the_technique_keep_the_numeric_points(corpus, case):
     # ... and at most half of all points (tests/test_wrong_solutions.py).
     lost = corpus(EX)[case].lost(EX)

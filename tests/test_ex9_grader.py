@@ -3,7 +3,7 @@ what else they lose, and what they keep."""
 
 import pytest
 
-from grading import declared, technique_free_cases
+from grading import declared, technique_free_params
 
 EX = "ex9"
 
@@ -11,7 +11,7 @@ NUMBERS = {"decay_mask_marks_weight_matrices", "adamw_step_matches_optax_adamw",
            "adamw_step_continues_from_a_saved_state", "zero1_training_matches_single_device"}
 
 
-@pytest.mark.parametrize("case", technique_free_cases(EX))
+@pytest.mark.parametrize("case", technique_free_params(EX))
 def test_right_numbers_without_the_technique_keep_the_numeric_points(corpus, case):
     # ... and at most half of all points (tests/test_wrong_solutions.py).
     lost = corpus(EX)[case].lost(EX)
