@@ -1,5 +1,6 @@
 """Running the grading command the way a learner or an instructor does, and reading its JSON."""
 
+import functools
 import json
 import os
 import shutil
@@ -33,12 +34,12 @@ class Run:
     only: tuple[str, ...] = ()
     name: str = ""
 
-    def _whole(self) -> None:
-        if self.only:
+    def _whole(self, reads=None) -> None:
+        if self.only and (reads is None or not set(reads) <= set(self.only)):
             raise AssertionError(
-                f"{self.name} was graded only for {', '.join(self.only)} (the checks it declares): name "
-                "it in the test that reads more of it, and the corpora grade it whole (tests/grading.py: "
-                "graded_whole)")
+                f"{self.name} was graded only for {', '.join(self.only)} (the checks it declares and those "
+                "tests read of it, tests/grading.py: graded_for): a test that reads more of it reads "
+                "`run.lost(ex_id, among=CHECKS)`, CHECKS spelled out in the test's file, or it is graded whole")
 
     def exercise(self, ex_id: str) -> dict:
         self._whole()
@@ -51,15 +52,17 @@ class Run:
                 return test
         raise KeyError(f"no check {name!r} in {ex_id}")
 
-    def lost(self, ex_id: str, declared: bool = False) -> dict[str, str]:
+    def lost(self, ex_id: str, declared: bool = False, among=None) -> dict[str, str]:
         """check name -> message, for every check of ex_id that did not get its points (an
         exercise that could not be graded loses every check, with its reason). `declared`: of
-        the checks the run was graded for, all a run graded only for them can say."""
+        the checks the run was graded for, all a run graded only for them can say. `among`: of
+        those checks only, which the run must have been graded for."""
         if not declared:
-            self._whole()
+            self._whole(among)
         ex = self.results["extra_data"]["exercises"][ex_id]
         return {name: check["message"] or ex["reason"] for name, check in ex["checks"].items()
-                if check["outcome"] != "passed" and (not self.only or name in self.only)}
+                if check["outcome"] != "passed" and (not self.only or name in self.only)
+                and (among is None or name in among)}
 
 
 # The maintainer tests grade with one fixed seed, so a run is repeatable; the graders' own tests
@@ -203,19 +206,90 @@ def selected_cases(ex_id: str, folder: Path, full: bool) -> list[str]:
     return corpus_cases(ex_id, folder) if full or folder != RIGHT else sampled_right_cases(ex_id)
 
 
-def graded_whole(ex_id: str) -> set[str]:
-    """The wrong solutions of ex_id that the corpora grade whole outside the course tests: the
-    sampled `technique: none` ones (their total is read) and those a test names (outside
-    tests/test_wrong_solutions.py, which reads only the checks each declares). Every other one is
-    graded for its declared checks only."""
+def _literal(node, names: dict):
+    """The value of an expression a test file spells out: a literal, or a module-level name bound
+    to one; None for anything else."""
     import ast
 
-    named = set()
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+def _reads_of(function, names: dict) -> set[str] | None:
+    """The checks a test function reads of the runs it takes from the corpora: those every read
+    names (`run.lost(ex_id, among=CHECKS)`), or None where a read takes the run whole (`lost`
+    without `among`, `exercise`, `check`)."""
+    import ast
+
+    reads: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("lost", "exercise", "check"):
+            among = next((k.value for k in node.keywords if k.arg == "among"), None)
+            checks = _literal(among, names) if among is not None else None
+            if node.func.attr != "lost" or not isinstance(checks, (set, frozenset, tuple, list)):
+                return None
+            reads |= set(checks)
+    return reads
+
+
+@functools.cache
+def _test_reads() -> tuple[set[str], dict[str, set[str]]]:
+    """What the tests outside tests/test_wrong_solutions.py read of the wrong solutions they name
+    (any string constant of theirs that is a solution's name): (the names a test reads whole,
+    {name: the checks tests read of it}) -- a test function whose every read is
+    `run.lost(ex_id, among=CHECKS)` reads those checks of the names in it; anything else in a file
+    reads whole."""
+    import ast
+
+    whole: set[str] = set()
+    among: dict[str, set[str]] = {}
     for path in (ROOT / "tests").glob("test_*.py"):
-        if path.name != "test_wrong_solutions.py":
-            named |= {node.value for node in ast.walk(ast.parse(path.read_text()))
-                      if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-    return {case for case in corpus_cases(ex_id) if case in named} | set(sampled_technique_free_cases(ex_id))
+        if path.name == "test_wrong_solutions.py":
+            continue
+        tree = ast.parse(path.read_text())
+        names = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                names[node.targets[0].id] = _literal(node.value, names)
+        in_functions = set()
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            reads = _reads_of(node, names)
+            for const in ast.walk(node):
+                if isinstance(const, ast.Constant) and isinstance(const.value, str):
+                    in_functions.add(id(const))
+                    if reads is None:
+                        whole.add(const.value)
+                    else:
+                        among.setdefault(const.value, set()).update(reads)
+        whole |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                  and isinstance(node.value, str) and id(node) not in in_functions}
+    return whole, among
+
+
+def graded_whole(ex_id: str) -> set[str]:
+    """The wrong solutions of ex_id that the corpora grade whole outside the course tests: the
+    sampled `technique: none` ones (their total is read), those declaring `graded whole:`
+    (whole_only) and those a test reads whole (_test_reads;
+    tests/test_wrong_solutions.py reads only the checks each declares). Every other one is graded
+    for its declared checks (graded_for)."""
+    whole, _ = _test_reads()
+    return ({case for case in corpus_cases(ex_id) if case in whole or whole_only(ex_id, case)}
+            | set(sampled_technique_free_cases(ex_id)))
+
+
+def graded_for(ex_id: str, case: str) -> tuple[str, ...]:
+    """The checks the corpora grade a wrong solution for outside the course tests: those it declares
+    and those tests read of it (_test_reads); () for a whole grading (graded_whole)."""
+    if case in graded_whole(ex_id):
+        return ()
+    _, among = _test_reads()
+    return tuple(dict.fromkeys([*(check for check, _ in expectations(ex_id, case)), *sorted(among.get(case, ()))]))
 
 
 def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher, only=()) -> Run:
@@ -275,7 +349,7 @@ class Corpora:
         self._server_starting = threading.Lock()
         self._stopped = False
         self._threads: list[threading.Thread] = []
-        self._whole: dict[str, set[str]] = {}  # ex_id -> graded_whole(ex_id)
+        self._plan: dict[str, dict[str, tuple[str, ...]]] = {}  # ex_id -> {case: graded_for(ex_id, case)}
 
     def want(self, ex_id: str, folder: Path = CORPUS, full: bool = False) -> None:
         key = (ex_id, folder, full)
@@ -351,17 +425,15 @@ class Corpora:
         return True
 
     def _only(self, key, case) -> tuple[str, ...]:
-        """The checks a wrong solution is graded for outside the course tests (graded_whole), else ()
+        """The checks a wrong solution is graded for outside the course tests (graded_for), else ()
         for a whole grading."""
         ex_id, folder, full = key
         if folder != CORPUS or full:
             return ()
         with self._cond:
-            if ex_id not in self._whole:
-                self._whole[ex_id] = graded_whole(ex_id)
-        if case in self._whole[ex_id]:
-            return ()
-        return tuple(dict.fromkeys(check for check, _ in expectations(ex_id, case)))
+            if ex_id not in self._plan:
+                self._plan[ex_id] = {c: graded_for(ex_id, c) for c in corpus_cases(ex_id)}
+        return self._plan[ex_id][case]
 
     def _launcher(self):
         with self._server_starting:
@@ -370,13 +442,23 @@ class Corpora:
             return self._server
 
 
+def _doc_lines(ex_id: str, case: str) -> list[str]:
+    import ast
+
+    return (ast.get_docstring(ast.parse((CORPUS / ex_id / f"{case}.py").read_text())) or "").splitlines()
+
+
 def technique_free(ex_id: str, case: str) -> bool:
     """Whether a wrong solution declares `technique: none`: every number right, the technique not
     doing the work. The README's grading policy says such a solution scores at most half."""
-    import ast
+    return any(line.startswith("technique: none") for line in _doc_lines(ex_id, case))
 
-    doc = ast.get_docstring(ast.parse((CORPUS / ex_id / f"{case}.py").read_text())) or ""
-    return any(line.startswith("technique: none") for line in doc.splitlines())
+
+def whole_only(ex_id: str, case: str) -> bool:
+    """Whether a wrong solution declares `graded whole: <why>`: it loses its declared checks only
+    after the calls earlier checks make of it (its own state, e.g. a model that changes after its
+    first call at a shape), so `make test` grades it whole too."""
+    return any(line.startswith("graded whole:") for line in _doc_lines(ex_id, case))
 
 
 def expectations(ex_id: str, case: str) -> list[tuple[str, str]]:

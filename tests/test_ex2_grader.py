@@ -5,26 +5,32 @@ import pytest
 
 EX = "ex2"
 VALUE_CHECKS = {"loss_matches_float64_forward", "gradient_matches_float64_gradient"}
+NUMERIC_CHECKS = {"loss_matches_float64_forward", "gradient_matches_float64_gradient",
+                  "temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"}
+MEASUREMENTS = {"temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"}
+# What these tests read of a solution is all the corpora grade it for, beside its declared checks
+# (tests/grading.py: graded_for).
+MEMORY = {"gradient_memory_matches_the_grouped_checkpoint"}
+MEMORY_AND_STRUCTURE = {"gradient_memory_matches_the_grouped_checkpoint", "one_checkpoint_per_group_inside_a_scan"}
 
 
 def test_right_numbers_without_a_checkpoint_keep_the_numeric_points(corpus):
     # Loss, gradient, temp_memory_bytes and best_group_size all right, grouped_loss without any
     # checkpoint: only technique checks are lost (at most half: tests/test_wrong_solutions.py).
-    lost = corpus(EX)["no_checkpoint_numbers_right"].lost(EX)
-    assert not {"loss_matches_float64_forward", "gradient_matches_float64_gradient",
-                "temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"} & set(lost), sorted(lost)
+    lost = corpus(EX)["no_checkpoint_numbers_right"].lost(EX, among=NUMERIC_CHECKS)
+    assert not lost, sorted(lost)
 
 
 def test_flat_curve_loses_the_measurements(corpus):
     # No checkpoint, and temp_memory_bytes / best_group_size measure the learner's own flat curve:
     # both are compared with the grader's own grouped checkpoint, so both lose.
-    lost = corpus(EX)["no_checkpoint"].lost(EX)
-    assert {"temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"} <= set(lost)
+    lost = corpus(EX)["no_checkpoint"].lost(EX, among=MEASUREMENTS)
+    assert MEASUREMENTS <= set(lost)
 
 
 def test_saving_policies_lose_the_memory_check_too(corpus):
     for case in ("dots_saveable_policy", "everything_saveable_policy"):
-        lost = corpus(EX)[case].lost(EX)
+        lost = corpus(EX)[case].lost(EX, among=MEMORY_AND_STRUCTURE)
         assert "gradient_memory_matches_the_grouped_checkpoint" in lost, (case, sorted(lost))
         # the structure is right: only the policy and what it costs are wrong
         assert "one_checkpoint_per_group_inside_a_scan" not in lost, (case, sorted(lost))
@@ -32,9 +38,9 @@ def test_saving_policies_lose_the_memory_check_too(corpus):
 
 def test_memory_checks_see_the_whole_network_and_every_layer_mistakes(corpus):
     # The measured memory gives these two away, whatever the jaxpr looks like.
-    whole = corpus(EX)["whole_network_whatever_k"].lost(EX)
+    whole = corpus(EX)["whole_network_whatever_k"].lost(EX, among=MEMORY)
     assert "whole network whatever k" in whole["gradient_memory_matches_the_grouped_checkpoint"]
-    every = corpus(EX)["every_layer_whatever_k"].lost(EX)
+    every = corpus(EX)["every_layer_whatever_k"].lost(EX, among=MEMORY)
     assert "a checkpoint on every layer whatever k" in every["gradient_memory_matches_the_grouped_checkpoint"]
 
 
@@ -43,8 +49,8 @@ def test_value_checks_pass_for_structural_mistakes(corpus):
     for case in ("whole_network_whatever_k", "every_layer_whatever_k", "no_checkpoint", "groups_swapped",
                  "python_loop_over_groups", "python_loop_inside_group", "dots_saveable_policy",
                  "everything_saveable_policy", "no_checkpoint_when_k_is_L", "peak_memory", "isqrt_group_size"):
-        lost = corpus(EX)[case].lost(EX)
-        assert not VALUE_CHECKS & set(lost), (case, sorted(lost))
+        lost = corpus(EX)[case].lost(EX, among=VALUE_CHECKS)
+        assert not lost, (case, sorted(lost))
 
 
 @pytest.mark.course  # compiles a gradient for every divisor of every drawable configuration: 20-30 s

@@ -6,6 +6,7 @@ the plain MLP. (Red team; was graded 14/14 when the program was traced at a shap
 loses: forward_holds_remat2: your model is not checkpointed
 loses: output_and_gradient_go_through_nn_checkpoint: your model is not checkpointed
 technique: none (every number right, the technique not doing the work)
+graded whole: the technique checks read a call the numbers checks before them made; graded alone, theirs is the first
 """
 import jax
 import flax.linen as nn
