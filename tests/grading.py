@@ -283,13 +283,13 @@ def graded_whole(ex_id: str) -> set[str]:
             | set(sampled_technique_free_cases(ex_id)))
 
 
-def graded_for(ex_id: str, case: str) -> tuple[str, ...]:
-    """The checks the corpora grade a wrong solution for outside the course tests: those it declares
-    and those tests read of it (_test_reads); () for a whole grading (graded_whole)."""
-    if case in graded_whole(ex_id):
-        return ()
-    _, among = _test_reads()
-    return tuple(dict.fromkeys([*(check for check, _ in expectations(ex_id, case)), *sorted(among.get(case, ()))]))
+def graded_for(ex_id: str) -> dict[str, tuple[str, ...]]:
+    """The checks the corpora grade each wrong solution of ex_id for outside the course tests: those
+    it declares and those tests read of it (_test_reads); () for a whole grading (graded_whole)."""
+    whole, (_, among) = graded_whole(ex_id), _test_reads()
+    return {case: () if case in whole else tuple(dict.fromkeys(
+                [*(check for check, _ in expectations(ex_id, case)), *sorted(among.get(case, ()))]))
+            for case in corpus_cases(ex_id)}
 
 
 def _grade_case(ex_id: str, corpus: Path, case: str, options, launcher, only=()) -> Run:
@@ -349,7 +349,7 @@ class Corpora:
         self._server_starting = threading.Lock()
         self._stopped = False
         self._threads: list[threading.Thread] = []
-        self._plan: dict[str, dict[str, tuple[str, ...]]] = {}  # ex_id -> {case: graded_for(ex_id, case)}
+        self._plan: dict[str, dict[str, tuple[str, ...]]] = {}  # ex_id -> graded_for(ex_id)
 
     def want(self, ex_id: str, folder: Path = CORPUS, full: bool = False) -> None:
         key = (ex_id, folder, full)
@@ -432,7 +432,7 @@ class Corpora:
             return ()
         with self._cond:
             if ex_id not in self._plan:
-                self._plan[ex_id] = {c: graded_for(ex_id, c) for c in corpus_cases(ex_id)}
+                self._plan[ex_id] = graded_for(ex_id)
         return self._plan[ex_id][case]
 
     def _launcher(self):

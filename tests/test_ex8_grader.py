@@ -23,6 +23,15 @@ LOOP_NUMBERS = {"training_matches_step_by_step_simulation",
                 "skipped_steps_leave_params_and_adam_state_unchanged",
                 "training_recovers_from_a_too_large_scale"}
 GRAD_NUMBERS = {"grads_at_scale_2_15_keep_fp16s_precision", "grads_come_back_in_float32"}
+# What the tests below read of the solutions they name, spelled out (tests/grading.py: graded_for).
+FP16_GRADIENTS = {"grads_at_scale_1_underflow_as_fp16_does", "grads_at_scale_2_15_keep_fp16s_precision",
+                  "grads_come_back_in_float32"}
+SCALE_SEEN = {"scaled_grads_compute_in_fp16", "grads_at_scale_2_15_keep_fp16s_precision"}
+GRADIENT_CHECKS = {"grads_at_scale_1_underflow_as_fp16_does", "grads_at_scale_2_15_keep_fp16s_precision",
+                   "grads_at_scale_2_32_report_not_finite", "grads_come_back_in_float32", "scaled_grads_compute_in_fp16"}
+ONE_SCAN = {"train_is_one_scan_in_one_jit"}
+UPDATE_FOLLOWED = {"train_is_one_scan_in_one_jit", "training_computes_in_fp16_inside_the_scan",
+                   "skip_is_decided_inside_the_scan_from_the_steps_finite_flag"}
 
 
 def test_technique_checks_are_declared_checks():
@@ -44,7 +53,7 @@ def test_fp32_model_loses_its_gradients_for_want_of_fp16(corpus):
     # No loss scaling where it matters: an fp32 model needs none, and it is not the exercise --
     # also when the fp16 model's gradients are added in times zero so that every dot is float16.
     for case in ("fp32_compute", "fp16_dots_as_decoy"):
-        lost = corpus(EX)[case].lost(EX)
+        lost = corpus(EX)[case].lost(EX, among=FP16_GRADIENTS)
         assert "not computed in fp16" in lost["grads_at_scale_1_underflow_as_fp16_does"], case
         # Its gradients are right at 2^15 and float32: they fail only for want of fp16.
         for check in GRAD_NUMBERS:
@@ -54,16 +63,14 @@ def test_fp32_model_loses_its_gradients_for_want_of_fp16(corpus):
 def test_scale_cancelled_before_the_cast_is_caught_by_the_numbers_not_the_structure(corpus):
     # Its dots are fp16 and the scale even flows into the backward pass; only measuring the
     # underflow at 2^15 shows that fp16 never saw it.
-    lost = corpus(EX)["scale_cancelled_before_cast"].lost(EX)
+    lost = corpus(EX)["scale_cancelled_before_cast"].lost(EX, among=SCALE_SEEN)
     assert "scaled_grads_compute_in_fp16" not in lost
     assert "never saw the scale" in lost["grads_at_scale_2_15_keep_fp16s_precision"]
 
 
 def test_rule_mistakes_keep_the_gradient_points(corpus):
-    gradient_checks = {"grads_at_scale_1_underflow_as_fp16_does", "grads_at_scale_2_15_keep_fp16s_precision",
-                       "grads_at_scale_2_32_report_not_finite", "grads_come_back_in_float32", "scaled_grads_compute_in_fp16"}
     for case in ("grow_every_step", "hardcoded_period", "counter_not_reset_on_overflow", "no_min_scale"):
-        assert not gradient_checks & set(corpus(EX)[case].lost(EX)), case
+        assert not corpus(EX)[case].lost(EX, among=GRADIENT_CHECKS), case
 
 
 def test_skip_mistakes_are_named_in_the_training_checks(corpus):
@@ -91,7 +98,7 @@ def test_unrolled_loops_are_named_before_anything_is_compiled(corpus):
     # (ending in an AssertionError with no hint): both are now named from programs of a few steps.
     for case, words in (("scan_unrolled", "its lax.scan unrolls every step"), ("python_loop_in_jit", "unrolled in Python")):
         run = corpus(EX)[case]
-        lost = run.lost(EX)
+        lost = run.lost(EX, among=ONE_SCAN)
         assert words in lost["train_is_one_scan_in_one_jit"] and "was not run" in lost["train_is_one_scan_in_one_jit"]
         assert run.results["execution_time"] < 100, (case, run.results["execution_time"])
 
@@ -105,7 +112,7 @@ def test_updates_that_do_not_follow_the_scaled_gradient_lose_technique_points(co
                         ("moments_not_selected", "skip_is_decided_inside_the_scan_from_the_steps_finite_flag"),
                         ("finite_from_one_leaf_in_loop", "skip_is_decided_inside_the_scan_from_the_steps_finite_flag"),
                         ("previous_steps_flag", "skip_is_decided_inside_the_scan_from_the_steps_finite_flag")):
-        lost = corpus(EX)[case].lost(EX)
+        lost = corpus(EX)[case].lost(EX, among=UPDATE_FOLLOWED)
         assert check in lost, (case, sorted(lost))
         assert "train_is_one_scan_in_one_jit" not in lost, case  # the loop itself is right
 
