@@ -109,6 +109,30 @@ def test_a_run_graded_for_its_declared_checks_refuses_to_say_more(corpus):
     run = corpus("ex4")[_graded_for_its_declared_checks("ex4")]
     assert run.only
     run.lost("ex4", declared=True)
-    for read in (lambda: run.lost("ex4"), lambda: run.exercise("ex4"), lambda: run.check("ex4", run.only[0])):
+    assert run.lost("ex4", among={run.only[0]}) == {run.only[0]: run.lost("ex4", declared=True)[run.only[0]]}
+    others = {c.name for c in read_checks(catalog.grader_file("ex4"))} - set(run.only)
+    for read in (lambda: run.lost("ex4"), lambda: run.exercise("ex4"), lambda: run.check("ex4", run.only[0]),
+                 lambda: run.lost("ex4", among={run.only[0], *others})):
         with pytest.raises(AssertionError, match="graded only for"):
             read()
+
+
+def test_what_a_test_reads_of_a_named_solution_is_what_the_corpora_grade_it_for():
+    # tests/grading.py plans each wrong solution's checks from the tests' own reads: a test whose
+    # every read names its checks (`among=`, spelled out in its file) gets those graded, anything
+    # else the solutions it names graded whole.
+    import ast
+
+    from grading import _reads_of
+
+    names = {"MEMORY": {"memory"}}
+
+    def reads(source: str):
+        return _reads_of(ast.parse(source).body[0], names)
+
+    assert reads("def t(c):\n c('e')['a'].lost('e', among=MEMORY)\n c('e')['b'].lost('e', among={'x'})") == {"memory", "x"}
+    assert reads("def t(c):\n c('e')['a'].lost('e', among=MEMORY)\n c('e')['a'].lost('e')") is None
+    assert reads("def t(c):\n c('e')['a'].exercise('e')") is None
+    assert reads("def t(c):\n c('e')['a'].check('e', 'memory')") is None
+    assert reads("def t(c):\n c('e')['a'].lost('e', among=UNKNOWN)") is None
+    assert reads("def t(c, checks):\n c('e')['a'].lost('e', among=checks)") is None
