@@ -215,7 +215,7 @@ def _literal(node, names: dict):
         return names.get(node.id)
     try:
         return ast.literal_eval(node)
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError):
         return None
 
 
@@ -275,11 +275,11 @@ def _test_reads() -> tuple[set[str], dict[str, set[str]]]:
 def graded_whole(ex_id: str) -> set[str]:
     """The wrong solutions of ex_id that the corpora grade whole outside the course tests: the
     sampled `technique: none` ones (their total is read), those declaring `graded whole:`
-    (whole_only) and those a test reads whole (_test_reads;
+    (declares_graded_whole) and those a test reads whole (_test_reads;
     tests/test_wrong_solutions.py reads only the checks each declares). Every other one is graded
     for its declared checks (graded_for)."""
     whole, _ = _test_reads()
-    return ({case for case in corpus_cases(ex_id) if case in whole or whole_only(ex_id, case)}
+    return ({case for case in corpus_cases(ex_id) if case in whole or declares_graded_whole(ex_id, case)}
             | set(sampled_technique_free_cases(ex_id)))
 
 
@@ -454,7 +454,7 @@ def technique_free(ex_id: str, case: str) -> bool:
     return any(line.startswith("technique: none") for line in _doc_lines(ex_id, case))
 
 
-def whole_only(ex_id: str, case: str) -> bool:
+def declares_graded_whole(ex_id: str, case: str) -> bool:
     """Whether a wrong solution declares `graded whole: <why>`: it loses its declared checks only
     after the calls earlier checks make of it (its own state, e.g. a model that changes after its
     first call at a shape), so `make test` grades it whole too."""
