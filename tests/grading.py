@@ -163,8 +163,8 @@ def corpus_cases(ex_id: str, corpus: Path = CORPUS) -> list[str]:
 
 
 # How many of an exercise's right solutions `make test` grades; `make test-course` grades them all.
-# Each is a whole grading of 1-3 s of CPU, and tests/right holds some 360: all of them are 40% of
-# what `make test` would cost (graders/PERFORMANCE.md), which keeps it under 10 minutes on 2 CPUs.
+# Each is a whole grading of 1-3 s of CPU, and tests/right holds some 360: all of them would be 40%
+# of what `make test` costs (graders/PERFORMANCE.md), which issue 32 wants under 10 minutes on 2 CPUs.
 RIGHT_SAMPLE = 2
 # How many of an exercise's `technique: none` wrong solutions `make test` grades whole, for the
 # tests that read their total and their numeric checks; it grades the others, as every wrong
