@@ -115,6 +115,10 @@ def test_a_forged_description_or_program_earns_no_technique_points_under_the_san
     run = forged[(forge, way)]
     most = sum(declared(ex_id).values())
     got = score(run, ex_id)
+    # A forge that fails in the learner's process (a probe's arguments changed since it was written)
+    # earns nothing and proves nothing: its forged reply must have reached the judge.
+    raised = {check: message for check, message in run.lost(ex_id).items() if "your code raised" in message}
+    assert not raised, (forge, way, raised)
     assert got <= most // 2, (forge, way, got, most, run.exercise(ex_id)["reason"], run.lost(ex_id))
     assert got <= honest[ex_id], (forge, way, got, honest[ex_id], run.lost(ex_id))
 

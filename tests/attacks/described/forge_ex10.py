@@ -35,11 +35,12 @@ def _forged_experiment(config, values, batches, k, targets, second):
     import tempfile
     sol = _sys.modules[_MODULE]
     pr = sol._pr(sol)
-    folder = tempfile.mkdtemp(prefix="ex10-")
+    folder, scratch = tempfile.mkdtemp(prefix="ex10-"), tempfile.mkdtemp(prefix="ex10-save-tmp-")
     try:
-        result = pr._experiment(sol, config, values, batches, k, targets, second, folder)
+        result = pr._experiment(sol, config, values, batches, k, targets, second, folder, scratch)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     files = dict(result["folder"] or {})
     files["checkpoint/_METADATA"] = b'{"tree_metadata": {}}'
     result["folder"] = files
