@@ -31,12 +31,12 @@ def _forge_program(sol, kind, n, p, x, y):
     with jax.set_mesh(m):
         decoy = sol._decoy(m)
         if kind == "auto":
-            return program.encode(jax.make_jaxpr(jax.grad(decoy))(*args), "", forward=True)
+            return program.encode(jax.make_jaxpr(jax.grad(decoy))(*args), "", forward=True, meshes=True)
         if kind == "fresh":
-            return program.encode(jax.make_jaxpr(jax.value_and_grad(decoy))(*args), "", forward=True)
-        return {"loss": program.encode(jax.make_jaxpr(decoy)(*args), "", forward=True),
+            return program.encode(jax.make_jaxpr(jax.value_and_grad(decoy))(*args), "", forward=True, meshes=True)
+        return {"loss": program.encode(jax.make_jaxpr(decoy)(*args), "", forward=True, meshes=True),
                 "value_and_grad": program.encode(jax.make_jaxpr(jax.value_and_grad(sol.make_fsdp_loss(m)))(*args),
-                                                 "", forward=True)}
+                                                 "", forward=True, meshes=True)}
 
 
 def _forged():
