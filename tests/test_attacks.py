@@ -319,6 +319,23 @@ def test_under_the_sandbox_no_process_of_the_run_is_alive_afterwards(graded, att
     assert outcome.alive == [], f"alive after the run: {outcome.notes['alive']}"
 
 
+# Attacks that raise on purpose (what they found is the exception's message), and what it says.
+RAISES_ON_PURPOSE = {"snoop": "RuntimeError: FOUND{"}
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_under_the_sandbox_an_attack_fails_by_no_error_of_its_own(graded, attack):
+    """An attack that raises (a NameError, a probe renamed, a module moved) earns nothing and
+    proves nothing: the tests above would hold without it ever reaching the grader."""
+    for ex, extra in graded[(attack, True)].results["extra_data"]["exercises"].items():
+        said = [extra.get("reason") or "", *((c.get("message") or "") for c in extra.get("checks", {}).values())]
+        raised = [s for s in said if "your code raised" in s or re.search(r"could not import \S+: \w+: ", s)]
+        assert all(RAISES_ON_PURPOSE.get(attack, "\0") in s for s in raised), (attack, ex, raised[:2])
+    if attack.startswith("forge_"):  # probes replaced by assignment: the guard must be what stops it
+        for ex in targets(attack):
+            assert "your code replaced" in graded[(attack, True)].results["extra_data"]["exercises"][ex]["reason"]
+
+
 def test_under_the_sandbox_a_snooping_module_finds_nothing(graded):
     reason = graded[("snoop", True)].results["extra_data"]["exercises"]["ex4"]["reason"]
     found = json.loads(reason[reason.index("FOUND") + 5:reason.index("END")])
@@ -326,7 +343,7 @@ def test_under_the_sandbox_a_snooping_module_finds_nothing(graded):
     found.pop("seed_in_memory")
     if sandbox.level() == "user":
         found.pop("other_pids")  # visible at that level (never readable: other_environ, other_mem)
-    assert found.pop("reference", False) is False
+    assert found.pop("reference") is False
     assert found == {key: False for key in found}, found
 
 

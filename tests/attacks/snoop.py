@@ -33,9 +33,9 @@ try:
     import graders as _graders
 
     _root = _os.path.dirname(_os.path.dirname(_graders.__file__))
+    _found["reference"] = _os.path.exists(_os.path.join(_root, "reference", f"{_MODULE}.py"))
     with open(_os.path.join(_root, "graders", "exercises", _MODULE, "checks.py")) as _f:
         _found["grader_file"] = "def test_" in _f.read()
-    _found["reference"] = _os.path.exists(_os.path.join(_root, "reference", f"{_MODULE}.py"))
 except OSError:
     _found["grader_file"] = False
 _reference_programs = _grader_programs = 0
