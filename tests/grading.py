@@ -207,12 +207,15 @@ def selected_cases(ex_id: str, folder: Path, full: bool) -> list[str]:
 
 
 def _literal(node, names: dict):
-    """The value of an expression a test file spells out: a literal, or a module-level name bound
-    to one; None for anything else."""
+    """The value of an expression a test file spells out: a literal, a module-level name bound to
+    one, or a union of such sets; None for anything else."""
     import ast
 
     if isinstance(node, ast.Name):
         return names.get(node.id)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # a union of sets
+        left, right = _literal(node.left, names), _literal(node.right, names)
+        return left | right if isinstance(left, set) and isinstance(right, set) else None
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError):
@@ -464,11 +467,8 @@ def declares_graded_whole(ex_id: str, case: str) -> bool:
 def expectations(ex_id: str, case: str) -> list[tuple[str, str]]:
     """The (check, words) pairs a wrong solution declares in its docstring as
     `loses: <check>: <words its message must contain>`."""
-    import ast
-
-    doc = ast.get_docstring(ast.parse((CORPUS / ex_id / f"{case}.py").read_text())) or ""
     return [tuple(part.strip() for part in line.removeprefix("loses:").split(":", 1))
-            for line in doc.splitlines() if line.startswith("loses:")]
+            for line in _doc_lines(ex_id, case) if line.startswith("loses:")]
 
 
 def grader_module(ex_id: str, probes: bool = False):

@@ -4,12 +4,11 @@ what else they lose, what they keep, and the grading policy."""
 import pytest
 
 EX = "ex2"
-VALUE_CHECKS = {"loss_matches_float64_forward", "gradient_matches_float64_gradient"}
-NUMERIC_CHECKS = {"loss_matches_float64_forward", "gradient_matches_float64_gradient",
-                  "temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"}
-MEASUREMENTS = {"temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"}
 # What these tests read of a solution is all the corpora grade it for, beside its declared checks
 # (tests/grading.py: graded_for).
+VALUE_CHECKS = {"loss_matches_float64_forward", "gradient_matches_float64_gradient"}
+MEASUREMENTS = {"temp_memory_bytes_matches_measurement", "best_group_size_is_the_measured_minimum"}
+NUMERIC_CHECKS = VALUE_CHECKS | MEASUREMENTS
 MEMORY = {"gradient_memory_matches_the_grouped_checkpoint"}
 MEMORY_AND_STRUCTURE = {"gradient_memory_matches_the_grouped_checkpoint", "one_checkpoint_per_group_inside_a_scan"}
 

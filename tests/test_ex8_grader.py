@@ -24,14 +24,12 @@ LOOP_NUMBERS = {"training_matches_step_by_step_simulation",
                 "training_recovers_from_a_too_large_scale"}
 GRAD_NUMBERS = {"grads_at_scale_2_15_keep_fp16s_precision", "grads_come_back_in_float32"}
 # What the tests below read of the solutions they name, spelled out (tests/grading.py: graded_for).
-FP16_GRADIENTS = {"grads_at_scale_1_underflow_as_fp16_does", "grads_at_scale_2_15_keep_fp16s_precision",
-                  "grads_come_back_in_float32"}
+FP16_GRADIENTS = {"grads_at_scale_1_underflow_as_fp16_does"} | GRAD_NUMBERS
 SCALE_SEEN = {"scaled_grads_compute_in_fp16", "grads_at_scale_2_15_keep_fp16s_precision"}
-GRADIENT_CHECKS = {"grads_at_scale_1_underflow_as_fp16_does", "grads_at_scale_2_15_keep_fp16s_precision",
-                   "grads_at_scale_2_32_report_not_finite", "grads_come_back_in_float32", "scaled_grads_compute_in_fp16"}
+GRADIENT_CHECKS = FP16_GRADIENTS | {"grads_at_scale_2_32_report_not_finite", "scaled_grads_compute_in_fp16"}
 ONE_SCAN = {"train_is_one_scan_in_one_jit"}
-UPDATE_FOLLOWED = {"train_is_one_scan_in_one_jit", "training_computes_in_fp16_inside_the_scan",
-                   "skip_is_decided_inside_the_scan_from_the_steps_finite_flag"}
+UPDATE_FOLLOWED = ONE_SCAN | {"training_computes_in_fp16_inside_the_scan",
+                              "skip_is_decided_inside_the_scan_from_the_steps_finite_flag"}
 
 
 def test_technique_checks_are_declared_checks():

@@ -134,5 +134,7 @@ def test_what_a_test_reads_of_a_named_solution_is_what_the_corpora_grade_it_for(
     assert reads("def t(c):\n c('e')['a'].lost('e', among=MEMORY)\n c('e')['a'].lost('e')") is None
     assert reads("def t(c):\n c('e')['a'].exercise('e')") is None
     assert reads("def t(c):\n c('e')['a'].check('e', 'memory')") is None
+    assert reads("def t(c):\n c('e')['a'].lost('e', among=MEMORY | {'x'})") == {"memory", "x"}
     assert reads("def t(c):\n c('e')['a'].lost('e', among=UNKNOWN)") is None
+    assert reads("def t(c):\n c('e')['a'].lost('e', among=MEMORY | UNKNOWN)") is None
     assert reads("def t(c, checks):\n c('e')['a'].lost('e', among=checks)") is None
