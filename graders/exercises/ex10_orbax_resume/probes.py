@@ -218,16 +218,49 @@ def train_step(config: dict):
     return _steps[key]
 
 
-def train(config: dict, objects, batches, m) -> list[float]:
-    """One grader step per (x, y) batch on mesh m, the batch split over "data": the losses."""
+def train(config: dict, objects, batches, m, compiled=None) -> list[float]:
+    """One grader step per (x, y) batch on mesh m, the batch split over "data": the losses. With
+    `compiled` (compile_step's, for this mesh), the steps run it while the objects are what it was
+    compiled for (the grader's structure, every leaf where spec_for puts it), else train_step's."""
     step = train_step(config)
     data = NamedSharding(m, P("data", None))
     losses = []
     with jax.set_mesh(m):
         for x, y in batches:
-            losses.append(step(*objects, jax.device_put(np.asarray(x, np.float32), data),
-                               jax.device_put(np.asarray(y, np.float32), data)))
+            x, y = jax.device_put(np.asarray(x, np.float32), data), jax.device_put(np.asarray(y, np.float32), data)
+            if compiled is not None:
+                try:  # refused before it runs (another structure or placement): nothing changed
+                    losses.append(compiled(*objects, x, y))
+                    continue
+                except Exception:
+                    compiled = None
+            losses.append(step(*objects, x, y))
     return [float(loss) for loss in losses]
+
+
+# The grader's step compiled ahead of time by a restarted job for its target mesh (prepare_jobs),
+# while the experiment's save settles: an object of its own, which the recording of a restore does
+# not clear (Placements clears JAX's caches so that every program restore runs is compiled, and
+# read, while it records), so the steps after the restore need no tracing or compiling then.
+# (configuration, mesh description) -> nnx's Compiled step.
+_COMPILED: dict = {}
+
+
+def _compiled_key(config: dict, desc: dict) -> str:
+    return repr((sorted(config.items()), sorted(desc.items())))
+
+
+def compile_step(config: dict, desc: dict, shapes) -> None:
+    """train_step(config) compiled for the state on mesh `desc` (every leaf where spec_for puts
+    it) and batches of `shapes` ((x shape, y shape)) split over "data", as train calls it."""
+    m = mesh(desc)
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: fresh_state(config)))
+    state = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(
+        leaf.shape, leaf.dtype, sharding=NamedSharding(m, spec_for(config, leaf.shape))), state)
+    data = NamedSharding(m, P("data", None))
+    x, y = (jax.ShapeDtypeStruct(tuple(shape), jnp.float32, sharding=data) for shape in shapes)
+    with jax.set_mesh(m):
+        _COMPILED[_compiled_key(config, desc)] = train_step(config).lower(*nnx.merge(graphdef, state), x, y).compile()
 
 
 # --- what the learner's code did, as data ---------------------------------------------------
@@ -819,6 +852,7 @@ def _experiment(sol, config, values, batches, k, targets, second, folder, scratc
         result["save"] = stage_error(sol, exc)
         return result
     result["at_return"] = at_return
+    prepare_jobs(config, targets, [np.shape(part) for part in batches[k]])
     result["folder"] = settled(folder)
     result["runs"] = restarted_runs(sol, config, batches[k:], targets, path, since=started)
     with temporary_folder(scratch):  # the process that saved, on its machine
@@ -871,10 +905,28 @@ def before_solution() -> None:
     _RESTART["jobs"] = jobs
 
 
+def prepare_jobs(config: dict, targets: list, shapes) -> None:
+    """Have each restarted job compile the grader's step for its target mesh (compile_step) while
+    the experiment waits for the save to settle; its learner's module is imported only later."""
+    for (_, sock), target in zip(_RESTART.get("jobs") or (), targets):
+        try:
+            wire.send(sock, {"prepare": {"config": config, "target": target, "shapes": [list(s) for s in shapes]}})
+        except (OSError, wire.WireError):
+            return  # the request fails the same way, and says so
+
+
 def _restarted_job(sock) -> None:
-    """The forked process: one request (the learner's module and the experiment's restores), one reply."""
+    """The forked process: one request (the learner's module and the experiment's restores), one reply;
+    before it, perhaps a step to compile (prepare_jobs)."""
     try:
         request = wire.receive(sock)
+        if isinstance(request, dict) and isinstance(request.get("prepare"), dict):
+            prepare = request["prepare"]
+            try:
+                compile_step(prepare["config"], prepare["target"], prepare["shapes"])
+            except Exception:  # noqa: BLE001 (the step then compiles when first called, as without it)
+                pass
+            request = wire.receive(sock)
     except (EOFError, OSError, wire.WireError):
         return  # the grading ended without asking
     name, folder = request["name"], Path(request["dir"])
@@ -1040,7 +1092,7 @@ def _resumed(sol, config, batches, target, path, fresh=restarted) -> dict:
         return run
     run["restored"] = describe(restored)
     try:
-        run["losses"] = train(config, restored, batches, m_t)
+        run["losses"] = train(config, restored, batches, m_t, _COMPILED.get(_compiled_key(config, target)))
         run["final"] = values_of(restored)
     except Exception as exc:  # the grader's step on what restore returned
         text = " ".join(str(exc).split())[:400]
