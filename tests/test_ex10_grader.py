@@ -128,6 +128,42 @@ def test_placements_see_a_host_array_that_device_put_splits():
     assert all(p["backing_size"] == whole.size and not p["from_device"] for p in placed.pieces)
 
 
+def test_a_step_compiled_ahead_trains_as_the_grader_step_and_only_what_it_was_compiled_for():
+    # A restarted job compiles the grader's step before the restore (probes.compile_step), since the
+    # recording clears JAX's caches. On the grader's own state it gives train_step's numbers bit for
+    # bit; on objects it was not compiled for (a static attribute, a tx, a placement of their own)
+    # it refuses before running, and train falls back to train_step, which traces what they are.
+    import optax
+    from graders.exercises.ex10_orbax_resume import probes
+
+    d, values, data = ex10.inputs(TEST_SEED)
+    config, target = d["config"], d["target"]
+    m = probes.mesh(target)
+    probes.compile_step(config, target, [np.shape(part) for part in data[0]])
+    compiled = probes._COMPILED[probes._compiled_key(config, target)]
+
+    def other_rate(objects):
+        objects[0].drop.rate = 0.0
+
+    def other_tx(objects):
+        objects[1].tx = optax.adamw(1e-3)
+
+    def replicated_kernel(objects):
+        objects[0].l1.kernel.value = jax.device_put(objects[0].l1.kernel.value, NamedSharding(m, P()))
+
+    batch = NamedSharding(m, P("data", None))
+    for change in (None, other_rate, other_tx, replicated_kernel):
+        ahead, plain = probes.build(config, values, m), probes.build(config, values, m)
+        for objects in (ahead, plain) if change else ():
+            change(objects)
+        if change is not None:
+            with jax.set_mesh(m), pytest.raises((TypeError, ValueError)):
+                compiled(*ahead, *(jax.device_put(part, batch) for part in data[0]))
+        assert probes.train(config, ahead, data[:3], m, compiled) == probes.train(config, plain, data[:3], m), change
+        assert all(np.array_equal(a, b) for a, b in zip(probes.values_of(ahead).values(),
+                                                          probes.values_of(plain).values())), change
+
+
 def test_placements_see_every_shard_orbax_reads_and_nothing_whole(tmp_path):
     import orbax.checkpoint as ocp
 
