@@ -218,13 +218,14 @@ def train_step(config: dict):
     return _steps[key]
 
 
-def train(config: dict, objects, batches, m, compiled=None) -> list[float]:
+def train(config: dict, objects, batches, m, ahead=None) -> list[float]:
     """One grader step per (x, y) batch on mesh m, the batch split over "data": the losses. With
-    `compiled` (compile_step's, for this mesh), the steps run it while the objects are what it was
-    compiled for (the grader's structure, every leaf where spec_for puts it), else train_step's."""
+    `ahead` (compile_step's, for this mesh), the steps run the step compiled ahead where it is the
+    program train_step would trace now (as_compiled), else train_step's."""
     step = train_step(config)
     data = NamedSharding(m, P("data", None))
     losses = []
+    compiled = ahead["compiled"] if ahead is not None and as_compiled(config, objects, m, ahead) else None
     with jax.set_mesh(m):
         for x, y in batches:
             x, y = jax.device_put(np.asarray(x, np.float32), data), jax.device_put(np.asarray(y, np.float32), data)
@@ -242,8 +243,43 @@ def train(config: dict, objects, batches, m, compiled=None) -> list[float]:
 # while the experiment's save settles: an object of its own, which the recording of a restore does
 # not clear (Placements clears JAX's caches so that every program restore runs is compiled, and
 # read, while it records), so the steps after the restore need no tracing or compiling then.
-# (configuration, mesh description) -> nnx's Compiled step.
+# (configuration, mesh description) -> {"compiled": nnx's Compiled step, and what it was traced from}.
 _COMPILED: dict = {}
+
+
+def traced_from() -> tuple:
+    """What tracing the grader's step reads besides its arguments: JAX's settings as this thread reads
+    them (x64, the PRNG's partitioning, matmul precision...), and the functions and classes (and
+    their methods) of JAX, Flax NNX, Optax and this module, by identity."""
+    from jax._src import config as jax_config  # every setting, with the thread's own overrides
+
+    settings = sorted((name, repr(holder.value)) for name, holder in jax_config.config._value_holders.items())
+    names = []
+    for module in (jax, jnp, jax.lax, jax.nn, jax.random, jax.tree_util, nnx, optax, sys.modules[__name__]):
+        for name, value in sorted(vars(module).items()):
+            if isinstance(value, type) and value.__module__.split(".")[0] in ("jax", "flax", "optax", "graders"):
+                # its methods (not its data: a class may keep caches, as pathlib's do)
+                names.append((module.__name__, name, id(value), tuple(
+                    id(v) for v in vars(value).values() if callable(v) or isinstance(v, (staticmethod, classmethod,
+                                                                                         property)))))
+            elif callable(value):
+                names.append((module.__name__, name, id(value)))
+    return tuple(settings), tuple(names)
+
+
+def as_compiled(config: dict, objects, m, ahead: dict) -> bool:
+    """Whether train_step, traced now on `objects`, would trace the program compiled ahead: every leaf
+    committed where spec_for puts it on m (the very sharding, not one equivalent to it), the
+    grader's own optimizer transform, the structure and static attributes as compiled, and nothing
+    the trace reads changed since (traced_from)."""
+    try:
+        placed = all(isinstance(leaf, jax.Array) and leaf.committed
+                     and leaf.sharding == NamedSharding(m, spec_for(config, leaf.shape))
+                     for leaf in jax.tree.leaves(nnx.state(objects)))
+        return (placed and objects[1].tx is make_tx(config) and repr(nnx.graphdef(objects)) == ahead["graph"]
+                and traced_from() == ahead["traced_from"])
+    except Exception:  # noqa: BLE001 (objects of another kind: train_step's to trace)
+        return False
 
 
 def _compiled_key(config: dict, desc: dict) -> str:
@@ -259,8 +295,11 @@ def compile_step(config: dict, desc: dict, shapes) -> None:
         leaf.shape, leaf.dtype, sharding=NamedSharding(m, spec_for(config, leaf.shape))), state)
     data = NamedSharding(m, P("data", None))
     x, y = (jax.ShapeDtypeStruct(tuple(shape), jnp.float32, sharding=data) for shape in shapes)
+    objects = nnx.merge(graphdef, state)
     with jax.set_mesh(m):
-        _COMPILED[_compiled_key(config, desc)] = train_step(config).lower(*nnx.merge(graphdef, state), x, y).compile()
+        compiled = train_step(config).lower(*objects, x, y).compile()
+    _COMPILED[_compiled_key(config, desc)] = {"compiled": compiled, "graph": repr(nnx.graphdef(objects)),
+                                              "traced_from": traced_from()}
 
 
 # --- what the learner's code did, as data ---------------------------------------------------

@@ -1,0 +1,64 @@
+"""A restore whose optimizer's transform is the grader's wrapped so that every update after a
+restart is scaled by 1.5 (a "warm restart" of the learning rate), the wrapper a subclass of
+optax.GradientTransformationExtraArgs that compares equal to any transform (and hashes as 0). Save
+and the sharded-template read are right. Wrong: the steps after a restore take updates half as large
+again as the uninterrupted run's.
+
+The step the restarted jobs compile ahead of time (probes.compile_step) runs only on an optimizer holding
+the grader's own transform, the very object (probes.as_compiled); it had taken this one, equal by its
+__eq__: 22/22.
+
+loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
+loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping
+"""
+import jax
+import optax
+import orbax.checkpoint as ocp
+from flax import nnx
+
+
+def pack(model, optimizer, rngs):
+    return {"params": nnx.state(model, nnx.Param), "batch_stats": nnx.state(model, nnx.BatchStat),
+            "optimizer": nnx.state(optimizer), "rngs": nnx.state(rngs)}
+
+
+def save(path, model, optimizer, rngs):
+    step = int(optimizer.step[...])
+    with ocp.CheckpointManager(path) as manager:
+        if step in manager.all_steps():
+            raise FileExistsError(f"{path} already holds a checkpoint of step {step}")
+        manager.save(step, args=ocp.args.StandardSave(pack(model, optimizer, rngs)))
+        manager.wait_until_finished()
+
+
+class Restarted(optax.GradientTransformationExtraArgs):
+    """The same transform, its updates scaled after a restart; compares as the transform it wraps."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    def __hash__(self):
+        return 0
+
+
+def warm_restart(tx):
+    def update(updates, state, params=None, **extra):
+        updates, state = tx.update(updates, state, params, **extra)
+        return jax.tree.map(lambda u: 1.5 * u, updates), state
+    return Restarted(tx.init, update)
+
+
+def restore(path, make_state, mesh, shardings):
+    model, optimizer, rngs = nnx.eval_shape(make_state)
+    template = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings(leaf)),
+                            pack(model, optimizer, rngs))
+    with ocp.CheckpointManager(path) as manager:
+        state = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(template))
+    nnx.update(model, state["params"], state["batch_stats"])
+    nnx.update(optimizer, state["optimizer"])
+    nnx.update(rngs, state["rngs"])
+    optimizer.tx = warm_restart(optimizer.tx)
+    return model, optimizer, rngs
