@@ -247,24 +247,35 @@ def train(config: dict, objects, batches, m, ahead=None) -> list[float]:
 _COMPILED: dict = {}
 
 
-def traced_from() -> tuple:
+TRACED_FROM = ("jax", "jaxlib", "flax", "optax", "numpy")  # the libraries the grader's step is traced through
+
+
+_METHODS = (staticmethod, classmethod, property)
+
+
+def _module_marks(module) -> tuple:
+    """The functions a module holds, and the methods of its own classes, by identity, in the module's
+    order (not its data: a module or class may keep caches, as pathlib's classes do)."""
+    name, marks = module.__name__, []
+    for value in list(vars(module).values()):
+        if callable(value):
+            marks.append(id(value))
+            if isinstance(value, type) and value.__module__ == name:
+                marks.extend(id(v) for v in list(vars(value).values()) if callable(v) or isinstance(v, _METHODS))
+    return tuple(marks)
+
+
+def traced_from(modules=None) -> tuple:
     """What tracing the grader's step reads besides its arguments: JAX's settings as this thread reads
-    them (x64, the PRNG's partitioning, matmul precision...), and the functions and classes (and
-    their methods) of JAX, Flax NNX, Optax and this module, by identity."""
+    them (x64, the PRNG's partitioning, matmul precision...), and every function and class (with its
+    methods) of the modules of those libraries and this one loaded now (or those named), by identity."""
     from jax._src import config as jax_config  # every setting, with the thread's own overrides
 
-    settings = sorted((name, repr(holder.value)) for name, holder in jax_config.config._value_holders.items())
-    names = []
-    for module in (jax, jnp, jax.lax, jax.nn, jax.random, jax.tree_util, nnx, optax, sys.modules[__name__]):
-        for name, value in sorted(vars(module).items()):
-            if isinstance(value, type) and value.__module__.split(".")[0] in ("jax", "flax", "optax", "graders"):
-                # its methods (not its data: a class may keep caches, as pathlib's do)
-                names.append((module.__name__, name, id(value), tuple(
-                    id(v) for v in vars(value).values() if callable(v) or isinstance(v, (staticmethod, classmethod,
-                                                                                         property)))))
-            elif callable(value):
-                names.append((module.__name__, name, id(value)))
-    return tuple(settings), tuple(names)
+    settings = tuple(sorted((name, repr(holder.value)) for name, holder in jax_config.config._value_holders.items()))
+    if modules is None:
+        modules = sorted(name for name, module in list(sys.modules.items())
+                         if module is not None and name.split(".")[0] in TRACED_FROM or name == __name__)
+    return settings, {name: _module_marks(sys.modules[name]) if name in sys.modules else None for name in modules}
 
 
 def as_compiled(config: dict, objects, m, ahead: dict) -> bool:
@@ -277,7 +288,7 @@ def as_compiled(config: dict, objects, m, ahead: dict) -> bool:
                      and leaf.sharding == NamedSharding(m, spec_for(config, leaf.shape))
                      for leaf in jax.tree.leaves(nnx.state(objects)))
         return (placed and objects[1].tx is make_tx(config) and repr(nnx.graphdef(objects)) == ahead["graph"]
-                and traced_from() == ahead["traced_from"])
+                and traced_from(list(ahead["traced_from"][1])) == ahead["traced_from"])
     except Exception:  # noqa: BLE001 (objects of another kind: train_step's to trace)
         return False
 
