@@ -31,6 +31,7 @@ import socket
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path, PurePosixPath
 
 import jax
@@ -247,21 +248,61 @@ def train(config: dict, objects, batches, m, ahead=None) -> list[float]:
 _COMPILED: dict = {}
 
 
-TRACED_FROM = ("jax", "jaxlib", "flax", "optax", "numpy")  # the libraries the grader's step is traced through
+TRACED_FROM = ("jax", "flax", "optax", "numpy")  # the libraries the grader's step is traced through (not jaxlib's MLIR bindings)
 
 
-_METHODS = (staticmethod, classmethod, property)
+def _callable_marks(value, marks: list) -> None:
+    """A callable by identity, and what calling it reads that can change in place: a function's code,
+    defaults and closure cells; the callables an object holds (a custom_jvp's rules)."""
+    marks.append(id(value))
+    if isinstance(value, types.FunctionType):
+        marks += (id(value.__code__), id(value.__defaults__))
+        marks += map(id, (value.__kwdefaults__ or {}).values())
+        for cell in value.__closure__ or ():
+            try:
+                marks.append(id(cell.cell_contents))
+            except ValueError:  # a cell not filled yet
+                marks.append(0)
+    elif isinstance(value, (staticmethod, classmethod)):
+        _callable_marks(value.__func__, marks)
+    elif isinstance(value, property):
+        marks += (id(value.fget), id(value.fset))
+    elif not isinstance(value, type) and isinstance(getattr(value, "__dict__", None), dict):
+        marks += (id(v) for v in list(vars(value).values()) if callable(v))
 
 
 def _module_marks(module) -> tuple:
-    """The functions a module holds, and the methods of its own classes, by identity, in the module's
+    """The functions a module holds, the methods of its own classes, and its tables of rules (a dict of
+    callables, or of such dicts: JAX's differentiation and lowering rules), by identity, in the module's
     order (not its data: a module or class may keep caches, as pathlib's classes do)."""
     name, marks = module.__name__, []
     for value in list(vars(module).values()):
         if callable(value):
-            marks.append(id(value))
+            _callable_marks(value, marks)
             if isinstance(value, type) and value.__module__ == name:
-                marks.extend(id(v) for v in list(vars(value).values()) if callable(v) or isinstance(v, _METHODS))
+                for v in list(vars(value).values()):
+                    if callable(v) or isinstance(v, (staticmethod, classmethod, property)):
+                        _callable_marks(v, marks)
+        elif type(value) is dict and value and name != __name__:
+            for table in (value, *(v for v in list(value.values()) if type(v) is dict)):
+                if table and callable(next(iter(table.values()))):
+                    marks += (id(v) for v in list(table.values()))
+    return tuple(marks)
+
+
+def static_marks(objects) -> tuple:
+    """Every attribute of the objects' graph that is neither an array nor a node of it (a Dropout's
+    rate, an Optimizer's transform), by its type and its value's repr (a callable by identity)."""
+    marks = []
+    for path, node in nnx.iter_graph(objects):
+        if isinstance(node, nnx.Variable) or not isinstance(getattr(node, "__dict__", None), dict):
+            continue
+        for key, value in sorted(vars(node).items(), key=lambda item: str(item[0])):
+            if key.startswith("_") or isinstance(value, nnx.Pytree) or any(
+                    isinstance(leaf, (nnx.Variable, jax.Array, jax.ShapeDtypeStruct, np.ndarray))
+                    for leaf in jax.tree.leaves(value, is_leaf=lambda x: isinstance(x, nnx.Variable))):
+                continue  # a node of the graph, or data
+            marks.append((path, key, id(type(value)), id(value) if callable(value) else repr(value)))
     return tuple(marks)
 
 
@@ -288,6 +329,7 @@ def as_compiled(config: dict, objects, m, ahead: dict) -> bool:
                      and leaf.sharding == NamedSharding(m, spec_for(config, leaf.shape))
                      for leaf in jax.tree.leaves(nnx.state(objects)))
         return (placed and objects[1].tx is make_tx(config) and repr(nnx.graphdef(objects)) == ahead["graph"]
+                and static_marks(objects) == ahead["static"]
                 and traced_from(list(ahead["traced_from"][1])) == ahead["traced_from"])
     except Exception:  # noqa: BLE001 (objects of another kind: train_step's to trace)
         return False
@@ -310,7 +352,7 @@ def compile_step(config: dict, desc: dict, shapes) -> None:
     with jax.set_mesh(m):
         compiled = train_step(config).lower(*objects, x, y).compile()
     _COMPILED[_compiled_key(config, desc)] = {"compiled": compiled, "graph": repr(nnx.graphdef(objects)),
-                                              "traced_from": traced_from()}
+                                              "static": static_marks(objects), "traced_from": traced_from()}
 
 
 # --- what the learner's code did, as data ---------------------------------------------------
