@@ -2,7 +2,7 @@
 The module itself is tests/corpus/ex10/host_arrays_then_device_put (the reference's Orbax save; a
 restore that reads every array onto the host with Orbax, NumPy arrays as the template, and places
 each afterwards with jax.device_put: every number right, no sharded template), scored 10/22 when
-graded honestly. At import it swaps the code of the two probes helpers that run a restore under the
+graded honestly. At import it swaps the code of the two probes functions that run a restore under the
 recording (probes._resumed, probes._restored_from) for code that runs the originals and then
 replaces what was recorded with what a sharded read records: one shard-sized host piece of each
 split leaf on each device of the target mesh, nothing moved between devices. The code swap leaves
