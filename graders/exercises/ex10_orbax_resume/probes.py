@@ -251,24 +251,33 @@ _COMPILED: dict = {}
 TRACED_FROM = ("jax", "flax", "optax", "numpy")  # the libraries the grader's step is traced through (not jaxlib's MLIR bindings)
 
 
+_FUNCTION, _WRAPPERS = types.FunctionType, (staticmethod, classmethod)
+
+
 def _callable_marks(value, marks: list) -> None:
     """A callable by identity, and what calling it reads that can change in place: a function's code,
     defaults and closure cells; the callables an object holds (a custom_jvp's rules)."""
     marks.append(id(value))
-    if isinstance(value, types.FunctionType):
-        marks += (id(value.__code__), id(value.__defaults__))
-        marks += map(id, (value.__kwdefaults__ or {}).values())
-        for cell in value.__closure__ or ():
-            try:
-                marks.append(id(cell.cell_contents))
-            except ValueError:  # a cell not filled yet
-                marks.append(0)
-    elif isinstance(value, (staticmethod, classmethod)):
+    if type(value) is _FUNCTION:
+        marks.append(id(value.__code__))
+        marks.append(id(value.__defaults__))
+        if value.__kwdefaults__:
+            marks.extend(map(id, value.__kwdefaults__.values()))
+        if value.__closure__:
+            for cell in value.__closure__:
+                try:
+                    marks.append(id(cell.cell_contents))
+                except ValueError:  # a cell not filled yet
+                    marks.append(0)
+    elif isinstance(value, _WRAPPERS):
         _callable_marks(value.__func__, marks)
     elif isinstance(value, property):
-        marks += (id(value.fget), id(value.fset))
-    elif not isinstance(value, type) and isinstance(getattr(value, "__dict__", None), dict):
-        marks += (id(v) for v in list(vars(value).values()) if callable(v))
+        marks.append(id(value.fget))
+        marks.append(id(value.fset))
+    elif not isinstance(value, type):
+        held = getattr(value, "__dict__", None)
+        if type(held) is dict:
+            marks.extend(id(v) for v in list(held.values()) if callable(v))
 
 
 def _module_marks(module) -> tuple:
@@ -276,6 +285,7 @@ def _module_marks(module) -> tuple:
     callables, or of such dicts: JAX's differentiation and lowering rules), by identity, in the module's
     order (not its data: a module or class may keep caches, as pathlib's classes do)."""
     name, marks = module.__name__, []
+    library = name != __name__
     for value in list(vars(module).values()):
         if callable(value):
             _callable_marks(value, marks)
@@ -283,10 +293,10 @@ def _module_marks(module) -> tuple:
                 for v in list(vars(value).values()):
                     if callable(v) or isinstance(v, (staticmethod, classmethod, property)):
                         _callable_marks(v, marks)
-        elif type(value) is dict and value and name != __name__:
+        elif library and type(value) is dict and value:
             for table in (value, *(v for v in list(value.values()) if type(v) is dict)):
                 if table and callable(next(iter(table.values()))):
-                    marks += (id(v) for v in list(table.values()))
+                    marks.extend(map(id, list(table.values())))
     return tuple(marks)
 
 
