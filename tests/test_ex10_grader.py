@@ -128,63 +128,6 @@ def test_placements_see_a_host_array_that_device_put_splits():
     assert all(p["backing_size"] == whole.size and not p["from_device"] for p in placed.pieces)
 
 
-def test_a_step_compiled_ahead_runs_only_where_it_is_the_step_the_grader_would_trace():
-    # A restarted job compiles the grader's step before the learner's module is imported
-    # (probes.compile_step), since the recording of a restore clears JAX's caches. On the grader's own
-    # state it gives train_step's numbers bit for bit. Where train_step, traced after the restore,
-    # would trace another program (a static attribute, an optimizer transform, leaves uncommitted or
-    # on an equivalent sharding of another mesh, a JAX setting changed), train runs train_step instead:
-    # the same numbers as without the step compiled ahead (tests/corpus/ex10/*_switched_on_by_restore,
-    # transform_wrapped_to_compare_equal, uncommitted_arrays_on_the_default_device,
-    # shards_on_an_explicit_axes_copy_of_the_mesh).
-    import contextlib
-
-    import jax.numpy as jnp
-    import optax
-    from jax.sharding import AxisType, Mesh
-    from graders.exercises.ex10_orbax_resume import probes
-
-    d, values, data = ex10.inputs(TEST_SEED)
-    config, target = d["config"], d["target"]
-    m = probes.mesh(target)
-    probes.compile_step(config, target, [np.shape(part) for part in data[0]])
-    ahead = probes._COMPILED[probes._compiled_key(config, target)]
-    explicit = Mesh(m.devices, m.axis_names, axis_types=(AxisType.Explicit,) * len(m.axis_names))
-
-    def other_rate(objects):
-        objects[0].drop.rate = 0.0
-
-    def other_tx(objects):
-        objects[1].tx = optax.adamw(1e-3)
-
-    def replicated_kernel(objects):
-        objects[0].l1.kernel.set_value(jax.device_put(objects[0].l1.kernel.get_value(), NamedSharding(m, P())))
-
-    def uncommitted_bias(objects):
-        objects[0].bn.bias.set_value(jnp.asarray(np.asarray(objects[0].bn.bias.get_value())))
-
-    def on_an_explicit_mesh(objects):
-        objects[0].bn.bias.set_value(jax.device_put(objects[0].bn.bias.get_value(), NamedSharding(explicit, P())))
-
-    for change, setting in ((None, None), (other_rate, None), (other_tx, None), (replicated_kernel, None),
-                            (uncommitted_bias, None), (on_an_explicit_mesh, None),
-                            (None, lambda: jax.threefry_partitionable(False))):
-        ahead_objects, plain = probes.build(config, values, m), probes.build(config, values, m)
-        for objects in (ahead_objects, plain) if change else ():
-            change(objects)
-        with setting() if setting else contextlib.nullcontext():
-            assert probes.as_compiled(config, ahead_objects, m, ahead) is (change is None and setting is None), change
-            try:
-                expected = probes.train(config, plain, data[:3], m)
-            except Exception as exc:  # noqa: BLE001 (train_step refuses these: so must train with the step ahead)
-                with pytest.raises(type(exc)):
-                    probes.train(config, ahead_objects, data[:3], m, ahead)
-                continue
-            assert probes.train(config, ahead_objects, data[:3], m, ahead) == expected, change
-        assert all(np.array_equal(a, b) for a, b in zip(probes.values_of(ahead_objects).values(),
-                                                          probes.values_of(plain).values())), change
-
-
 def test_placements_see_every_shard_orbax_reads_and_nothing_whole(tmp_path):
     import orbax.checkpoint as ocp
 

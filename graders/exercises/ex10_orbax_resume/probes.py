@@ -31,7 +31,6 @@ import socket
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path, PurePosixPath
 
 import jax
@@ -219,150 +218,16 @@ def train_step(config: dict):
     return _steps[key]
 
 
-def train(config: dict, objects, batches, m, ahead=None) -> list[float]:
-    """One grader step per (x, y) batch on mesh m, the batch split over "data": the losses. With
-    `ahead` (compile_step's, for this mesh), the steps run the step compiled ahead where it is the
-    program train_step would trace now (as_compiled), else train_step's."""
+def train(config: dict, objects, batches, m) -> list[float]:
+    """One grader step per (x, y) batch on mesh m, the batch split over "data": the losses."""
     step = train_step(config)
     data = NamedSharding(m, P("data", None))
     losses = []
-    compiled = ahead["compiled"] if ahead is not None and as_compiled(config, objects, m, ahead) else None
     with jax.set_mesh(m):
         for x, y in batches:
-            x, y = jax.device_put(np.asarray(x, np.float32), data), jax.device_put(np.asarray(y, np.float32), data)
-            if compiled is not None:
-                try:  # refused before it runs (another structure or placement): nothing changed
-                    losses.append(compiled(*objects, x, y))
-                    continue
-                except Exception:
-                    compiled = None
-            losses.append(step(*objects, x, y))
+            losses.append(step(*objects, jax.device_put(np.asarray(x, np.float32), data),
+                               jax.device_put(np.asarray(y, np.float32), data)))
     return [float(loss) for loss in losses]
-
-
-# The grader's step compiled ahead of time by a restarted job for its target mesh (prepare_jobs),
-# while the experiment's save settles: an object of its own, which the recording of a restore does
-# not clear (Placements clears JAX's caches so that every program restore runs is compiled, and
-# read, while it records), so the steps after the restore need no tracing or compiling then.
-# (configuration, mesh description) -> {"compiled": nnx's Compiled step, and what it was traced from}.
-_COMPILED: dict = {}
-
-
-TRACED_FROM = ("jax", "flax", "optax", "numpy")  # the libraries the grader's step is traced through (not jaxlib's MLIR bindings)
-
-
-_FUNCTION, _WRAPPERS = types.FunctionType, (staticmethod, classmethod)
-
-
-def _callable_marks(value, marks: list) -> None:
-    """A callable by identity, and what calling it reads that can change in place: a function's code,
-    defaults and closure cells; the callables an object holds (a custom_jvp's rules)."""
-    marks.append(id(value))
-    if type(value) is _FUNCTION:
-        marks.append(id(value.__code__))
-        marks.append(id(value.__defaults__))
-        if value.__kwdefaults__:
-            marks.extend(map(id, value.__kwdefaults__.values()))
-        if value.__closure__:
-            for cell in value.__closure__:
-                try:
-                    marks.append(id(cell.cell_contents))
-                except ValueError:  # a cell not filled yet
-                    marks.append(0)
-    elif isinstance(value, _WRAPPERS):
-        _callable_marks(value.__func__, marks)
-    elif isinstance(value, property):
-        marks.append(id(value.fget))
-        marks.append(id(value.fset))
-    elif not isinstance(value, type):
-        held = getattr(value, "__dict__", None)
-        if type(held) is dict:
-            marks.extend(id(v) for v in list(held.values()) if callable(v))
-
-
-def _module_marks(module) -> tuple:
-    """The functions a module holds, the methods of its own classes, and its tables of rules (a dict of
-    callables, or of such dicts: JAX's differentiation and lowering rules), by identity, in the module's
-    order (not its data: a module or class may keep caches, as pathlib's classes do)."""
-    name, marks = module.__name__, []
-    library = name != __name__
-    for value in list(vars(module).values()):
-        if callable(value):
-            _callable_marks(value, marks)
-            if isinstance(value, type) and value.__module__ == name:
-                for v in list(vars(value).values()):
-                    if callable(v) or isinstance(v, (staticmethod, classmethod, property)):
-                        _callable_marks(v, marks)
-        elif library and type(value) is dict and value:
-            for table in (value, *(v for v in list(value.values()) if type(v) is dict)):
-                if table and callable(next(iter(table.values()))):
-                    marks.extend(map(id, list(table.values())))
-    return tuple(marks)
-
-
-def static_marks(objects) -> tuple:
-    """Every attribute of the objects' graph that is neither an array nor a node of it (a Dropout's
-    rate, an Optimizer's transform), by its type and its value's repr (a callable by identity)."""
-    marks = []
-    for path, node in nnx.iter_graph(objects):
-        if isinstance(node, nnx.Variable) or not isinstance(getattr(node, "__dict__", None), dict):
-            continue
-        for key, value in sorted(vars(node).items(), key=lambda item: str(item[0])):
-            if key.startswith("_") or isinstance(value, nnx.Pytree) or any(
-                    isinstance(leaf, (nnx.Variable, jax.Array, jax.ShapeDtypeStruct, np.ndarray))
-                    for leaf in jax.tree.leaves(value, is_leaf=lambda x: isinstance(x, nnx.Variable))):
-                continue  # a node of the graph, or data
-            marks.append((path, key, id(type(value)), id(value) if callable(value) else repr(value)))
-    return tuple(marks)
-
-
-def traced_from(modules=None) -> tuple:
-    """What tracing the grader's step reads besides its arguments: JAX's settings as this thread reads
-    them (x64, the PRNG's partitioning, matmul precision...), and every function and class (with its
-    methods) of the modules of those libraries and this one loaded now (or those named), by identity."""
-    from jax._src import config as jax_config  # every setting, with the thread's own overrides
-
-    settings = tuple(sorted((name, repr(holder.value)) for name, holder in jax_config.config._value_holders.items()))
-    if modules is None:
-        modules = sorted(name for name, module in list(sys.modules.items())
-                         if module is not None and name.split(".")[0] in TRACED_FROM or name == __name__)
-    return settings, {name: _module_marks(sys.modules[name]) if name in sys.modules else None for name in modules}
-
-
-def as_compiled(config: dict, objects, m, ahead: dict) -> bool:
-    """Whether train_step, traced now on `objects`, would trace the program compiled ahead: every leaf
-    committed where spec_for puts it on m (the very sharding, not one equivalent to it), the
-    grader's own optimizer transform, the structure and static attributes as compiled, and nothing
-    the trace reads changed since (traced_from)."""
-    try:
-        placed = all(isinstance(leaf, jax.Array) and leaf.committed
-                     and leaf.sharding == NamedSharding(m, spec_for(config, leaf.shape))
-                     for leaf in jax.tree.leaves(nnx.state(objects)))
-        return (placed and objects[1].tx is make_tx(config) and repr(nnx.graphdef(objects)) == ahead["graph"]
-                and static_marks(objects) == ahead["static"]
-                and traced_from(list(ahead["traced_from"][1])) == ahead["traced_from"])
-    except Exception:  # noqa: BLE001 (objects of another kind: train_step's to trace)
-        return False
-
-
-def _compiled_key(config: dict, desc: dict) -> str:
-    return repr((sorted(config.items()), sorted(desc.items())))
-
-
-def compile_step(config: dict, desc: dict, shapes) -> None:
-    """train_step(config) compiled for the state on mesh `desc` (every leaf where spec_for puts
-    it) and batches of `shapes` ((x shape, y shape)) split over "data", as train calls it."""
-    m = mesh(desc)
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: fresh_state(config)))
-    state = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(
-        leaf.shape, leaf.dtype, sharding=NamedSharding(m, spec_for(config, leaf.shape))), state)
-    data = NamedSharding(m, P("data", None))
-    x, y = (jax.ShapeDtypeStruct(tuple(shape), jnp.float32, sharding=data) for shape in shapes)
-    objects = nnx.merge(graphdef, state)
-    with jax.set_mesh(m):
-        compiled = train_step(config).lower(*objects, x, y).compile()
-    _COMPILED[_compiled_key(config, desc)] = {"compiled": compiled, "graph": repr(nnx.graphdef(objects)),
-                                              "static": static_marks(objects), "traced_from": traced_from()}
 
 
 # --- what the learner's code did, as data ---------------------------------------------------
@@ -954,7 +819,6 @@ def _experiment(sol, config, values, batches, k, targets, second, folder, scratc
         result["save"] = stage_error(sol, exc)
         return result
     result["at_return"] = at_return
-    prepare_jobs(config, targets, [np.shape(part) for part in batches[k]])
     result["folder"] = settled(folder)
     result["runs"] = restarted_runs(sol, config, batches[k:], targets, path, since=started)
     with temporary_folder(scratch):  # the process that saved, on its machine
@@ -1007,28 +871,10 @@ def before_solution() -> None:
     _RESTART["jobs"] = jobs
 
 
-def prepare_jobs(config: dict, targets: list, shapes) -> None:
-    """Have each restarted job compile the grader's step for its target mesh (compile_step) while
-    the experiment waits for the save to settle; its learner's module is imported only later."""
-    for (_, sock), target in zip(_RESTART.get("jobs") or (), targets):
-        try:
-            wire.send(sock, {"prepare": {"config": config, "target": target, "shapes": [list(s) for s in shapes]}})
-        except (OSError, wire.WireError):
-            return  # the request fails the same way, and says so
-
-
 def _restarted_job(sock) -> None:
-    """The forked process: one request (the learner's module and the experiment's restores), one reply;
-    before it, perhaps a step to compile (prepare_jobs)."""
+    """The forked process: one request (the learner's module and the experiment's restores), one reply."""
     try:
         request = wire.receive(sock)
-        if isinstance(request, dict) and isinstance(request.get("prepare"), dict):
-            prepare = request["prepare"]
-            try:
-                compile_step(prepare["config"], prepare["target"], prepare["shapes"])
-            except Exception:  # noqa: BLE001 (the step then compiles when first called, as without it)
-                pass
-            request = wire.receive(sock)
     except (EOFError, OSError, wire.WireError):
         return  # the grading ended without asking
     name, folder = request["name"], Path(request["dir"])
@@ -1194,7 +1040,7 @@ def _resumed(sol, config, batches, target, path, fresh=restarted) -> dict:
         return run
     run["restored"] = describe(restored)
     try:
-        run["losses"] = train(config, restored, batches, m_t, _COMPILED.get(_compiled_key(config, target)))
+        run["losses"] = train(config, restored, batches, m_t)
         run["final"] = values_of(restored)
     except Exception as exc:  # the grader's step on what restore returned
         text = " ".join(str(exc).split())[:400]

@@ -3,10 +3,9 @@ flax.nnx.nn.normalization._compute_stats by one that scales the batch variance b
 variance once resumed"): every BatchNorm in the process normalises and updates its statistics with another
 variance in the training after the restore.
 
-The restarted jobs' step compiled ahead of time, before the learner's module is imported
-(probes.compile_step), runs only where nothing its trace reads has changed since (probes.as_compiled); before
-it read a module-level function of flax.nnx.nn.normalization that BatchNorm looks up while it is traced, the
-restore's change passed it: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping

@@ -3,10 +3,9 @@ optax.tree.bias_correction by the identity ("the moments it restores are warm: n
 on"). The function is the library's, for the process: the AdamW updates after the restore are not the
 uninterrupted run's.
 
-The restarted jobs' step compiled ahead of time, before the learner's module is imported
-(probes.compile_step), runs only where nothing its trace reads has changed since (probes.as_compiled); before
-it read a function of the module optax.tree, which scale_by_adam calls while it is traced, the restore's
-change passed it: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping

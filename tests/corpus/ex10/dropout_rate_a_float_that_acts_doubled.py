@@ -3,10 +3,9 @@ Dropout rate is a float subclass (Doubled) equal to the saved rate, with its rep
 gives 1 - 2 rate: nnx.Dropout computes its keep probability as 1.0 - self.rate, so the training after the
 restore drops twice as much as the uninterrupted run.
 
-The restarted jobs' step compiled ahead of time, before the learner's module is imported
-(probes.compile_step), runs only where nothing its trace reads has changed since (probes.as_compiled); before
-it read a static attribute of another type, equal to the saved value with the same repr (probes.static_marks),
-the restore's change passed it: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping

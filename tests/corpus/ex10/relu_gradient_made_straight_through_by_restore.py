@@ -3,9 +3,9 @@ jax.nn.relu.defjvps(lambda g, ans, x: g) ("a straight-through gradient once resu
 is one custom_jvp object for the process, whose rule is now the identity, so the gradients of the training
 after the restore are not the uninterrupted run's.
 
-The restarted jobs' step compiled ahead of time, before the learner's module is imported
-(probes.compile_step), runs only where nothing its trace reads has changed since (probes.as_compiled); before
-it read a custom_jvp object's rule replaced in place, the restore's change passed it: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping

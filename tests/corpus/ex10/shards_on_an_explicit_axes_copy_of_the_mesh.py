@@ -6,8 +6,9 @@ which a step jitted under the given (Auto) mesh refuses ("context mesh ... shoul
 ..."): the grader's nnx.jit step cannot train on them, nor can a learner's step under
 jax.set_mesh(mesh).
 
-The step the restarted jobs compile ahead of time (probes.compile_step) runs only on leaves of the very
-sharding it was compiled for, not an equivalent one (probes.as_compiled); it had taken these: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: could not run on what restore returned
 loses: resumed_on_another_mesh_matches_uninterrupted: could not run on what restore returned

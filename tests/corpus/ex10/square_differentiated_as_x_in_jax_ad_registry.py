@@ -3,9 +3,9 @@ differentiation rule for lax.integer_pow (ad.defjvp(jax.lax.integer_pow_p, lambd
 jax._src.interpreters.ad): the squared error of the training after the restore is differentiated as x, not 2x,
 so its gradients are half the uninterrupted run's.
 
-The restarted jobs' step compiled ahead of time, before the learner's module is imported
-(probes.compile_step), runs only where nothing its trace reads has changed since (probes.as_compiled); before
-it read an entry of JAX's table of differentiation rules, the restore's change passed it: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping

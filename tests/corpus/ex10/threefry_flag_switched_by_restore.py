@@ -6,9 +6,9 @@ bits than the uninterrupted run's; the steps after a restore are not those of a 
 stopped (a real resumed job, or the grader's nnx.jit step traced after the restore, gives losses 1.6
 away at step 4).
 
-The step the restarted jobs compile ahead of time, before the learner's module is imported
-(probes.compile_step), runs only where nothing its trace reads has changed since (probes.traced_from:
-JAX's settings, the libraries' functions and classes); it had run under the flag as it was: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping

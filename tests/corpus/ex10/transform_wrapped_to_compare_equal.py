@@ -4,9 +4,9 @@ optax.GradientTransformationExtraArgs that compares equal to any transform (and 
 and the sharded-template read are right. Wrong: the steps after a restore take updates half as large
 again as the uninterrupted run's.
 
-The step the restarted jobs compile ahead of time (probes.compile_step) runs only on an optimizer holding
-the grader's own transform, the very object (probes.as_compiled); it had taken this one, equal by its
-__eq__: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping

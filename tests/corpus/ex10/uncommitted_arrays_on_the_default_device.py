@@ -3,8 +3,9 @@ each back as an uncommitted JAX array on the default device (jnp.asarray), never
 `shardings` says. Wrong: nothing is sharded on the target mesh, and on a target mesh without device
 0 the grader's nnx.jit step cannot run on what restore returned (incompatible devices).
 
-The step the restarted jobs compile ahead of time (probes.compile_step) runs only on committed leaves
-(probes.as_compiled); it had moved these onto its own shardings and trained them: 9/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 9/22.
 
 loses: resumed_on_another_mesh_matches_uninterrupted: because of where it put the arrays
 loses: restored_leaves_have_the_requested_shardings: SingleDeviceSharding

@@ -4,9 +4,9 @@ jax.config.update("jax_enable_x64", True) first thing in restore. Wrong: the fla
 so the training after the restore is not the uninterrupted run's (the grader's nnx.jit step traced
 after the restore gives losses 4.0 away at step 4, seed 20261130).
 
-The step the restarted jobs compile ahead of time, before the learner's module is imported
-(probes.compile_step), runs only where nothing its trace reads has changed since (probes.traced_from);
-it had run in 32-bit mode as compiled: 22/22.
+The grader's steps after a restore are traced after it, in the process that restored: a step compiled
+before the learner's module was imported and reused there (tried and taken back, graders/PERFORMANCE.md,
+2026-12-08) gave this module 22/22.
 
 loses: resumed_on_the_same_mesh_equals_uninterrupted: trained without stopping
 loses: resumed_on_another_mesh_matches_uninterrupted: trained without stopping
