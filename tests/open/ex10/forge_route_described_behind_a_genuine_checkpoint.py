@@ -9,7 +9,7 @@ split leaf on each device of the target mesh, nothing moved between devices. The
 every name the guard compares pointing at the object it did (tests/test_forged_evidence.py, the
 `code` way).
 
-Measured (2026-12-07, seed 20261130, `python -m graders ex10 --solutions D --sandbox -v` and without):
+Measured (2026-12-08, seed 20261130, `python -m graders ex10 --solutions D --sandbox -v` and without):
 see tests/open/README.md. Should score 10/22, as graded honestly: everything the judge reads itself
 (its own Orbax reading of the checkpoint, the values restore handed back from the judge's rewrite at
 two paths, the placements described leaf by leaf) is right, and the 12 points of where the data went
